@@ -1,0 +1,30 @@
+//===- TrellisAttrs.td - Attributes of the trellis dialect -*- tablegen -*-===//
+#ifndef TRELLIS_ATTRS_TD
+#define TRELLIS_ATTRS_TD
+
+include "TrellisDialect.td"
+include "mlir/IR/EnumAttr.td"
+
+class Trellis_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Trellis_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Trellis_BoundsAttr : Trellis_Attr<"Bounds", "bounds"> {
+  let summary = "Upper bounds of a tensor type's dynamic dimensions";
+  let description = [{
+    The encoding of a ranked tensor type with dynamic dimensions: one upper
+    bound per `?`, in order. The memory planner sizes buffers from the bounds
+    when a size is not yet known, and the runtime checks actual sizes against
+    them.
+
+    ```mlir
+    tensor<?x1024xf16, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"int64_t">:$max);
+  let assemblyFormat = "`<` `[` $max `]` `>`";
+  let genVerifyDecl = 1;
+}
+
+#endif // TRELLIS_ATTRS_TD

@@ -1,0 +1,15 @@
+// RUN: trellis-opt %s | trellis-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @linear_bias
+func.func @linear_bias(%x: tensor<2x4096x1024xf16>, %w: tensor<3072x1024xf16>, %b: tensor<3072xf16>) -> tensor<2x4096x3072xf16> {
+  // CHECK: trellis.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4096x1024xf16>, tensor<3072x1024xf16>, tensor<3072xf16>) -> tensor<2x4096x3072xf16>
+  %y = trellis.linear %x, %w, %b : (tensor<2x4096x1024xf16>, tensor<3072x1024xf16>, tensor<3072xf16>) -> tensor<2x4096x3072xf16>
+  return %y : tensor<2x4096x3072xf16>
+}
+
+// CHECK-LABEL: func.func @linear_bounded
+func.func @linear_bounded(%x: tensor<?x8xf32, #trellis.bounds<[32768]>>, %w: tensor<128x8xf32>) -> tensor<?x128xf32, #trellis.bounds<[32768]>> {
+  // CHECK: trellis.linear %{{.*}}, %{{.*}} : (tensor<?x8xf32, #trellis.bounds<[32768]>>, tensor<128x8xf32>) -> tensor<?x128xf32, #trellis.bounds<[32768]>>
+  %y = trellis.linear %x, %w : (tensor<?x8xf32, #trellis.bounds<[32768]>>, tensor<128x8xf32>) -> tensor<?x128xf32, #trellis.bounds<[32768]>>
+  return %y : tensor<?x128xf32, #trellis.bounds<[32768]>>
+}
