@@ -1,0 +1,246 @@
+//===- Driver.cpp - The trellisc compiler driver ----------------------------===//
+//
+// Reads a TRELLIS pipeline.json (or trellis-dialect MLIR), runs the compile
+// phases up to --compile-to, and writes what --emit asks for.
+//
+//===----------------------------------------------------------------------===//
+#include "trellis/Compiler/Driver.h"
+
+#include "dialect/TrellisDialect.h"
+#include "lib/Driver/Phases.h"
+#include "lib/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace trellis {
+namespace {
+
+enum class EmitKind { Default, MLIR, PTX, Bundle, Exe };
+enum class Target { CUDA, CPU };
+
+cl::OptionCategory category("trellisc options");
+cl::OptionCategory debugCategory(
+    "IR debugging options (MLIR's, e.g. --mlir-print-ir-after-all)");
+
+/// Moves the useful MLIR debugging options into our help; libLLVM.so
+/// registers thousands of others that --help hides.
+void exposeMLIRDebugOptions() {
+  static const char *const kPrefixes[] = {
+      "mlir-print-ir-",      "mlir-print-debuginfo", "mlir-pretty-debuginfo",
+      "mlir-timing",         "mlir-pass-statistics", "mlir-elide-elementsattrs",
+      "mlir-print-op-generic", "mlir-disable-threading"};
+  for (auto &entry : cl::getRegisteredOptions()) {
+    llvm::StringRef name = entry.first;
+    for (const char *prefix : kPrefixes)
+      if (name.starts_with(prefix))
+        entry.second->addCategory(debugCategory);
+  }
+}
+
+cl::opt<std::string> inputFilename(
+    cl::Positional, cl::Required, cl::cat(category),
+    cl::desc("<pipeline.json | input.mlir>"),
+    cl::value_desc("a TRELLIS pipeline.json, or IR in the trellis dialect"));
+
+cl::opt<std::string> outputFilename(
+    "o", cl::cat(category), cl::value_desc("file"),
+    cl::desc("Output file (default: trellis.exe for --emit=exe, "
+             "trellis.bundle for --emit=bundle, stdout otherwise)"));
+
+std::string phaseHelp() {
+  std::string help = "Stop after this phase and emit its result:";
+  for (const PhaseInfo &info : allPhases())
+    help += "\n    " + info.name.str() +
+            std::string(11 - std::min<size_t>(10, info.name.size()), ' ') +
+            info.summary.str() + (info.implemented ? "" : " [not built yet]");
+  return help;
+}
+
+// cl::desc keeps a pointer: the text must outlive the option.
+const std::string kPhaseHelp = phaseHelp();
+cl::opt<std::string> compileTo("compile-to", cl::cat(category),
+                               cl::value_desc("phase"), cl::init("bundle"),
+                               cl::desc(kPhaseHelp));
+
+cl::opt<EmitKind> emitKind(
+    "emit", cl::cat(category), cl::init(EmitKind::Default),
+    cl::desc("What to write (default: exe for a full compile, mlir when "
+             "--compile-to names an IR phase)"),
+    cl::values(clEnumValN(EmitKind::MLIR, "mlir", "the IR after the phase"),
+               clEnumValN(EmitKind::PTX, "ptx",
+                          "the PTX of the generated kernels"),
+               clEnumValN(EmitKind::Bundle, "bundle",
+                          "the versioned bundle alone"),
+               clEnumValN(EmitKind::Exe, "exe",
+                          "a standalone executable (runtime + bundle)")));
+
+cl::opt<Target> target(
+    "target", cl::cat(category), cl::init(Target::CUDA),
+    cl::desc("Where the program runs"),
+    cl::values(clEnumValN(Target::CUDA, "cuda",
+                          "NVIDIA GPUs: sm_90a kernels plus portable PTX for "
+                          "sm_75+ (falls back to the CPU when no GPU)"),
+               clEnumValN(Target::CPU, "cpu", "the CPU reference backend")));
+
+/// A usage error: exit code 2.
+int usageError(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "trellisc") << message << "\n";
+  return 2;
+}
+
+/// A compile error: exit code 1.
+int compileError(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "trellisc") << message << "\n";
+  return 1;
+}
+
+/// The last implemented phase reachable from `start` without a gap.
+Phase lastReachablePhase(Phase start) {
+  Phase last = start;
+  for (const PhaseInfo &info : allPhases()) {
+    if (info.phase <= start)
+      continue;
+    if (!info.implemented)
+      break;
+    last = info.phase;
+  }
+  return last;
+}
+
+/// The passes of one IR phase.
+void addPhasePasses(Phase phase, PassManager &pm) {
+  switch (phase) {
+  case Phase::Graph:
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    pm.addPass(::mlir::trellis::createTrellisVerifyLocations());
+    break;
+  default:
+    break;
+  }
+}
+
+int run() {
+  std::optional<Phase> finalPhase = parsePhase(compileTo);
+  if (!finalPhase) {
+    std::string names;
+    for (const PhaseInfo &info : allPhases())
+      names += (names.empty() ? "" : ", ") + info.name.str();
+    return usageError("unknown phase '" + compileTo +
+                      "' for --compile-to; the phases are: " + names);
+  }
+
+  // The input decides where compilation starts.
+  llvm::StringRef ext = llvm::sys::path::extension(inputFilename);
+  Phase start;
+  if (ext == ".json")
+    start = Phase::Config;
+  else if (ext == ".mlir")
+    start = Phase::Trellis;
+  else
+    return usageError("cannot tell the kind of input '" + inputFilename +
+                      "': expected a pipeline.json (.json) or trellis IR "
+                      "(.mlir)");
+  if (*finalPhase < start)
+    return usageError("--compile-to=" + compileTo + " comes before the input's "
+                      "phase '" + getPhaseInfo(start).name +
+                      "': nothing to do");
+
+  const PhaseInfo &final = getPhaseInfo(*finalPhase);
+  EmitKind emit = emitKind;
+  if (emit == EmitKind::Default)
+    emit = final.producesMLIR ? EmitKind::MLIR : EmitKind::Exe;
+  if (emit == EmitKind::MLIR && !final.producesMLIR)
+    return usageError("--emit=mlir needs an IR phase; '" + final.name +
+                      "' does not produce MLIR");
+  if (emit == EmitKind::PTX && *finalPhase < Phase::Codegen)
+    return usageError("--emit=ptx needs --compile-to=codegen or later");
+  if ((emit == EmitKind::Bundle || emit == EmitKind::Exe) &&
+      *finalPhase != Phase::Bundle)
+    return usageError("--emit=bundle and --emit=exe need --compile-to=bundle");
+
+  // Refuse up front, before any work, if a phase on the way is not built.
+  for (const PhaseInfo &info : allPhases()) {
+    if (info.phase < start || info.phase > *finalPhase || info.implemented)
+      continue;
+    Phase reach = lastReachablePhase(start);
+    return compileError(
+        "phase '" + info.name + "' (" + info.summary +
+        ") is not implemented yet in this build of trellisc; from this input "
+        "the compiler can reach '" +
+        getPhaseInfo(reach).name + "' (use --compile-to=" +
+        getPhaseInfo(reach).name + ")");
+  }
+
+  DialectRegistry registry;
+  registry.insert<::mlir::trellis::TrellisDialect, func::FuncDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  std::string error;
+  auto input = openInputFile(inputFilename, &error);
+  if (!input)
+    return compileError(error);
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1; // the parser reported the error with its location
+
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return usageError("invalid pass manager options");
+  for (const PhaseInfo &info : allPhases())
+    if (info.phase > start && info.phase <= *finalPhase)
+      addPhasePasses(info.phase, pm);
+  if (failed(pm.run(*module)))
+    return 1;
+
+  std::string outPath =
+      outputFilename.empty() ? std::string("-") : outputFilename.getValue();
+  auto output = openOutputFile(outPath, &error);
+  if (!output)
+    return compileError(error);
+  module->print(output->os());
+  output->keep();
+  return 0;
+}
+
+} // namespace
+
+int compilerMain(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  exposeMLIRDebugOptions();
+  cl::HideUnrelatedOptions({&category, &debugCategory});
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "trellisc: ahead-of-time compiler for the TRELLIS image-to-3D pipeline\n\n"
+      "  trellisc models/TRELLIS-image-large/pipeline.json -o trellis.exe\n"
+      "  trellisc model.mlir --compile-to=graph   (print the IR after a "
+      "phase)\n\n"
+      "Phases (in order): config, trace, trellis, graph, fusion, tiling,\n"
+      "partition, codegen, plan, bundle. See docs/ARCHITECTURE.md.\n");
+  return run();
+}
+
+} // namespace trellis

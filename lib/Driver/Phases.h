@@ -1,0 +1,49 @@
+//===- Phases.h - The named compile phases of trellisc ----------*- C++ -*-===//
+//
+// DESIGN.md §2: the compiler is a sequence of named phases, and
+// `--compile-to=PHASE` stops after any of them (IREE style). This table is
+// the single description of them: --help, the error for a phase that is not
+// built yet, and docs/ARCHITECTURE.md all follow it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRELLIS_DRIVER_PHASES_H
+#define TRELLIS_DRIVER_PHASES_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+
+namespace trellis {
+
+enum class Phase {
+  Config,    // pipeline.json + sidecars parsed and validated
+  Trace,     // model builders ran: trace IR of every model and the sampler
+  Trellis,   // trace lowered to the `trellis` dialect (tensor level)
+  Graph,     // graph passes: canonicalize/CSE, hoisting, folding, CFG batching
+  Fusion,    // attention formation, norm+modulate, GEMM epilogues, Euler/CFG
+  Tiling,    // flash attention tiles, Swin windows -> varlen, MLP chunking
+  Partition, // library calls (cuBLASLt, attention) vs generated kernels
+  Codegen,   // generated kernels -> gpu -> NVVM -> LLVM NVPTX -> PTX
+  Plan,      // memory plan (symbolic in N) and host program
+  Bundle,    // versioned bundle (+ runtime = trellis.exe)
+};
+
+struct PhaseInfo {
+  Phase phase;
+  llvm::StringRef name;
+  llvm::StringRef summary;
+  /// False while the phase is not built yet: reaching it is an error that
+  /// says so (never a silent skip).
+  bool implemented;
+  /// The phase's output is MLIR (printable with --emit=mlir).
+  bool producesMLIR;
+};
+
+llvm::ArrayRef<PhaseInfo> allPhases();
+const PhaseInfo &getPhaseInfo(Phase phase);
+std::optional<Phase> parsePhase(llvm::StringRef name);
+
+} // namespace trellis
+
+#endif // TRELLIS_DRIVER_PHASES_H
