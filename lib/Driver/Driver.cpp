@@ -8,7 +8,9 @@
 
 #include "dialect/TrellisDialect.h"
 #include "lib/Driver/Phases.h"
+#include "lib/Target/HostProgram.h"
 #include "lib/Transforms/Passes.h"
+#include "trellis/Runtime/Bundle.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -19,6 +21,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -31,8 +34,10 @@ namespace cl = llvm::cl;
 namespace trellis {
 namespace {
 
+/// The function a compiled program starts at.
+constexpr llvm::StringLiteral kEntryFunction = "main";
+
 enum class EmitKind { Default, MLIR, PTX, Bundle, Exe };
-enum class Target { CUDA, CPU };
 
 cl::OptionCategory category("trellisc options");
 cl::OptionCategory debugCategory(
@@ -68,7 +73,11 @@ std::string phaseHelp() {
   for (const PhaseInfo &info : allPhases())
     help += "\n    " + info.name.str() +
             std::string(11 - std::min<size_t>(10, info.name.size()), ' ') +
-            info.summary.str() + (info.implemented ? "" : " [not built yet]");
+            info.summary.str() +
+            (info.builtForCUDA ? ""
+             : info.builtForCPU ? " [built for --target=cpu]"
+             : info.gpuOnly     ? " [GPU only; not built yet]"
+                                : " [not built yet]");
   return help;
 }
 
@@ -110,13 +119,13 @@ int compileError(const llvm::Twine &message) {
   return 1;
 }
 
-/// The last implemented phase reachable from `start` without a gap.
-Phase lastReachablePhase(Phase start) {
+/// The last phase reachable from `start` for `t` without a gap.
+Phase lastReachablePhase(Phase start, Target t) {
   Phase last = start;
   for (const PhaseInfo &info : allPhases()) {
-    if (info.phase <= start)
+    if (info.phase <= start || !info.appliesTo(t))
       continue;
-    if (!info.implemented)
+    if (!info.builtFor(t))
       break;
     last = info.phase;
   }
@@ -134,6 +143,52 @@ void addPhasePasses(Phase phase, PassManager &pm) {
   default:
     break;
   }
+}
+
+/// The runtime executable that --emit=exe copies: $TRELLIS_RUNTIME, else
+/// trellis-runtime next to this trellisc.
+std::string findRuntime() {
+  if (const char *env = std::getenv("TRELLIS_RUNTIME"))
+    return env;
+  std::string self = llvm::sys::fs::getMainExecutable(
+      "trellisc", reinterpret_cast<void *>(&findRuntime));
+  llvm::SmallString<256> path(llvm::sys::path::parent_path(self));
+  llvm::sys::path::append(path, "trellis-runtime");
+  return std::string(path);
+}
+
+/// The plan and bundle phases for the CPU target: serialize the host
+/// program and write the bundle (alone or inside an executable).
+int emitBundle(ModuleOp module, EmitKind emit) {
+  FailureOr<SerializedProgram> program =
+      serializeHostProgram(module, kEntryFunction);
+  if (failed(program))
+    return 1;
+  Bundle bundle;
+  bundle.set("program", std::move(program->program));
+  bundle.set("locations", std::move(program->locations));
+  bundle.set("meta", "{\"compiler\": \"trellisc " TRELLISC_VERSION
+                     "\", \"target\": \"cpu\", \"input\": \"" +
+                         llvm::sys::path::filename(inputFilename).str() +
+                         "\"}");
+  std::string outPath = outputFilename;
+  if (emit == EmitKind::Bundle) {
+    if (outPath.empty())
+      outPath = "trellis.bundle";
+    if (Status s = bundle.writeFile(outPath); !s)
+      return compileError(s.message());
+    return 0;
+  }
+  if (outPath.empty())
+    outPath = "trellis.exe";
+  std::string runtime = findRuntime();
+  if (!llvm::sys::fs::exists(runtime))
+    return compileError("cannot find the trellis runtime at '" + runtime +
+                        "' to build an executable (set TRELLIS_RUNTIME, or "
+                        "use --emit=bundle)");
+  if (Status s = bundle.writeExecutable(runtime, outPath); !s)
+    return compileError(s.message());
+  return 0;
 }
 
 int run() {
@@ -176,16 +231,26 @@ int run() {
     return usageError("--emit=bundle and --emit=exe need --compile-to=bundle");
 
   // Refuse up front, before any work, if a phase on the way is not built.
+  Target tgt = target;
+  llvm::StringRef targetName = tgt == Target::CPU ? "cpu" : "cuda";
+  if (!final.appliesTo(tgt))
+    return usageError("phase '" + final.name + "' exists only for GPU "
+                      "targets; --target=cpu runs the trellis ops as they are");
   for (const PhaseInfo &info : allPhases()) {
-    if (info.phase < start || info.phase > *finalPhase || info.implemented)
+    if (info.phase < start || info.phase > *finalPhase ||
+        !info.appliesTo(tgt) || info.builtFor(tgt))
       continue;
-    Phase reach = lastReachablePhase(start);
+    Phase reach = lastReachablePhase(start, tgt);
     return compileError(
         "phase '" + info.name + "' (" + info.summary +
-        ") is not implemented yet in this build of trellisc; from this input "
-        "the compiler can reach '" +
+        ") is not implemented yet for --target=" + targetName +
+        " in this build of trellisc; from this input the compiler can reach '" +
         getPhaseInfo(reach).name + "' (use --compile-to=" +
-        getPhaseInfo(reach).name + ")");
+        getPhaseInfo(reach).name +
+        (tgt == Target::CUDA && getPhaseInfo(Phase::Bundle).builtForCPU
+             ? ", or --target=cpu for the CPU reference backend"
+             : "") +
+        ")");
   }
 
   DialectRegistry registry;
@@ -208,19 +273,23 @@ int run() {
   if (failed(applyPassManagerCLOptions(pm)))
     return usageError("invalid pass manager options");
   for (const PhaseInfo &info : allPhases())
-    if (info.phase > start && info.phase <= *finalPhase)
+    if (info.phase > start && info.phase <= *finalPhase &&
+        info.appliesTo(tgt))
       addPhasePasses(info.phase, pm);
   if (failed(pm.run(*module)))
     return 1;
 
-  std::string outPath =
-      outputFilename.empty() ? std::string("-") : outputFilename.getValue();
-  auto output = openOutputFile(outPath, &error);
-  if (!output)
-    return compileError(error);
-  module->print(output->os());
-  output->keep();
-  return 0;
+  if (emit == EmitKind::MLIR) {
+    std::string outPath =
+        outputFilename.empty() ? std::string("-") : outputFilename.getValue();
+    auto output = openOutputFile(outPath, &error);
+    if (!output)
+      return compileError(error);
+    module->print(output->os());
+    output->keep();
+    return 0;
+  }
+  return emitBundle(*module, emit);
 }
 
 } // namespace

@@ -29,15 +29,26 @@ enum class Phase {
   Bundle,    // versioned bundle (+ runtime = trellis.exe)
 };
 
+enum class Target { CUDA, CPU };
+
 struct PhaseInfo {
   Phase phase;
   llvm::StringRef name;
   llvm::StringRef summary;
-  /// False while the phase is not built yet: reaching it is an error that
-  /// says so (never a silent skip).
-  bool implemented;
+  /// False while the phase is not built yet for that target: reaching it is
+  /// an error that says so (never a silent skip).
+  bool builtForCUDA;
+  bool builtForCPU;
+  /// GPU-only phases (fusion .. codegen) do not apply to the CPU target: the
+  /// reference backend runs trellis ops as they are.
+  bool gpuOnly;
   /// The phase's output is MLIR (printable with --emit=mlir).
   bool producesMLIR;
+
+  bool appliesTo(Target t) const { return !(gpuOnly && t == Target::CPU); }
+  bool builtFor(Target t) const {
+    return t == Target::CPU ? builtForCPU : builtForCUDA;
+  }
 };
 
 llvm::ArrayRef<PhaseInfo> allPhases();
