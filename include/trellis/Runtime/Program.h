@@ -1,0 +1,102 @@
+//===- Program.h - The host program as the runtime reads it -----*- C++ -*-===//
+//
+// The parsed form of the bundle's "program" and "locations" sections (see
+// lib/Target/HostProgram.h for the format). No LLVM: the runtime links this.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRELLIS_RUNTIME_PROGRAM_H
+#define TRELLIS_RUNTIME_PROGRAM_H
+
+#include "trellis/Support/HostTensor.h"
+#include "trellis/Support/Result.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace trellis {
+
+/// The static type of a value slot.
+struct ValueType {
+  enum class Kind { Tensor, Coords, NeighborMap, Segments };
+  Kind kind = Kind::Tensor;
+  DType dtype = DType::F32; // tensors
+  Shape shape;              // tensors; -1 for a bounded dynamic dim
+  std::vector<int64_t> bounds; // tensors: one per dynamic dim
+  int64_t resolution = 0;   // coords
+  int64_t bound = 0;        // coords, neighbor_map, segments
+  int64_t kernel = 0;       // neighbor_map
+  int64_t maxLength = 0;    // segments
+
+  std::string str() const;
+};
+
+struct Region;
+
+/// One operation: op name, operand and result slots, attributes.
+struct Instr {
+  std::string op;
+  std::vector<int> in, out;
+  std::vector<ValueType> types;
+  nlohmann::json attrs;
+  int loc = -1;
+  std::vector<Region> regions;
+
+  /// Typed attribute access; errors name the op and the attribute.
+  Result<int64_t> intAttr(const char *name) const;
+  Result<double> floatAttr(const char *name) const;
+  Result<std::string> stringAttr(const char *name) const;
+  Result<std::vector<int64_t>> intArrayAttr(const char *name) const;
+  Result<std::vector<double>> floatArrayAttr(const char *name) const;
+  bool hasAttr(const char *name) const { return attrs.contains(name); }
+};
+
+struct Region {
+  std::vector<int> args;
+  std::vector<Instr> body;
+  std::vector<int> yield;
+};
+
+struct Function {
+  std::string name;
+  std::vector<int> args;
+  std::vector<ValueType> argTypes;
+  std::vector<int> results;
+  std::vector<Instr> body;
+  int numSlots = 0;
+  int loc = -1;
+};
+
+/// Where an op came from (one entry of the location table).
+struct SourceLocation {
+  std::string module;     // "slat_flow_model/blocks.3.self_attn"
+  std::string config;     // "pipeline.json:12:7"
+  std::string source;     // "lib/Models/SLatFlow.cpp:88:3" or "model.py:12:5"
+  std::string sourceKind; // "builder" or "user"
+  std::string text;       // the MLIR location as printed
+};
+
+class Program {
+public:
+  /// Parses the "program" and "locations" sections; `what` names the bundle.
+  static Result<Program> parse(const std::string &programJson,
+                               const std::string &locationsJson,
+                               const std::string &what);
+
+  const std::string &entry() const { return entry_; }
+  const std::vector<Function> &functions() const { return functions_; }
+  const Function *find(const std::string &name) const;
+  const std::vector<SourceLocation> &locations() const { return locations_; }
+  /// "in slat_flow_model/blocks.3.self_attn (traced at …, config …)".
+  std::string describe(int loc) const;
+
+private:
+  std::string entry_;
+  std::vector<Function> functions_;
+  std::vector<SourceLocation> locations_;
+};
+
+} // namespace trellis
+
+#endif // TRELLIS_RUNTIME_PROGRAM_H

@@ -1,0 +1,307 @@
+//===- Program.cpp - The host program as the runtime reads it ---------------===//
+#include "trellis/Runtime/Program.h"
+
+namespace trellis {
+
+using json = nlohmann::json;
+
+namespace {
+
+/// Parse errors carry the JSON path inside the program section.
+struct Parser {
+  std::string what;
+  std::optional<Error> failure;
+
+  void fail(const std::string &path, const std::string &message) {
+    if (!failure)
+      failure = Error{"malformed host program in '" + what + "' at " + path +
+                      ": " + message};
+  }
+
+  const json *field(const json &obj, const char *name, const std::string &path,
+                    json::value_t type) {
+    if (!obj.is_object()) {
+      fail(path, "expected an object");
+      return nullptr;
+    }
+    auto it = obj.find(name);
+    if (it == obj.end()) {
+      fail(path, std::string("missing '") + name + "'");
+      return nullptr;
+    }
+    bool ok = it->type() == type ||
+              (type == json::value_t::number_integer &&
+               it->is_number_unsigned());
+    if (!ok) {
+      fail(path + "." + name, "has the wrong JSON type");
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  std::vector<int> slots(const json &obj, const char *name,
+                         const std::string &path) {
+    std::vector<int> out;
+    if (const json *arr = field(obj, name, path, json::value_t::array))
+      for (const json &v : *arr) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+          fail(path + "." + name, "expected non-negative slot numbers");
+          return out;
+        }
+        out.push_back(v.get<int>());
+      }
+    return out;
+  }
+
+  ValueType type(const json &j, const std::string &path) {
+    ValueType t;
+    const json *kind = field(j, "kind", path, json::value_t::string);
+    if (!kind)
+      return t;
+    std::string k = *kind;
+    auto num = [&](const char *name) -> int64_t {
+      const json *v = field(j, name, path, json::value_t::number_integer);
+      return v ? v->get<int64_t>() : 0;
+    };
+    if (k == "tensor") {
+      t.kind = ValueType::Kind::Tensor;
+      const json *dtype = field(j, "dtype", path, json::value_t::string);
+      if (!dtype)
+        return t;
+      std::string d = *dtype;
+      if (d == "f16")
+        t.dtype = DType::F16;
+      else if (d == "f32")
+        t.dtype = DType::F32;
+      else if (d == "i32")
+        t.dtype = DType::I32;
+      else if (d == "i64")
+        t.dtype = DType::I64;
+      else
+        fail(path + ".dtype", "unknown element type '" + d + "'");
+      if (const json *shape = field(j, "shape", path, json::value_t::array))
+        for (const json &v : *shape)
+          t.shape.push_back(v.get<int64_t>());
+      if (j.contains("bounds"))
+        for (const json &v : j["bounds"])
+          t.bounds.push_back(v.get<int64_t>());
+    } else if (k == "coords") {
+      t.kind = ValueType::Kind::Coords;
+      t.resolution = num("resolution");
+      t.bound = num("bound");
+    } else if (k == "neighbor_map") {
+      t.kind = ValueType::Kind::NeighborMap;
+      t.kernel = num("kernel");
+      t.bound = num("bound");
+    } else if (k == "segments") {
+      t.kind = ValueType::Kind::Segments;
+      t.maxLength = num("max_length");
+      t.bound = num("bound");
+    } else {
+      fail(path + ".kind", "unknown value kind '" + k + "'");
+    }
+    return t;
+  }
+
+  std::vector<Instr> body(const json &arr, const std::string &path) {
+    std::vector<Instr> out;
+    if (!arr.is_array()) {
+      fail(path, "expected an array of ops");
+      return out;
+    }
+    for (size_t i = 0; i < arr.size() && !failure; ++i) {
+      std::string p = path + "[" + std::to_string(i) + "]";
+      const json &j = arr[i];
+      Instr instr;
+      if (const json *op = field(j, "op", p, json::value_t::string))
+        instr.op = *op;
+      instr.in = slots(j, "in", p);
+      instr.out = slots(j, "out", p);
+      if (const json *types = field(j, "types", p, json::value_t::array))
+        for (size_t k = 0; k < types->size(); ++k)
+          instr.types.push_back(
+              type((*types)[k], p + ".types[" + std::to_string(k) + "]"));
+      if (instr.types.size() != instr.out.size())
+        fail(p, "has " + std::to_string(instr.out.size()) + " results but " +
+                    std::to_string(instr.types.size()) + " types");
+      if (const json *attrs = field(j, "attrs", p, json::value_t::object))
+        instr.attrs = *attrs;
+      if (const json *loc = field(j, "loc", p, json::value_t::number_integer))
+        instr.loc = loc->get<int>();
+      if (j.contains("regions")) {
+        const json &regions = j["regions"];
+        for (size_t r = 0; r < regions.size(); ++r) {
+          std::string rp = p + ".regions[" + std::to_string(r) + "]";
+          Region region;
+          region.args = slots(regions[r], "args", rp);
+          if (const json *b = field(regions[r], "body", rp, json::value_t::array))
+            region.body = body(*b, rp + ".body");
+          region.yield = slots(regions[r], "yield", rp);
+          instr.regions.push_back(std::move(region));
+        }
+      }
+      out.push_back(std::move(instr));
+    }
+    return out;
+  }
+};
+
+std::string attrError(const Instr &instr, const char *name,
+                      const char *expected) {
+  return "op '" + instr.op + "': attribute '" + name + "' " +
+         (instr.attrs.contains(name) ? std::string("is not ") + expected
+                                     : std::string("is missing"));
+}
+
+} // namespace
+
+std::string ValueType::str() const {
+  switch (kind) {
+  case Kind::Tensor: {
+    std::string s = "tensor<";
+    for (int64_t d : shape)
+      s += (d < 0 ? std::string("?") : std::to_string(d)) + "x";
+    return s + std::string(dtypeName(dtype)) + ">";
+  }
+  case Kind::Coords:
+    return "coords<resolution " + std::to_string(resolution) + ", bound " +
+           std::to_string(bound) + ">";
+  case Kind::NeighborMap:
+    return "neighbor_map<kernel " + std::to_string(kernel) + ">";
+  case Kind::Segments:
+    return "segments<max_length " + std::to_string(maxLength) + ">";
+  }
+  return "?";
+}
+
+Result<int64_t> Instr::intAttr(const char *name) const {
+  auto it = attrs.find(name);
+  if (it == attrs.end() || !it->is_number_integer())
+    return Error{attrError(*this, name, "an integer")};
+  return it->get<int64_t>();
+}
+
+Result<double> Instr::floatAttr(const char *name) const {
+  auto it = attrs.find(name);
+  if (it == attrs.end() || !it->is_number())
+    return Error{attrError(*this, name, "a number")};
+  return it->get<double>();
+}
+
+Result<std::string> Instr::stringAttr(const char *name) const {
+  auto it = attrs.find(name);
+  if (it == attrs.end() || !it->is_string())
+    return Error{attrError(*this, name, "a string")};
+  return it->get<std::string>();
+}
+
+Result<std::vector<int64_t>> Instr::intArrayAttr(const char *name) const {
+  auto it = attrs.find(name);
+  if (it == attrs.end() || !it->is_array())
+    return Error{attrError(*this, name, "an integer array")};
+  std::vector<int64_t> out;
+  for (const json &v : *it) {
+    if (!v.is_number_integer())
+      return Error{attrError(*this, name, "an integer array")};
+    out.push_back(v.get<int64_t>());
+  }
+  return out;
+}
+
+Result<std::vector<double>> Instr::floatArrayAttr(const char *name) const {
+  auto it = attrs.find(name);
+  if (it == attrs.end() || !it->is_array())
+    return Error{attrError(*this, name, "a number array")};
+  std::vector<double> out;
+  for (const json &v : *it) {
+    if (!v.is_number())
+      return Error{attrError(*this, name, "a number array")};
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+Result<Program> Program::parse(const std::string &programJson,
+                               const std::string &locationsJson,
+                               const std::string &what) {
+  json root = json::parse(programJson, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded())
+    return Error{"the host program in '" + what + "' is not valid JSON"};
+  Parser p{what, std::nullopt};
+  Program program;
+  if (const json *fmt = p.field(root, "format", "$", json::value_t::string);
+      fmt && *fmt != "trellis-host-program")
+    p.fail("$.format", "expected \"trellis-host-program\"");
+  if (const json *v = p.field(root, "version", "$", json::value_t::number_integer);
+      v && v->get<int>() != 1)
+    p.fail("$.version", "this runtime reads version 1, found " + v->dump());
+  if (const json *e = p.field(root, "entry", "$", json::value_t::string))
+    program.entry_ = *e;
+  if (const json *fns = p.field(root, "functions", "$", json::value_t::array))
+    for (size_t i = 0; i < fns->size() && !p.failure; ++i) {
+      const json &j = (*fns)[i];
+      std::string path = "$.functions[" + std::to_string(i) + "]";
+      Function f;
+      if (const json *n = p.field(j, "name", path, json::value_t::string))
+        f.name = *n;
+      f.args = p.slots(j, "args", path);
+      if (const json *ts = p.field(j, "arg_types", path, json::value_t::array))
+        for (const json &t : *ts)
+          f.argTypes.push_back(p.type(t, path + ".arg_types"));
+      f.results = p.slots(j, "results", path);
+      if (const json *b = p.field(j, "body", path, json::value_t::array))
+        f.body = p.body(*b, path + ".body");
+      if (const json *n = p.field(j, "num_slots", path, json::value_t::number_integer))
+        f.numSlots = n->get<int>();
+      if (j.contains("loc") && j["loc"].is_number_integer())
+        f.loc = j["loc"].get<int>();
+      program.functions_.push_back(std::move(f));
+    }
+  if (p.failure)
+    return *p.failure;
+  if (!program.find(program.entry_))
+    return Error{"the host program in '" + what + "' has no entry function '" +
+                 program.entry_ + "'"};
+
+  json locs = json::parse(locationsJson, nullptr, false);
+  if (locs.is_discarded() || !locs.is_array())
+    return Error{"the location table in '" + what + "' is not a JSON array"};
+  for (const json &l : locs) {
+    SourceLocation loc;
+    auto get = [&](const char *k) {
+      return l.contains(k) && l[k].is_string() ? l[k].get<std::string>()
+                                               : std::string();
+    };
+    loc.module = get("module");
+    loc.config = get("config");
+    loc.source = get("source");
+    loc.sourceKind = get("source_kind");
+    loc.text = get("text");
+    program.locations_.push_back(std::move(loc));
+  }
+  return program;
+}
+
+const Function *Program::find(const std::string &name) const {
+  for (const Function &f : functions_)
+    if (f.name == name)
+      return &f;
+  return nullptr;
+}
+
+std::string Program::describe(int loc) const {
+  if (loc < 0 || size_t(loc) >= locations_.size())
+    return "(no source location)";
+  const SourceLocation &l = locations_[loc];
+  std::string s;
+  if (!l.module.empty())
+    s += "in " + l.module;
+  if (!l.source.empty())
+    s += std::string(s.empty() ? "" : ", ") +
+         (l.sourceKind == "user" ? "at " : "traced at ") + l.source;
+  if (!l.config.empty())
+    s += std::string(s.empty() ? "" : ", ") + "shaped by " + l.config;
+  return s.empty() ? l.text : s;
+}
+
+} // namespace trellis
