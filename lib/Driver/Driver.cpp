@@ -10,7 +10,14 @@
 #include "lib/Driver/Phases.h"
 #include "lib/Target/HostProgram.h"
 #include "lib/Transforms/Passes.h"
+#include "trellis/Config/PipelineConfig.h"
+#include "trellis/Format/Safetensors.h"
+#include "trellis/Models/Builders.h"
 #include "trellis/Runtime/Bundle.h"
+#include "trellis/Trace/Tracer.h"
+
+#include "mlir/IR/Verifier.h"
+#include <nlohmann/json.hpp>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -107,6 +114,23 @@ cl::opt<Target> target(
                           "sm_75+ (falls back to the CPU when no GPU)"),
                clEnumValN(Target::CPU, "cpu", "the CPU reference backend")));
 
+cl::OptionCategory pipelineCategory("pipeline options (pipeline.json input)");
+
+cl::opt<int64_t> batchSize("batch", cl::cat(pipelineCategory), cl::init(1),
+                           cl::desc("Samples generated per run (B)"));
+cl::opt<int64_t> condTokens(
+    "cond-tokens", cl::cat(pipelineCategory), cl::init(0),
+    cl::desc("Conditioning tokens per image (Lc; default 1374 for image "
+             "pipelines, 77 for text)"));
+cl::opt<int64_t> numImages(
+    "images", cl::cat(pipelineCategory), cl::init(1),
+    cl::desc("Conditioning images per run (rows of cond; >1 needs "
+             "--multi-image)"));
+cl::opt<std::string> multiImage(
+    "multi-image", cl::cat(pipelineCategory), cl::init("none"),
+    cl::desc("How several images condition one sample: none, stochastic, "
+             "multidiffusion (spec §2.3)"));
+
 /// A usage error: exit code 2.
 int usageError(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "trellisc") << message << "\n";
@@ -157,16 +181,110 @@ std::string findRuntime() {
   return std::string(path);
 }
 
+/// What the front phases produced besides the IR.
+struct CompiledInput {
+  std::vector<std::string> entries;
+  /// JSON: {"model key": "checkpoint path relative to the model dir"}.
+  std::string weightManifest = "{}";
+};
+
+/// Config + trace phases: pipeline.json → validated configs → the traced
+/// pipeline. Prints every error (config or trace) and returns null on
+/// failure; stops after the config phase when asked to.
+OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
+                                    CompiledInput &out, int &exitCode) {
+  exitCode = 1;
+  std::vector<config::Diagnostic> diagnostics;
+  Result<config::PipelineConfig> pipeline =
+      config::loadPipeline(inputFilename, &diagnostics);
+  for (const config::Diagnostic &d : diagnostics)
+    if (d.severity == config::Diagnostic::Severity::Warning)
+      llvm::errs() << d.render() << "\n";
+  if (!pipeline) {
+    llvm::errs() << pipeline.message() << "\n";
+    return nullptr;
+  }
+  nlohmann::json weights = nlohmann::json::object();
+  std::map<std::string, std::shared_ptr<const SafetensorsFile>> files;
+  std::string dir = pipeline->dir;
+  for (const config::ModelRef &m : pipeline->models) {
+    if (!m.config)
+      continue;
+    llvm::SmallString<256> rel(m.weightsPath());
+    if (llvm::StringRef(rel).starts_with(dir + "/"))
+      rel = llvm::StringRef(rel).drop_front(dir.size() + 1);
+    weights[m.key] = std::string(rel);
+    if (finalPhase == Phase::Config)
+      continue;
+    Result<std::shared_ptr<const SafetensorsFile>> file =
+        SafetensorsFile::open(m.weightsPath());
+    if (!file) {
+      llvm::errs() << m.path.pos.location() << ": error: checkpoint of '"
+                   << m.key << "': " << file.message() << "\n";
+      return nullptr;
+    }
+    files[m.key] = *file;
+  }
+  out.weightManifest = weights.dump();
+  if (finalPhase == Phase::Config) {
+    llvm::outs() << pipeline->file << ": "
+                 << config::pipelineClassName(pipeline->pipelineClass)
+                 << ", " << weights.size() << " models\n";
+    for (const config::ModelRef &m : pipeline->models)
+      if (m.config)
+        llvm::outs() << "  " << m.key << ": " << *m.config->name << " ("
+                     << m.sidecarPath() << ")\n";
+    exitCode = 0;
+    return nullptr;
+  }
+
+  trace::Tracer tracer(context);
+  tracer.setWeightLookup(
+      [&files](const std::string &model,
+               const std::string &name) -> std::optional<trace::WeightInfo> {
+        auto it = files.find(model);
+        if (it == files.end())
+          return std::nullopt;
+        const SafetensorsEntry *e = it->second->find(name);
+        if (!e)
+          return std::nullopt;
+        return trace::WeightInfo{e->dtype, e->shape};
+      });
+  models::PipelineOptions options;
+  options.batch = batchSize;
+  options.condTokens = condTokens;
+  options.images = numImages;
+  options.multiImage = multiImage;
+  options.ssOverrides.origin = options.slatOverrides.origin = "trellisc options";
+  models::buildPipeline(tracer, *pipeline, options);
+  if (tracer.hasErrors()) {
+    for (const trace::TraceError &e : tracer.errors())
+      llvm::errs() << e.render() << "\n";
+    llvm::errs() << tracer.errors().size() << " error(s) while tracing "
+                 << inputFilename << "\n";
+    return nullptr;
+  }
+  OwningOpRef<ModuleOp> module = tracer.takeModule();
+  for (const char *stage : models::kStageFunctions)
+    if (module->lookupSymbol<func::FuncOp>(stage))
+      out.entries.push_back(stage);
+  if (failed(mlir::verify(*module)))
+    return nullptr;
+  exitCode = 0;
+  return module;
+}
+
 /// The plan and bundle phases for the CPU target: serialize the host
 /// program and write the bundle (alone or inside an executable).
-int emitBundle(ModuleOp module, EmitKind emit) {
+int emitBundle(ModuleOp module, EmitKind emit, const CompiledInput &in) {
   FailureOr<SerializedProgram> program =
-      serializeHostProgram(module, kEntryFunction);
+      serializeHostProgram(module, in.entries);
   if (failed(program))
     return 1;
   Bundle bundle;
   bundle.set("program", std::move(program->program));
   bundle.set("locations", std::move(program->locations));
+  bundle.set("weights", in.weightManifest);
   bundle.set("meta", "{\"compiler\": \"trellisc " TRELLISC_VERSION
                      "\", \"target\": \"cpu\", \"input\": \"" +
                          llvm::sys::path::filename(inputFilename).str() +
@@ -221,7 +339,9 @@ int run() {
   EmitKind emit = emitKind;
   if (emit == EmitKind::Default)
     emit = final.producesMLIR ? EmitKind::MLIR : EmitKind::Exe;
-  if (emit == EmitKind::MLIR && !final.producesMLIR)
+  if (*finalPhase == Phase::Config)
+    emit = EmitKind::MLIR; // the config phase prints a summary
+  else if (emit == EmitKind::MLIR && !final.producesMLIR)
     return usageError("--emit=mlir needs an IR phase; '" + final.name +
                       "' does not produce MLIR");
   if (emit == EmitKind::PTX && *finalPhase < Phase::Codegen)
@@ -260,14 +380,24 @@ int run() {
 
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
-  std::string error;
-  auto input = openInputFile(inputFilename, &error);
-  if (!input)
-    return compileError(error);
-  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-  if (!module)
-    return 1; // the parser reported the error with its location
+  CompiledInput compiled;
+  OwningOpRef<ModuleOp> module;
+  if (start == Phase::Config) {
+    int exitCode;
+    module = tracePipeline(context, *finalPhase, compiled, exitCode);
+    if (!module)
+      return exitCode;
+  } else {
+    std::string error;
+    auto input = openInputFile(inputFilename, &error);
+    if (!input)
+      return compileError(error);
+    sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    if (!module)
+      return 1; // the parser reported the error with its location
+    compiled.entries.push_back(kEntryFunction.str());
+  }
 
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
@@ -280,6 +410,7 @@ int run() {
     return 1;
 
   if (emit == EmitKind::MLIR) {
+    std::string error;
     std::string outPath =
         outputFilename.empty() ? std::string("-") : outputFilename.getValue();
     auto output = openOutputFile(outPath, &error);
@@ -289,7 +420,7 @@ int run() {
     output->keep();
     return 0;
   }
-  return emitBundle(*module, emit);
+  return emitBundle(*module, emit, compiled);
 }
 
 } // namespace
@@ -300,7 +431,7 @@ int compilerMain(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   exposeMLIRDebugOptions();
-  cl::HideUnrelatedOptions({&category, &debugCategory});
+  cl::HideUnrelatedOptions({&category, &pipelineCategory, &debugCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "trellisc: ahead-of-time compiler for the TRELLIS image-to-3D pipeline\n\n"

@@ -8,11 +8,11 @@ namespace trellis {
 // {phase, name, summary, built for CUDA, built for CPU, GPU only, MLIR out}
 static constexpr PhaseInfo kPhases[] = {
     {Phase::Config, "config",
-     "parse and validate pipeline.json and the checkpoint sidecars", false,
-     false, false, false},
+     "parse and validate pipeline.json and the checkpoint sidecars", true,
+     true, false, false},
     {Phase::Trace, "trace",
-     "run the TRELLIS model builders: trace IR of every model and sampler",
-     false, false, false, false},
+     "run the TRELLIS model builders: trellis IR of every model and stage",
+     true, true, false, true},
     {Phase::Trellis, "trellis",
      "lower the trace to the trellis dialect (tensor level, source locations)",
      true, true, false, true},

@@ -39,7 +39,8 @@ std::string dtypeOf(Type t) {
 
 class Serializer {
 public:
-  FailureOr<SerializedProgram> run(ModuleOp module, StringRef entry);
+  FailureOr<SerializedProgram> run(ModuleOp module,
+                                   llvm::ArrayRef<std::string> entries);
 
 private:
   FailureOr<json> type(Type t, Operation *user);
@@ -236,10 +237,9 @@ LogicalResult Serializer::ops(Block &block, json &out) {
   return success();
 }
 
-FailureOr<SerializedProgram> Serializer::run(ModuleOp module,
-                                             StringRef entry) {
+FailureOr<SerializedProgram>
+Serializer::run(ModuleOp module, llvm::ArrayRef<std::string> entries) {
   json functions = json::array();
-  bool foundEntry = false;
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
       return fn.emitOpError("is external; the host program needs every body");
@@ -264,15 +264,15 @@ FailureOr<SerializedProgram> Serializer::run(ModuleOp module,
     for (Value v : body.getTerminator()->getOperands())
       f["results"].push_back(slot(v));
     f["num_slots"] = nextSlot_;
-    foundEntry |= fn.getName() == entry;
     functions.push_back(f);
   }
-  if (!foundEntry)
-    return module.emitError("the module has no function @")
-           << entry << " to serve as the program's entry";
+  for (const std::string &entry : entries)
+    if (!module.lookupSymbol<func::FuncOp>(entry))
+      return module.emitError("the module has no function @")
+             << entry << " to serve as an entry of the program";
   json program = {{"format", "trellis-host-program"},
                   {"version", 1},
-                  {"entry", entry.str()},
+                  {"entries", entries},
                   {"functions", functions}};
   auto dump = [](const json &j) {
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -282,9 +282,9 @@ FailureOr<SerializedProgram> Serializer::run(ModuleOp module,
 
 } // namespace
 
-FailureOr<SerializedProgram> serializeHostProgram(ModuleOp module,
-                                                  StringRef entry) {
-  return Serializer().run(module, entry);
+FailureOr<SerializedProgram>
+serializeHostProgram(ModuleOp module, llvm::ArrayRef<std::string> entries) {
+  return Serializer().run(module, entries);
 }
 
 } // namespace trellis

@@ -6,7 +6,8 @@
 // and attributes, so adding an op to the dialect needs no change here — only
 // a kernel in the runtime. Format (JSON, section "program"):
 //
-//   {"format": "trellis-host-program", "version": 1, "entry": "main",
+//   {"format": "trellis-host-program", "version": 1,
+//    "entries": ["ss_stage", ...],
 //    "functions": [{"name": "f", "args": [0, 1], "arg_types": [T, T],
 //                   "results": [5], "body": [OP, ...]}]}
 //   OP = {"op": "trellis.linear", "in": [0, 1, 2], "out": [3],
@@ -36,10 +37,12 @@ struct SerializedProgram {
   std::string locations; // JSON
 };
 
-/// Serializes `module`; fails (with a diagnostic on the offending op) on an
-/// op or type the runtime cannot represent.
+/// Serializes `module`; `entries` are the functions the runtime may call
+/// (each must exist). Fails (with a diagnostic on the offending op) on an op
+/// or type the runtime cannot represent.
 mlir::FailureOr<SerializedProgram>
-serializeHostProgram(mlir::ModuleOp module, llvm::StringRef entry);
+serializeHostProgram(mlir::ModuleOp module,
+                     llvm::ArrayRef<std::string> entries);
 
 } // namespace trellis
 

@@ -27,8 +27,8 @@ std::string TraceError::render() const {
   os << "error: " << message;
   if (!modulePath.empty())
     os << "\n  in module: " << modulePath;
-  if (config && !config->jsonPath.empty())
-    os << "\n  shaped by config value: " << config->jsonPath << " ("
+  if (config && !config->path.empty())
+    os << "\n  shaped by config value: " << config->path << " ("
        << config->file << ":" << config->line << ":" << config->column << ")";
   if (!sourceFile.empty())
     os << "\n  traced at: " << sourceFile << ":" << sourceLine;
@@ -84,8 +84,10 @@ void Tracer::setModel(std::string modelKey, std::optional<ConfigPos> config) {
 
 std::string Tracer::weightPrefix() const {
   std::string prefix;
+  // A frame with an empty name only attaches a config position.
   for (const Frame &f : frames_)
-    prefix += f.name + ".";
+    if (!f.name.empty())
+      prefix.append(f.name).append(".");
   return prefix;
 }
 
@@ -257,8 +259,23 @@ Tensor Tracer::weight(const std::string &name, const Shape &shape, DType dtype,
   return Tensor(this, op.getResult());
 }
 
+SmallVector<Tensor> Tracer::wrapResults(Operation *op, TypeRange expected,
+                                        std::source_location where) {
+  SmallVector<Tensor> results;
+  if (!op) {
+    for (Type t : expected)
+      results.push_back(placeholder(t, where));
+    return results;
+  }
+  for (Value v : op->getResults())
+    results.emplace_back(this, v);
+  return results;
+}
+
 Operation *Tracer::finish(OperationState &state, bool infer,
-                          std::source_location where) {
+                          std::source_location where,
+                          llvm::ArrayRef<Type> blockArgs,
+                          const std::function<void(Block &)> *fillBody) {
   // Capture diagnostics (from inference and the verifier) as TraceErrors at
   // the current origin instead of printing them.
   std::vector<std::string> messages;
@@ -292,6 +309,20 @@ Operation *Tracer::finish(OperationState &state, bool infer,
     state.addTypes(types);
   }
   Operation *op = builder_.create(state);
+  if (fillBody) {
+    // Trace the body with its own diagnostics scope restored afterwards.
+    Block *body = new Block();
+    op->getRegion(0).push_back(body);
+    for (Type t : blockArgs)
+      body->addArgument(t, state.location);
+    OpBuilder::InsertionGuard guard(builder_);
+    builder_.setInsertionPointToStart(body);
+    (*fillBody)(*body);
+    if (body->empty() || !body->back().hasTrait<OpTrait::IsTerminator>()) {
+      op->erase(); // the body failed; its errors are already recorded
+      return nullptr;
+    }
+  }
   if (failed(mlir::verify(op, /*verifyRecursively=*/false)))
     return fail(op);
   return op;

@@ -235,8 +235,14 @@ Result<Program> Program::parse(const std::string &programJson,
   if (const json *v = p.field(root, "version", "$", json::value_t::number_integer);
       v && v->get<int>() != 1)
     p.fail("$.version", "this runtime reads version 1, found " + v->dump());
-  if (const json *e = p.field(root, "entry", "$", json::value_t::string))
-    program.entry_ = *e;
+  if (const json *e = p.field(root, "entries", "$", json::value_t::array))
+    for (const json &name : *e) {
+      if (!name.is_string()) {
+        p.fail("$.entries", "expected function names");
+        break;
+      }
+      program.entries_.push_back(name.get<std::string>());
+    }
   if (const json *fns = p.field(root, "functions", "$", json::value_t::array))
     for (size_t i = 0; i < fns->size() && !p.failure; ++i) {
       const json &j = (*fns)[i];
@@ -259,9 +265,10 @@ Result<Program> Program::parse(const std::string &programJson,
     }
   if (p.failure)
     return *p.failure;
-  if (!program.find(program.entry_))
-    return Error{"the host program in '" + what + "' has no entry function '" +
-                 program.entry_ + "'"};
+  for (const std::string &e : program.entries_)
+    if (!program.find(e))
+      return Error{"the host program in '" + what +
+                   "' names entry function '" + e + "' but has no such function"};
 
   json locs = json::parse(locationsJson, nullptr, false);
   if (locs.is_discarded() || !locs.is_array())
@@ -280,6 +287,13 @@ Result<Program> Program::parse(const std::string &programJson,
     program.locations_.push_back(std::move(loc));
   }
   return program;
+}
+
+bool Program::hasEntry(const std::string &name) const {
+  for (const std::string &e : entries_)
+    if (e == name)
+      return true;
+  return false;
 }
 
 const Function *Program::find(const std::string &name) const {

@@ -84,7 +84,9 @@ public:
                                const std::string &locationsJson,
                                const std::string &what);
 
-  const std::string &entry() const { return entry_; }
+  /// The functions the runtime may call.
+  const std::vector<std::string> &entries() const { return entries_; }
+  bool hasEntry(const std::string &name) const;
   const std::vector<Function> &functions() const { return functions_; }
   const Function *find(const std::string &name) const;
   const std::vector<SourceLocation> &locations() const { return locations_; }
@@ -92,7 +94,7 @@ public:
   std::string describe(int loc) const;
 
 private:
-  std::string entry_;
+  std::vector<std::string> entries_;
   std::vector<Function> functions_;
   std::vector<SourceLocation> locations_;
 };

@@ -16,6 +16,7 @@
 #ifndef TRELLIS_TRACE_TRACER_H
 #define TRELLIS_TRACE_TRACER_H
 
+#include "trellis/Config/Located.h"
 #include "trellis/Support/DType.h"
 #include "trellis/Support/HostTensor.h"
 
@@ -35,12 +36,8 @@
 namespace trellis::trace {
 
 /// A position in a config file (pipeline.json or a sidecar) and the JSON path
-/// of the value there.
-struct ConfigPos {
-  std::string file;
-  unsigned line = 0, column = 0;
-  std::string jsonPath;
-};
+/// of the value there: the config parser's own record.
+using ConfigPos = config::SourcePos;
 
 /// One error found while tracing, with the parts of its origin.
 struct TraceError {
@@ -170,6 +167,16 @@ public:
                                    mlir::TypeRange resultTypes,
                                    Args &&...args);
 
+  /// Like create(), for an op with one single-block region: `fillBody` is
+  /// called with the region's entry block (already holding `blockArgs`) and
+  /// the insertion point inside it; verification runs after it.
+  template <typename OpTy, typename... Args>
+  llvm::SmallVector<Tensor>
+  createWithRegion(std::source_location where,
+                   llvm::ArrayRef<mlir::Type> blockArgs,
+                   const std::function<void(mlir::Block &)> &fillBody,
+                   Args &&...args);
+
   /// mlir::Type for a DType (f16, f32, i32, i64).
   mlir::Type elementType(DType dtype);
   /// Ranked tensor type; dynamic dims take `dynamicBounds` in order.
@@ -180,8 +187,13 @@ private:
   friend class Scope;
   /// Runs inference (if the op has it) and verification with diagnostics
   /// captured into errors_; returns the op or null.
-  mlir::Operation *finish(mlir::OperationState &state, bool infer,
-                          std::source_location where);
+  mlir::Operation *
+  finish(mlir::OperationState &state, bool infer, std::source_location where,
+         llvm::ArrayRef<mlir::Type> blockArgs = {},
+         const std::function<void(mlir::Block &)> *fillBody = nullptr);
+  llvm::SmallVector<Tensor> wrapResults(mlir::Operation *op,
+                                        mlir::TypeRange expected,
+                                        std::source_location where);
   Tensor placeholder(mlir::Type type, std::source_location where);
 
   mlir::MLIRContext *context_;
@@ -212,15 +224,20 @@ llvm::SmallVector<Tensor> Tracer::create(std::source_location where,
   constexpr bool infers =
       OpTy::template hasTrait<mlir::InferTypeOpInterface::Trait>();
   mlir::Operation *op = finish(state, infers && resultTypes.empty(), where);
-  llvm::SmallVector<Tensor> results;
-  if (!op) {
-    for (mlir::Type t : resultTypes)
-      results.push_back(placeholder(t, where));
-    return results;
-  }
-  for (mlir::Value v : op->getResults())
-    results.emplace_back(this, v);
-  return results;
+  return wrapResults(op, resultTypes, where);
+}
+
+template <typename OpTy, typename... Args>
+llvm::SmallVector<Tensor>
+Tracer::createWithRegion(std::source_location where,
+                         llvm::ArrayRef<mlir::Type> blockArgs,
+                         const std::function<void(mlir::Block &)> &fillBody,
+                         Args &&...args) {
+  mlir::OperationState state(locationFor(where), OpTy::getOperationName());
+  OpTy::build(builder_, state, mlir::TypeRange{}, std::forward<Args>(args)...);
+  mlir::Operation *op = finish(state, /*infer=*/true, where, blockArgs,
+                               &fillBody);
+  return wrapResults(op, {}, where);
 }
 
 } // namespace trellis::trace
