@@ -27,4 +27,28 @@ def Trellis_BoundsAttr : Trellis_Attr<"Bounds", "bounds"> {
   let genVerifyDecl = 1;
 }
 
+def Trellis_MultiImageMode : I32EnumAttr<"MultiImageMode",
+    "How a flow sampler uses several condition images (spec §2.3)", [
+      I32EnumAttrCase<"none", 0>,
+      I32EnumAttrCase<"stochastic", 1>,
+      I32EnumAttrCase<"multidiffusion", 2>]> {
+  let cppNamespace = "::mlir::trellis";
+  let genSpecializedAttr = 0;
+}
+
+def Trellis_MultiImageModeAttr
+    : EnumAttr<Trellis_Dialect, Trellis_MultiImageMode, "multi_image"> {
+  let summary = "Multi-image conditioning mode of trellis.flow_sample";
+  let description = [{
+    `none`: one condition per sample. `stochastic`: Euler step k uses image
+    k mod N_img. `multidiffusion`: the conditional velocity is the mean over
+    all images. See `trellis.flow_sample` and spec §2.3.
+
+    ```mlir
+    #trellis.multi_image<stochastic>
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 #endif // TRELLIS_ATTRS_TD

@@ -1,4 +1,4 @@
-//===- TrellisDialect.cpp - The trellis dialect -----------------------------===//
+//===- TrellisDialect.cpp - The trellis dialect ---------------------------===//
 #include "dialect/TrellisDialect.h"
 #include "dialect/TrellisOps.h"
 #include "dialect/TrellisTypes.h"

@@ -15,7 +15,8 @@
 namespace mlir::trellis::OpTrait {
 
 /// Verifies that every dynamic dimension of every ranked tensor operand and
-/// result carries an upper bound (#trellis.bounds with one entry per `?`).
+/// result carries an upper bound, and that a #trellis.bounds encoding has
+/// exactly one entry per `?`.
 LogicalResult verifyBoundedShapes(Operation *op);
 
 template <typename ConcreteType>
@@ -24,6 +25,23 @@ class BoundedShapes
 public:
   static LogicalResult verifyTrait(Operation *op) {
     return verifyBoundedShapes(op);
+  }
+};
+
+/// For an op implementing InferTypeOpInterface: verifies that its result
+/// types are the inferred ones, with one message naming the result.
+LogicalResult verifyResultsMatchInference(Operation *op);
+
+/// Runs verifyResultsMatchInference with the region verifiers, i.e. after
+/// the op's verify() has checked the operands (so inference sees valid
+/// ones), and before InferTypeOpInterface's own check, whose two-error
+/// report it replaces. List it before InferTypeOpAdaptor.
+template <typename ConcreteType>
+class ResultsMatchInference
+    : public ::mlir::OpTrait::TraitBase<ConcreteType, ResultsMatchInference> {
+public:
+  static LogicalResult verifyRegionTrait(Operation *op) {
+    return verifyResultsMatchInference(op);
   }
 };
 

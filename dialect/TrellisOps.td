@@ -2,6 +2,7 @@
 //
 // Every operation of the TRELLIS v1 inference math (spec §8). Conventions:
 //  * Assembly is uniform: operands, attributes, then the functional type.
+//    Elementwise unary ops print `$input attr-dict : type($input)`.
 //  * Dense layouts follow PyTorch: Linear weights [out, in], Conv3d weights
 //    [out, in, k, k, k], sparse conv weights [out, k, k, k, in] (spconv KRSC).
 //  * Token-major attention layout [B, L, H, d] (as TRELLIS's qkv reshape).
@@ -9,6 +10,13 @@
 //    not mix them silently: `trellis.cast` is explicit.
 //  * Every op computes its normalization statistics, softmax and reductions
 //    in f32, whatever its storage type.
+//  * A dynamic dimension matches only a dynamic dimension (the runtime checks
+//    the actual sizes); a result's dynamic dimension gets the upper bound
+//    stated in the op's description.
+//
+// Every op has a C++ verifier (TrellisOps.cpp, TrellisSparseOps.cpp) whose
+// rules are listed in its description, and a round-trip and negative test
+// in test/lit/Dialect.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TRELLIS_OPS_TD
@@ -21,7 +29,6 @@ include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
-include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 //===----------------------------------------------------------------------===//
 // Traits and type constraints
@@ -33,20 +40,117 @@ def Trellis_BoundedShapes : NativeOpTrait<"BoundedShapes"> {
   let cppNamespace = "::mlir::trellis::OpTrait";
 }
 
+// Result types equal the inferred ones (one clear message). Must precede
+// InferTypeOpAdaptor in the trait list.
+def Trellis_ResultsMatchInference : NativeOpTrait<"ResultsMatchInference"> {
+  let cppNamespace = "::mlir::trellis::OpTrait";
+}
+
 def Trellis_Float : AnyTypeOf<[F16, F32]>;
 def Trellis_FloatTensor : RankedTensorOf<[F16, F32]>;
 def Trellis_F32Tensor : RankedTensorOf<[F32]>;
 def Trellis_IntTensor : RankedTensorOf<[I32, I64]>;
 def Trellis_I32Tensor : RankedTensorOf<[I32]>;
+def Trellis_I64Tensor : RankedTensorOf<[I64]>;
 def Trellis_AnyTensor : RankedTensorOf<[F16, F32, I32, I64]>;
 
-// Base class: pure, bounded shapes.
+// Base class: pure, bounded shapes, inferred result types checked.
 class Trellis_PureOp<string mnemonic, list<Trait> traits = []>
-    : Trellis_Op<mnemonic, !listconcat([Pure, Trellis_BoundedShapes], traits)>;
+    : Trellis_Op<mnemonic, !listconcat([Pure, Trellis_BoundedShapes,
+                                        Trellis_ResultsMatchInference],
+                                       traits)>;
 
 //===----------------------------------------------------------------------===//
-// Weights and constants
+// Documentation groups (sections of the op reference)
 //===----------------------------------------------------------------------===//
+
+def Trellis_ConstantGroup : OpDocGroup {
+  let summary = "Weights, constants and casts";
+  let description = [{
+    Checkpoint tensors enter the IR by name only; small constants (e.g. the
+    SLat normalization vectors) are literal; element types change only
+    through an explicit cast.
+  }];
+}
+
+def Trellis_ElementwiseGroup : OpDocGroup {
+  let summary = "Elementwise operations";
+  let description = [{
+    Elementwise math on dense tensors (also used on the [N, C] features of
+    sparse tensors). Unary ops keep shape and type; binary ops broadcast as
+    in NumPy; modulation ops broadcast per-sample [B, C] vectors over tokens.
+  }];
+}
+
+def Trellis_LinalgGroup : OpDocGroup {
+  let summary = "Linear algebra, normalization and attention";
+  let description = [{
+    GEMMs, the normalizations of the transformer blocks and the SS decoder,
+    softmax and dense multi-head attention (spec §3.6, §8.1). Statistics,
+    softmax and accumulation are f32 whatever the storage type.
+  }];
+}
+
+def Trellis_EmbeddingGroup : OpDocGroup {
+  let summary = "Embeddings";
+  let description = [{
+    The sinusoidal timestep embedding and absolute position embedding of
+    spec §3.6. Both compute in f32.
+  }];
+}
+
+def Trellis_LayoutGroup : OpDocGroup {
+  let summary = "Dense convolution and layout";
+  let description = [{
+    The dense NCDHW convolution and pixel shuffle of the sparse-structure
+    decoder (spec §5.1), and the shape-only ops (patchify/unpatchify, chunk,
+    concatenation).
+  }];
+}
+
+def Trellis_SamplerGroup : OpDocGroup {
+  let summary = "Flow sampler";
+  let description = [{
+    The Euler flow sampler with classifier-free guidance and guidance
+    interval (spec §3.2, §3.3, §2.3) as one region-holding op, and its
+    elementwise building blocks. Sampler arithmetic is f32.
+  }];
+}
+
+def Trellis_CoordsGroup : OpDocGroup {
+  let summary = "Sparse coordinate sets";
+  let description = [{
+    Ops producing or transforming `!trellis.coords` values and the structures
+    derived from them (neighbour maps, attention segments). A sparse voxel
+    tensor is a coordinate set plus an [N, C] feature tensor whose dynamic
+    dimension 0 has the coordinate set's bound.
+  }];
+}
+
+def Trellis_SparseGroup : OpDocGroup {
+  let summary = "Sparse feature operations";
+  let description = [{
+    Ops on the [N, C] features of sparse voxel tensors that need the
+    coordinates (or a structure derived from them): submanifold convolution,
+    down/upsampling, subdivision, group norm, per-sample broadcast and
+    variable-length attention (spec §6, §7). Feature operands must have a
+    dynamic dimension 0 whose bound equals the bound of the coordinate set
+    (or neighbour map, or segments) they belong to.
+  }];
+}
+
+def Trellis_MeshGroup : OpDocGroup {
+  let summary = "Mesh extraction";
+  let description = [{
+    Post-network geometry of the mesh decoder (spec §7.4, §8.3).
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Weights, constants and casts
+//===----------------------------------------------------------------------===//
+
+let opDocGroup = Trellis_ConstantGroup in {
 
 def Trellis_WeightOp : Trellis_PureOp<"weight"> {
   let summary = "A named checkpoint tensor, bound by the runtime";
@@ -55,6 +159,8 @@ def Trellis_WeightOp : Trellis_PureOp<"weight"> {
     pipeline.json's `args.models`). The compiler knows only its name, shape
     and element type (from the safetensors header); the bytes never enter the
     IR. The runtime binds the mapped file's bytes to it.
+
+    Verifier: `name` and `model` are non-empty; the shape is static.
 
     ```mlir
     %w = trellis.weight "blocks.0.self_attn.to_qkv.weight" of "sparse_structure_flow_model"
@@ -67,17 +173,200 @@ def Trellis_WeightOp : Trellis_PureOp<"weight"> {
   let hasVerifier = 1;
 }
 
+def Trellis_ConstantOp : Trellis_PureOp<"constant",
+    [ConstantLike, InferTypeOpAdaptor]> {
+  let summary = "A small literal tensor";
+  let description = [{
+    A tensor literal, for the few constants of the pipeline that are not
+    checkpoint tensors: the SLat de-normalization mean and std (spec §3.5),
+    the zero negative condition (a splat), bias constants of the heads. The
+    result type is the type of `value`.
+
+    Verifier: `value` is a static tensor of f16, f32, i32 or i64; a
+    non-splat value holds at most 65536 elements (weights are never in the
+    IR: use `trellis.weight`).
+
+    ```mlir
+    %mean = trellis.constant dense<[-2.16875458, -0.00434704637, -0.133523494, -0.0841807276, -0.52712065, 0.723868906, -1.14144504, 1.20393634]> : tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Trellis_AnyTensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Trellis_CastOp : Trellis_PureOp<"cast"> {
+  let summary = "Element type conversion (f16 ↔ f32, i32 → f32)";
+  let description = [{
+    Converts every element to the result's element type: f32 → f16 rounds to
+    nearest even (overflow to ±inf, as PyTorch's `.half()`); f16 → f32 is
+    exact; i32 → f32 is exact up to magnitude 2²⁴ and rounds to nearest even
+    beyond.
+    These are the casts of spec §11 (and the integer coordinates entering
+    f32 math).
+
+    Verifier: the result has the input's shape and bounds; the conversion is
+    one of f16 → f32, f32 → f16, i32 → f32.
+
+    ```mlir
+    %h = trellis.cast %x : (tensor<2x4096x1024xf32>) -> tensor<2x4096x1024xf16>
+    ```
+  }];
+  let arguments = (ins Trellis_AnyTensor:$input);
+  let results = (outs Trellis_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+} // Trellis_ConstantGroup
+
 //===----------------------------------------------------------------------===//
-// Dense ops
+// Elementwise ops
 //===----------------------------------------------------------------------===//
+
+let opDocGroup = Trellis_ElementwiseGroup in {
+
+// Elementwise unary ops: same shape and type in and out, f32 math.
+class Trellis_UnaryOp<string mnemonic, string formula, string notes = "">
+    : Trellis_PureOp<mnemonic, [SameOperandsAndResultType]> {
+  let summary = "Elementwise " # formula;
+  let description = [{
+    Elementwise }] # formula # [{, computed in f32 and rounded to the
+    operand's element type (f16 or f32). }] # notes # [{
+
+    ```mlir
+    %y = trellis.}] # mnemonic # [{ %x : tensor<4x8xf16>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$input);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Trellis_SiluOp : Trellis_UnaryOp<"silu", "x·sigmoid(x)">;
+def Trellis_GeluOp : Trellis_UnaryOp<"gelu", "GELU (tanh approximation)",
+    [{The **tanh approximation**
+    gelu(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), i.e. PyTorch's
+    `gelu(approximate="tanh")`: the only GELU of TRELLIS (every FFN, dense
+    and sparse; spec §3.6, §8.1), not the erf form.}]>;
+def Trellis_SigmoidOp : Trellis_UnaryOp<"sigmoid", "1 / (1 + exp(−x))">;
+def Trellis_TanhOp : Trellis_UnaryOp<"tanh", "tanh(x)">;
+def Trellis_SoftplusOp : Trellis_UnaryOp<"softplus", "softplus log(1 + exp(x))",
+    [{As PyTorch's `softplus` (β = 1, threshold 20): the result is x where
+    x > 20.}]>;
+def Trellis_AtanhOp : Trellis_UnaryOp<"atanh", "atanh(x) = ½·log((1 + x)/(1 − x))",
+    [{±inf at ±1, NaN outside [−1, 1].}]>;
+def Trellis_ExpOp : Trellis_UnaryOp<"exp", "exp(x)">;
+def Trellis_LogOp : Trellis_UnaryOp<"log", "natural logarithm log(x)",
+    [{−inf at 0, NaN for x < 0.}]>;
+def Trellis_SinOp : Trellis_UnaryOp<"sin", "sin(x)">;
+def Trellis_CosOp : Trellis_UnaryOp<"cos", "cos(x)">;
+def Trellis_NegOp : Trellis_UnaryOp<"neg", "negation −x">;
+def Trellis_SqrtOp : Trellis_UnaryOp<"sqrt", "square root √x",
+    [{NaN for x < 0.}]>;
+def Trellis_AbsOp : Trellis_UnaryOp<"abs", "absolute value |x|">;
+
+// Elementwise binary ops with NumPy broadcasting of static dimensions.
+class Trellis_BinaryOp<string mnemonic, string formula,
+                       Type operandType = Trellis_AnyTensor, string notes = "">
+    : Trellis_PureOp<mnemonic, [InferTypeOpAdaptor]> {
+  let summary = "Elementwise " # formula # " with broadcasting";
+  let description = [{
+    Elementwise }] # formula # [{ of two tensors of one element type.
+    Shapes broadcast as in NumPy (trailing dimensions aligned, size-1
+    dimensions stretched); a dynamic dimension broadcasts only against itself
+    (the result keeps the lhs bound) or 1. }] # notes # [{
+
+    Verifier: one element type; the shapes broadcast.
+
+    ```mlir
+    %z = trellis.}] # mnemonic # [{ %x, %y : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
+    ```
+  }];
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs operandType:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_AddOp : Trellis_BinaryOp<"add", "a + b">;
+def Trellis_SubOp : Trellis_BinaryOp<"sub", "a − b">;
+def Trellis_MulOp : Trellis_BinaryOp<"mul", "a · b">;
+def Trellis_DivOp : Trellis_BinaryOp<"div", "a / b", Trellis_FloatTensor,
+    "IEEE division in f32, rounded to the operand type.">;
+def Trellis_MaximumOp : Trellis_BinaryOp<"maximum", "max(a, b)",
+    Trellis_AnyTensor, "NaN propagates (as torch.maximum).">;
+
+def Trellis_ModulateOp : Trellis_PureOp<"modulate", [InferTypeOpAdaptor]> {
+  let summary = "adaLN modulation x·(1 + scale) + shift";
+  let description = [{
+    `x·(1 + scale) + shift`, elementwise (spec §3.6, §6.2). `shift` and
+    `scale` either have x's exact type, or, when x is [B, L, C], are
+    per-sample vectors [B, C] broadcast over the L tokens of each sample. For
+    sparse features, broadcast the [B, C] vectors to rows first with
+    `trellis.sparse.batch_broadcast`. The result has x's type.
+
+    Verifier: x, shift and scale share one element type; shift and scale
+    are each x-shaped or [B, C] for x [B, L, C].
+
+    ```mlir
+    %h = trellis.modulate %x, %shift, %scale
+           : (tensor<2x4096x1024xf16>, tensor<2x1024xf16>, tensor<2x1024xf16>)
+           -> tensor<2x4096x1024xf16>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$input, Trellis_FloatTensor:$shift,
+                       Trellis_FloatTensor:$scale);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $shift `,` $scale attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_GatedResidualOp : Trellis_PureOp<"gated_residual",
+    [InferTypeOpAdaptor]> {
+  let summary = "Gated residual x + gate·h";
+  let description = [{
+    `x + gate·h`, elementwise: the gated residual of the adaLN blocks
+    (spec §3.6). `h` has x's type; `gate` has x's type or, when x is
+    [B, L, C], is a per-sample [B, C] vector broadcast over tokens. The
+    result has x's type.
+
+    Verifier: one element type; h has x's type; gate is x-shaped or [B, C]
+    for x [B, L, C].
+
+    ```mlir
+    %y = trellis.gated_residual %x, %h, %gate
+           : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>)
+           -> tensor<2x4096x1024xf16>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$input, Trellis_FloatTensor:$h,
+                       Trellis_FloatTensor:$gate);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $h `,` $gate attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+} // Trellis_ElementwiseGroup
+
+//===----------------------------------------------------------------------===//
+// Linear algebra, normalization and attention
+//===----------------------------------------------------------------------===//
+
+let opDocGroup = Trellis_LinalgGroup in {
 
 def Trellis_LinearOp : Trellis_PureOp<"linear",
     [InferTypeOpAdaptor]> {
-  let summary = "y = x·Wᵀ + b over the last dimension";
+  let summary = "Fully connected layer y = x·Wᵀ + b over the last dimension";
   let description = [{
     `input` [..., K], `weight` [O, K] (PyTorch layout), optional `bias` [O];
     result [..., O] with the input's element type and bounds. Input, weight
     and bias share one element type; accumulation is f32.
+
+    Verifier: weight of rank 2 with K matching the input's last dimension;
+    one element type; bias [O].
 
     ```mlir
     %y = trellis.linear %x, %w, %b
@@ -92,51 +381,545 @@ def Trellis_LinearOp : Trellis_PureOp<"linear",
   let hasVerifier = 1;
 }
 
-// Elementwise unary ops: same shape and type in and out, f32 math.
-class Trellis_UnaryOp<string mnemonic, string formula>
-    : Trellis_PureOp<mnemonic, [SameOperandsAndResultType]> {
-  let summary = "Elementwise " # formula;
+def Trellis_MatmulOp : Trellis_PureOp<"matmul", [InferTypeOpAdaptor]> {
+  let summary = "Batched matrix product [..., M, K] @ [..., K, N]";
   let description = [{
-    Elementwise }] # formula # [{, computed in f32 and rounded to the
-    operand's element type.
+    NumPy `matmul` of operands of rank ≥ 2: the last two dimensions are the
+    matrices, the leading (batch) dimensions broadcast as in
+    `trellis.add`. Result [broadcast batch..., M, N] with f32 accumulation,
+    rounded to the operands' element type. M keeps lhs's bound, N rhs's.
+
+    Verifier: rank ≥ 2 each; one element type; K agrees; batch dimensions
+    broadcast.
 
     ```mlir
-    %y = trellis.}] # mnemonic # [{ %x : tensor<4x8xf16>
+    %s = trellis.matmul %a, %b
+           : (tensor<2x16x4096x64xf16>, tensor<2x16x64x1374xf16>)
+           -> tensor<2x16x4096x1374xf16>
     ```
   }];
-  let arguments = (ins Trellis_FloatTensor:$input);
+  let arguments = (ins Trellis_FloatTensor:$lhs, Trellis_FloatTensor:$rhs);
   let results = (outs Trellis_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
-def Trellis_SiluOp : Trellis_UnaryOp<"silu", "x·sigmoid(x)">;
-
-// Elementwise binary ops with NumPy broadcasting of static dimensions.
-class Trellis_BinaryOp<string mnemonic, string formula>
-    : Trellis_PureOp<mnemonic, [InferTypeOpAdaptor]> {
-  let summary = "Elementwise " # formula # " with broadcasting";
+def Trellis_LayerNormOp : Trellis_PureOp<"layer_norm",
+    [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+  let summary = "LayerNorm over one axis (LN32 / ChannelLN)";
   let description = [{
-    Elementwise }] # formula # [{ of two tensors of one element type.
-    Shapes broadcast as in NumPy (trailing dimensions aligned, size-1
-    dimensions stretched); a dynamic dimension broadcasts only against itself
-    or 1.
+    Normalizes x over the single dimension `axis` (default −1, the last):
+    with μ and σ² the mean and biased variance of that dimension's C values
+    (computed in f32),
+
+        y = (x − μ) / √(σ² + eps) · weight + bias
+
+    then rounded to x's element type (spec §3.6 LN32 and final LN). `weight`
+    and `bias` are the optional f32 affine parameters [C]; they come
+    together (both or neither). `axis = 1` on an NCDHW tensor is the SS
+    decoder's ChannelLayerNorm32 (spec §5.1). The result has x's type.
+
+    Verifier: `axis` in [−rank, rank); eps > 0; weight and bias both given
+    or both absent; each f32 [C] with C the (static) size of the normalized
+    dimension.
 
     ```mlir
-    %z = trellis.}] # mnemonic # [{ %x, %y : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
+    %h = trellis.layer_norm %x {eps = 1.0e-06 : f64}
+           : (tensor<2x4096x1024xf16>) -> tensor<2x4096x1024xf16>
+    %c = trellis.layer_norm %v, %gamma, %beta {axis = 1 : i64, eps = 1.0e-05 : f64}
+           : (tensor<1x32x64x64x64xf32>, tensor<32xf32>, tensor<32xf32>)
+           -> tensor<1x32x64x64x64xf32>
     ```
   }];
-  let arguments = (ins Trellis_AnyTensor:$lhs, Trellis_AnyTensor:$rhs);
-  let results = (outs Trellis_AnyTensor:$result);
-  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let arguments = (ins Trellis_FloatTensor:$input,
+                       Optional<Trellis_F32Tensor>:$weight,
+                       Optional<Trellis_F32Tensor>:$bias,
+                       F64Attr:$eps,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$input (`,` $weight^ `,` $bias)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
-def Trellis_AddOp : Trellis_BinaryOp<"add", "a + b">;
+def Trellis_HeadRmsNormOp : Trellis_PureOp<"head_rms_norm",
+    [InferTypeOpAdaptor]> {
+  let summary = "Per-head L2 normalization times γ·√d (MultiHeadRMSNorm)";
+  let description = [{
+    For x [..., H, d] and every head vector u = x[..., h, :]:
+
+        u' = u / max(‖u‖₂, 1e-12) · gamma[h, :] · √d
+
+    computed in f32 and rounded to x's element type (spec §3.6, §12.5). The
+    1e-12 clamp is on the norm (F.normalize), there is no mean-square eps.
+    `gamma` [H, d] is f32. The result has x's type.
+
+    Verifier: x has rank ≥ 2; gamma is [H, d] equal to x's last two
+    (static) dimensions.
+
+    ```mlir
+    %qn = trellis.head_rms_norm %q, %gamma
+            : (tensor<2x4096x16x64xf16>, tensor<16x64xf32>) -> tensor<2x4096x16x64xf16>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$input, Trellis_F32Tensor:$gamma);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $gamma attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SoftmaxOp : Trellis_PureOp<"softmax", [InferTypeOpAdaptor]> {
+  let summary = "Softmax over one axis";
+  let description = [{
+    y = exp(x − max) / Σ exp(x − max) over dimension `axis` (default −1),
+    computed in f32 and rounded to x's element type. The result has x's
+    type.
+
+    Verifier: `axis` in [−rank, rank).
+
+    ```mlir
+    %p = trellis.softmax %s {axis = -1 : i64}
+           : (tensor<2x16x4096x1374xf16>) -> tensor<2x16x4096x1374xf16>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$input,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_AttentionOp : Trellis_PureOp<"attention", [InferTypeOpAdaptor]> {
+  let summary = "Dense multi-head attention softmax(q·kᵀ·scale)·v";
+  let description = [{
+    Token-major multi-head attention without mask or dropout (spec §3.6,
+    §8.1): q [B, Lq, H, d], k [B, Lk, H, d], v [B, Lk, H, dv] →
+    out [B, Lq, H, dv] with
+
+        out[b, i, h, :] = Σ_j softmax_j(scale · q[b, i, h, :]·k[b, j, h, :]) · v[b, j, h, :]
+
+    Scores, softmax and accumulation are f32; the result has q's element
+    type. TRELLIS uses scale = 1/√d = 0.125. Serves self-attention (Lk = Lq)
+    and cross-attention (Lk = Lc).
+
+    Verifier: rank 4 each; one element type; B and H agree across q, k, v;
+    d agrees between q and k; Lk agrees between k and v; scale > 0.
+
+    ```mlir
+    %o = trellis.attention %q, %k, %v {scale = 1.250000e-01 : f64}
+           : (tensor<2x4096x16x64xf16>, tensor<2x1374x16x64xf16>, tensor<2x1374x16x64xf16>)
+           -> tensor<2x4096x16x64xf16>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$q, Trellis_FloatTensor:$k,
+                       Trellis_FloatTensor:$v, F64Attr:$scale);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+} // Trellis_LinalgGroup
 
 //===----------------------------------------------------------------------===//
-// Sparse ops
+// Embeddings
 //===----------------------------------------------------------------------===//
 
-def Trellis_NeighborMapOp : Trellis_PureOp<"sparse.neighbor_map",
+let opDocGroup = Trellis_EmbeddingGroup in {
+
+def Trellis_TimestepEmbeddingOp : Trellis_PureOp<"timestep_embedding",
+    [InferTypeOpAdaptor]> {
+  let summary = "Sinusoidal timestep features [cos | sin]";
+  let description = [{
+    For t [B] (the model time τ = 1000·t, f32) and half = dim/2:
+
+        f_j = exp(−ln(max_period) · j / half),  j = 0..half−1
+        out[b] = [cos(t_b·f_0), …, cos(t_b·f_{half−1}), sin(t_b·f_0), …, sin(t_b·f_{half−1})]
+
+    **Cosine first** (spec §3.6, §12.4). All f32; result [B, dim] f32. The
+    TimestepEmbedder's MLP is separate (`trellis.linear`, `trellis.silu`).
+
+    Verifier: t is f32 of rank 1; dim is even and ≥ 2; max_period > 0.
+
+    ```mlir
+    %e = trellis.timestep_embedding %t {dim = 256 : i64, max_period = 1.000000e+04 : f64}
+           : (tensor<2xf32>) -> tensor<2x256xf32>
+    ```
+  }];
+  let arguments = (ins Trellis_F32Tensor:$t,
+                       DefaultValuedAttr<I64Attr, "256">:$dim,
+                       DefaultValuedAttr<F64Attr, "10000.0">:$max_period);
+  let results = (outs Trellis_F32Tensor:$result);
+  let assemblyFormat = "$t attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_ApeOp : Trellis_PureOp<"ape", [InferTypeOpAdaptor]> {
+  let summary = "Absolute position embedding [sin | cos] per axis";
+  let description = [{
+    For integer positions pos [L, 3] = (x, y, z), F = ⌊channels/6⌋ and
+    ω_j = 10000^(−j/F), j = 0..F−1 (f32):
+
+        out[l] = [sin(x·ω), cos(x·ω), sin(y·ω), cos(y·ω), sin(z·ω), cos(z·ω), 0…]
+
+    each part F long, **sine first** (unlike the timestep embedding), zero
+    padded at the end to `channels` (spec §3.6 AbsolutePositionEmbedder;
+    1024 channels give F = 170 and 4 zeros). Coordinates are plain integers
+    (not normalized). Result [L, channels] f32, L's bound kept.
+
+    Verifier: pos is i32 [L, 3]; channels ≥ 6.
+
+    ```mlir
+    %pe = trellis.ape %xyz {channels = 1024 : i64}
+            : (tensor<?x3xi32, #trellis.bounds<[32768]>>)
+            -> tensor<?x1024xf32, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_I32Tensor:$pos, I64Attr:$channels);
+  let results = (outs Trellis_F32Tensor:$result);
+  let assemblyFormat = "$pos attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+} // Trellis_EmbeddingGroup
+
+//===----------------------------------------------------------------------===//
+// Dense convolution and layout
+//===----------------------------------------------------------------------===//
+
+let opDocGroup = Trellis_LayoutGroup in {
+
+def Trellis_Conv3dOp : Trellis_PureOp<"conv3d", [InferTypeOpAdaptor]> {
+  let summary = "Dense 3-D convolution (NCDHW, stride 1, zero padding)";
+  let description = [{
+    Cross-correlation of x [B, I, D, H, W] with weight [O, I, k, k, k]
+    (PyTorch layout), stride 1, zero padding `padding` (default 1) on every
+    side, optional bias [O]:
+
+        out[b, o, x, y, z] = bias[o] + Σ_{i, a, β, γ} w[o, i, a, β, γ] · in[b, i, x+a−p, y+β−p, z+γ−p]
+
+    (out-of-range inputs are zero). Result [B, O, D', H', W'] with
+    D' = D + 2p − k + 1; f32 accumulation (spec §5.1).
+
+    Verifier: x rank 5, weight rank 5 with a cubic kernel, I agrees, one
+    element type, bias [O], padding ≥ 0, output sizes ≥ 1.
+
+    ```mlir
+    %y = trellis.conv3d %x, %w, %b {padding = 1 : i64}
+           : (tensor<1x512x16x16x16xf16>, tensor<1024x512x3x3x3xf16>, tensor<1024xf16>)
+           -> tensor<1x1024x16x16x16xf16>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$input, Trellis_FloatTensor:$weight,
+                       Optional<Trellis_FloatTensor>:$bias,
+                       DefaultValuedAttr<I64Attr, "1">:$padding);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_PixelShuffle3dOp : Trellis_PureOp<"pixel_shuffle_3d",
+    [InferTypeOpAdaptor]> {
+  let summary = "3-D pixel shuffle [B, C·f³, D, H, W] → [B, C, fD, fH, fW]";
+  let description = [{
+    With f = `factor` (default 2):
+
+        out[b, c, f·x + s1, f·y + s2, f·z + s3] = in[b, c·f³ + s1·f² + s2·f + s3, x, y, z]
+
+    i.e. for f = 2 channel c·8 + 4·s1 + 2·s2 + s3 goes to sub-voxel
+    (s1, s2, s3) (spec §5.1, trellis/modules/spatial.py). A pure data move.
+
+    Verifier: x of rank 5; factor ≥ 1; the (static) channel count is
+    divisible by factor³.
+
+    ```mlir
+    %y = trellis.pixel_shuffle_3d %x {factor = 2 : i64}
+           : (tensor<1x1024x16x16x16xf16>) -> tensor<1x128x32x32x32xf16>
+    ```
+  }];
+  let arguments = (ins Trellis_AnyTensor:$input,
+                       DefaultValuedAttr<I64Attr, "2">:$factor);
+  let results = (outs Trellis_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_ReshapeOp : Trellis_PureOp<"reshape"> {
+  let summary = "Row-major reshape (result type given)";
+  let description = [{
+    Reinterprets x's elements in row-major order with the result's shape
+    (PyTorch `reshape` of a contiguous tensor): patchify/unpatchify of the
+    SS flow, head splitting [.., C] → [.., H, d].
+
+    With static shapes the element counts are equal. With a bounded dynamic
+    dimension, input and result each have exactly one, and the maximal
+    element counts (bound × static sizes) are equal; the runtime checks that
+    the actual count divides by the result's static sizes.
+
+    Verifier: one element type; both static with equal element counts, or
+    both with one dynamic dimension and equal maximal element counts.
+
+    ```mlir
+    %t = trellis.reshape %x : (tensor<2x8x16x16x16xf32>) -> tensor<2x8x4096xf32>
+    ```
+  }];
+  let arguments = (ins Trellis_AnyTensor:$input);
+  let results = (outs Trellis_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_PermuteOp : Trellis_PureOp<"permute", [InferTypeOpAdaptor]> {
+  let summary = "Dimension permutation (torch.permute)";
+  let description = [{
+    out.shape[k] = x.shape[perm[k]], and out at index i is x at the index j
+    with j[perm[k]] = i[k] for every k (PyTorch `permute`).
+    Bounds follow their dimensions.
+
+    Verifier: `perm` is a permutation of 0..rank−1.
+
+    ```mlir
+    %t = trellis.permute %x {perm = array<i64: 0, 2, 1>}
+           : (tensor<2x8x4096xf32>) -> tensor<2x4096x8xf32>
+    ```
+  }];
+  let arguments = (ins Trellis_AnyTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Trellis_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_ConcatOp : Trellis_PureOp<"concat", [InferTypeOpAdaptor]> {
+  let summary = "Concatenation along one axis";
+  let description = [{
+    Concatenates the inputs in order along `axis` (torch.cat); e.g. the SLat
+    flow's skip concatenation [h | skip], h first (spec §6.1). The result's
+    `axis` size is the sum (dynamic if any input's is, with the sum of the
+    bounds); other dimensions are those of the first input.
+
+    Verifier: at least one input; one element type and rank; `axis` in
+    [−rank, rank); all other dimensions agree.
+
+    ```mlir
+    %c = trellis.concat %h, %skip {axis = 1 : i64}
+           : (tensor<?x1024xf16, #trellis.bounds<[32768]>>, tensor<?x1024xf16, #trellis.bounds<[32768]>>)
+           -> tensor<?x2048xf16, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Variadic<Trellis_AnyTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Trellis_AnyTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SplitOp : Trellis_PureOp<"split", [InferTypeOpAdaptor]> {
+  let summary = "Split along one axis into consecutive chunks";
+  let description = [{
+    Splits x along `axis` into consecutive pieces of the given `sizes`
+    (torch.split with a list): result i holds indices
+    [Σ_{j<i} sizes[j], Σ_{j≤i} sizes[j]) of that axis. E.g. the adaLN chunks
+    (shift, scale, gate, …) and the [q | k | v] channel split.
+
+    Verifier: `axis` in [−rank, rank) with a static size equal to
+    Σ sizes; every size ≥ 1.
+
+    ```mlir
+    %q, %k, %v = trellis.split %qkv {axis = 2 : i64, sizes = array<i64: 1024, 1024, 1024>}
+           : (tensor<2x4096x3072xf16>)
+           -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>)
+    ```
+  }];
+  let arguments = (ins Trellis_AnyTensor:$input, I64Attr:$axis,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<Trellis_AnyTensor>:$results);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+} // Trellis_LayoutGroup
+
+//===----------------------------------------------------------------------===//
+// Flow sampler
+//===----------------------------------------------------------------------===//
+
+let opDocGroup = Trellis_SamplerGroup in {
+
+def Trellis_FlowSampleOp : Trellis_Op<"flow_sample", [
+    Trellis_BoundedShapes, RecursiveMemoryEffects, SingleBlock,
+    Trellis_ResultsMatchInference, InferTypeOpAdaptor]> {
+  let summary = "Euler flow sampler with CFG and guidance interval";
+  let description = [{
+    Integrates the flow ODE from `noise` (t = 1) to t = 0 with the velocity
+    model in `body` (spec §3.2, §3.3, §2.3). The body is called with
+    (x, τ, c) and yields the velocity v (x's type) with `trellis.yield`:
+
+    * `x`: the current sample, of `noise`'s type (dense [B, 8, 16, 16, 16] for
+      the sparse-structure stage; the [N, 8] features for the SLat stage,
+      whose coordinates the body uses from above: the region is not
+      isolated);
+    * `τ`: tensor<B×f32>, the model time 1000·t, the same for every sample
+      (formed in f64, stored as f32);
+    * `c`: the condition [B, Lc, Cc] for this call.
+
+    B, the model batch, is c's dimension 0. With `t̃_i = 1 − i/steps` and
+    r = `rescale_t` the time grid is `t_i = r·t̃_i / (1 + (r − 1)·t̃_i)`,
+    i = 0..steps (in f64). With w = `cfg_strength` and
+    [lo, hi] = `cfg_interval`, step i = 0..steps−1 is:
+
+        t = t_i, t_prev = t_{i+1}
+        v_c = body(x, 1000·t, cond_i)                 (see multi_image)
+        if lo ≤ t ≤ hi:   v̂ = (1 + w)·v_c − w·body(x, 1000·t, neg_cond)
+        else:             v̂ = v_c
+        x ← x − (t − t_prev)·v̂
+
+    The guidance test is inclusive on both ends and uses the unscaled
+    t ∈ [0, 1]. All sampler arithmetic is f32. The result is x after the
+    last step. `sigma_min` (default 1e-5) is recorded for the x̂₀/ε̂
+    predictions of the reference sampler; it does not enter the update.
+
+    Conditions: a condition of batch 1 is repeated to B (as TRELLIS's
+    sampler does); `neg_cond` has batch 1 or B. `multi_image`:
+
+    * `none` (default): cond_i = cond, of batch 1 or B.
+    * `stochastic`: cond holds N_img image rows; step i uses row
+      i mod N_img, repeated to B (images beyond `steps` are never used).
+    * `multidiffusion`: v_c = (1/N_img)·Σ_j body(x, 1000·t, cond[j] repeated to B),
+      N_img conditional calls per step; guidance as above.
+
+    Each body call is an independent evaluation (calls of one step may run
+    batched as 2B). The op does not implement RegionBranchOpInterface: the
+    yielded velocity is neither forwarded to the results nor to the next
+    call's arguments (x is updated from it), which that interface cannot
+    express; analyses see the op through RecursiveMemoryEffects.
+
+    Verifier: noise is f32; cond and neg_cond are static [·, Lc, Cc] with one
+    element type; the body has one block with arguments (x: noise's type,
+    τ: tensor<B×f32>, c: [B, Lc, Cc] of cond's element type) and ends in
+    `trellis.yield` of a value of noise's type; cond's batch is 1 or B in
+    mode `none`; neg_cond's batch is 1 or B; a static noise dimension 0 (the
+    dense stage) equals B; steps ≥ 1, rescale_t > 0, sigma_min ≥ 0,
+    cfg_strength ≥ 0, cfg_interval = [lo, hi] with lo ≤ hi.
+
+    ```mlir
+    %x0 = trellis.flow_sample %noise, %cond, %neg
+            {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64,
+             rescale_t = 3.000000e+00 : f64, steps = 25 : i64}
+            : (tensor<1x8x16x16x16xf32>, tensor<1x1374x1024xf32>, tensor<1x1374x1024xf32>)
+            -> tensor<1x8x16x16x16xf32> {
+    ^bb0(%x: tensor<1x8x16x16x16xf32>, %tau: tensor<1xf32>, %c: tensor<1x1374x1024xf32>):
+      %v = trellis.neg %x : tensor<1x8x16x16x16xf32>
+      trellis.yield %v : tensor<1x8x16x16x16xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$noise, Trellis_FloatTensor:$cond,
+                       Trellis_FloatTensor:$neg_cond,
+                       I64Attr:$steps, F64Attr:$rescale_t,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$sigma_min,
+                       F64Attr:$cfg_strength, DenseF64ArrayAttr:$cfg_interval,
+                       DefaultValuedAttr<Trellis_MultiImageModeAttr,
+                                         "MultiImageMode::none">:$multi_image);
+  let results = (outs Trellis_FloatTensor:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $noise `,` $cond `,` $neg_cond attr-dict `:` functional-type(operands, results) $body
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+}
+
+// Not ReturnLike: that would claim RegionBranchTerminatorOpInterface, which
+// the parent does not implement (see trellis.flow_sample).
+def Trellis_YieldOp : Trellis_Op<"yield", [Pure, Terminator,
+    HasParent<"FlowSampleOp">]> {
+  let summary = "Returns the velocity from a trellis.flow_sample body";
+  let description = [{
+    Terminates the velocity model of `trellis.flow_sample` with the
+    predicted velocity (the type of the sampler's x).
+
+    Verifier: the parent is `trellis.flow_sample` (type checked there).
+
+    ```mlir
+    trellis.yield %v : tensor<1x8x16x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+def Trellis_CfgCombineOp : Trellis_PureOp<"cfg_combine",
+    [InferTypeOpAdaptor]> {
+  let summary = "Classifier-free guidance (1 + w)·v_c − w·v_u";
+  let description = [{
+    Elementwise (1 + w)·vc − w·vu with w = `strength`, in f32 (spec §3.3).
+    The result has vc's type.
+
+    Verifier: vc and vu have one f32 type; strength ≥ 0.
+
+    ```mlir
+    %v = trellis.cfg_combine %vc, %vu {strength = 7.500000e+00 : f64}
+           : (tensor<1x8x16x16x16xf32>, tensor<1x8x16x16x16xf32>) -> tensor<1x8x16x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Trellis_F32Tensor:$vc, Trellis_F32Tensor:$vu,
+                       F64Attr:$strength);
+  let results = (outs Trellis_F32Tensor:$result);
+  let assemblyFormat = "$vc `,` $vu attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_EulerUpdateOp : Trellis_PureOp<"euler_update",
+    [InferTypeOpAdaptor]> {
+  let summary = "Euler step x − dt·v";
+  let description = [{
+    Elementwise x − dt·v in f32, with dt = t − t_prev (spec §3.2). The
+    result has x's type.
+
+    Verifier: x and v have one f32 type.
+
+    ```mlir
+    %x1 = trellis.euler_update %x, %v {dt = 0.01369863 : f64}
+            : (tensor<1x8x16x16x16xf32>, tensor<1x8x16x16x16xf32>) -> tensor<1x8x16x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Trellis_F32Tensor:$input, Trellis_F32Tensor:$v,
+                       F64Attr:$dt);
+  let results = (outs Trellis_F32Tensor:$result);
+  let assemblyFormat = "$input `,` $v attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+} // Trellis_SamplerGroup
+
+//===----------------------------------------------------------------------===//
+// Sparse coordinate sets
+//===----------------------------------------------------------------------===//
+
+let opDocGroup = Trellis_CoordsGroup in {
+
+def Trellis_OccupancyOp : Trellis_PureOp<"occupancy", [InferTypeOpAdaptor]> {
+  let summary = "Active voxels of dense logits: argwhere(logits > 0)";
+  let description = [{
+    For logits [B, 1, R, R, R] f32, the coordinate set of every (b, x, y, z)
+    with logits[b, 0, x, y, z] > 0 (strictly), in argwhere order:
+    lexicographic in (b, x, y, z), z fastest, hence batch-contiguous
+    (spec §5.3). No dilation or pruning; the set may be empty. Result
+    `!trellis.coords<resolution = R, bound = B·R³>`. The voxel count is
+    known only at run time (the host reads it back at the stage boundary).
+
+    Verifier: logits is f32 [B, 1, R, R, R] with static, equal spatial sizes
+    R ≤ 1024.
+
+    ```mlir
+    %c = trellis.occupancy %logits
+           : (tensor<1x1x64x64x64xf32>) -> !trellis.coords<resolution = 64, bound = 262144>
+    ```
+  }];
+  let arguments = (ins Trellis_F32Tensor:$logits);
+  let results = (outs Trellis_CoordsType:$result);
+  let assemblyFormat = "$logits attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseNeighborMapOp : Trellis_PureOp<"sparse.neighbor_map",
     [InferTypeOpAdaptor]> {
   let summary = "Neighbour table of a coordinate set (submanifold conv)";
   let description = [{
@@ -145,15 +928,538 @@ def Trellis_NeighborMapOp : Trellis_PureOp<"sparse.neighbor_map",
     (b, x+a-k/2, y+β-k/2, z+γ-k/2) if it is active, else -1. Built from a hash
     of the coordinates; one table serves every conv on the same set.
 
+    Verifier: kernel is odd and ≥ 1.
+
     ```mlir
-    %nb = trellis.sparse.neighbor_map %c {kernel = 3}
+    %nb = trellis.sparse.neighbor_map %c {kernel = 3 : i64}
             : (!trellis.coords<resolution = 64, bound = 32768>)
             -> !trellis.neighbor_map<kernel = 3, bound = 32768>
     ```
   }];
-  let arguments = (ins Trellis_CoordsType:$coords, ConfinedAttr<I64Attr, [IntPositive]>:$kernel);
+  let arguments = (ins Trellis_CoordsType:$coords, I64Attr:$kernel);
   let results = (outs Trellis_NeighborMapType:$result);
   let assemblyFormat = "$coords attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
+
+def Trellis_SparseCoarsenOp : Trellis_PureOp<"sparse.coarsen",
+    [InferTypeOpAdaptor]> {
+  let summary = "Coarse coordinate set unique(⌊c / factor⌋)";
+  let description = [{
+    The set of distinct (b, ⌊x/f⌋, ⌊y/f⌋, ⌊z/f⌋) over the rows of `coords`,
+    f = `factor` (default 2), in ascending (b, x', y', z') order (TRELLIS
+    sorts the keys b·MxMyMz + x'·MyMz + y'·Mz + z'; spec §6.3 steps 1–2).
+    The coarse rows of `trellis.sparse.downsample` and
+    `trellis.sparse.upsample`. Result
+    `!trellis.coords<resolution = R/f, bound = bound>`.
+
+    Verifier: factor ≥ 2 and divides the resolution.
+
+    ```mlir
+    %cc = trellis.sparse.coarsen %c {factor = 2 : i64}
+            : (!trellis.coords<resolution = 64, bound = 32768>)
+            -> !trellis.coords<resolution = 32, bound = 32768>
+    ```
+  }];
+  let arguments = (ins Trellis_CoordsType:$coords,
+                       DefaultValuedAttr<I64Attr, "2">:$factor);
+  let results = (outs Trellis_CoordsType:$result);
+  let assemblyFormat = "$coords attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseSubdivideOp : Trellis_PureOp<"sparse.subdivide",
+    [InferTypeOpAdaptor]> {
+  let summary = "Eight children per voxel at twice the resolution";
+  let description = [{
+    Every row (b, x, y, z) becomes the 8 rows (b, 2x+δx, 2y+δy, 2z+δz) in
+    child order (δx, δy, δz) = (0,0,0), (0,0,1), (0,1,0), (0,1,1), (1,0,0),
+    (1,0,1), (1,1,0), (1,1,1) (z fastest), parent-major: child k of parent
+    row n is row 8n + k (spec §7.4 Subdivide). Batch contiguity is kept;
+    the rows are not globally sorted. Result
+    `!trellis.coords<resolution = 2R, bound = 8·bound>`; the features follow
+    with `trellis.sparse.subdivide_features`.
+
+    Verifier: 2R ≤ 1024.
+
+    ```mlir
+    %f = trellis.sparse.subdivide %c
+           : (!trellis.coords<resolution = 64, bound = 32768>)
+           -> !trellis.coords<resolution = 128, bound = 262144>
+    ```
+  }];
+  let arguments = (ins Trellis_CoordsType:$coords);
+  let results = (outs Trellis_CoordsType:$result);
+  let assemblyFormat = "$coords attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseXyzOp : Trellis_PureOp<"sparse.xyz", [InferTypeOpAdaptor]> {
+  let summary = "Spatial columns (x, y, z) of a coordinate set";
+  let description = [{
+    The [N, 3] i32 tensor of columns 1..3 of the coordinate rows, in row
+    order (the APE's input; spec §6.7, §7.1). Result
+    `tensor<?x3xi32, #trellis.bounds<[bound]>>`.
+
+    ```mlir
+    %xyz = trellis.sparse.xyz %c
+             : (!trellis.coords<resolution = 64, bound = 32768>)
+             -> tensor<?x3xi32, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_CoordsType:$coords);
+  let results = (outs Trellis_I32Tensor:$result);
+  let assemblyFormat = "$coords attr-dict `:` functional-type(operands, results)";
+}
+
+def Trellis_SparseToTensorOp : Trellis_PureOp<"sparse.to_tensor",
+    [InferTypeOpAdaptor]> {
+  let summary = "Coordinate rows as an [N, 4] i32 tensor";
+  let description = [{
+    The coordinate rows (b, x, y, z) as an [N, 4] i32 tensor in row order,
+    e.g. to write `coords.npy`. Result
+    `tensor<?x4xi32, #trellis.bounds<[bound]>>`.
+
+    ```mlir
+    %t = trellis.sparse.to_tensor %c
+           : (!trellis.coords<resolution = 64, bound = 32768>)
+           -> tensor<?x4xi32, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_CoordsType:$coords);
+  let results = (outs Trellis_I32Tensor:$result);
+  let assemblyFormat = "$coords attr-dict `:` functional-type(operands, results)";
+}
+
+def Trellis_SparseFromTensorOp : Trellis_PureOp<"sparse.from_tensor",
+    [InferTypeOpAdaptor]> {
+  let summary = "Coordinate set from an [N, 4] i32 tensor";
+  let description = [{
+    Takes rows (b, x, y, z) as they are (no sorting, no de-duplication) as a
+    coordinate set of the given `resolution`; bound = the upper bound of
+    dimension 0. The runtime checks that 0 ≤ x, y, z < resolution, b ≥ 0,
+    and that the rows of each batch item are contiguous, and fails with the
+    op's location otherwise.
+
+    Verifier: t is i32 [N, 4]; 1 ≤ resolution ≤ 1024.
+
+    ```mlir
+    %c = trellis.sparse.from_tensor %t {resolution = 64 : i64}
+           : (tensor<?x4xi32, #trellis.bounds<[32768]>>)
+           -> !trellis.coords<resolution = 64, bound = 32768>
+    ```
+  }];
+  let arguments = (ins Trellis_I32Tensor:$input, I64Attr:$resolution);
+  let results = (outs Trellis_CoordsType:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseBatchSegmentsOp : Trellis_PureOp<"sparse.batch_segments",
+    [InferTypeOpAdaptor]> {
+  let summary = "One attention group per batch item";
+  let description = [{
+    The partition of the rows into one group per batch item, in batch order
+    (flash-attention's cu_seqlens from the batch layout): full per-sample
+    attention of the SLat flow (spec §6.5). Result
+    `!trellis.segments<max_length = bound, bound = bound>`.
+
+    ```mlir
+    %s = trellis.sparse.batch_segments %c
+           : (!trellis.coords<resolution = 32, bound = 32768>)
+           -> !trellis.segments<max_length = 32768, bound = 32768>
+    ```
+  }];
+  let arguments = (ins Trellis_CoordsType:$coords);
+  let results = (outs Trellis_SegmentsType:$result);
+  let assemblyFormat = "$coords attr-dict `:` functional-type(operands, results)";
+}
+
+def Trellis_SparseWindowSegmentsOp : Trellis_PureOp<"sparse.window_segments",
+    [InferTypeOpAdaptor]> {
+  let summary = "Swin-3D window partition of a coordinate set";
+  let description = [{
+    The window partition of spec §7.1, with w = `window` (default 8) and
+    s = `shift` (default 0; TRELLIS uses 4 on odd blocks):
+
+    1. c' = c + s on x, y and z: a positive shift, no wrap-around (no cyclic
+       roll).
+    2. Window index per axis W_a = ⌊c'_a / w⌋; windows per axis
+       n_a = ⌈(max over ALL rows of the batch of c'_a + 1) / w⌉.
+    3. id = b·(n_x·n_y·n_z) + W_x·(n_y·n_z) + W_y·n_z + W_z.
+    4. Rows are grouped by id in ascending order (empty windows skipped);
+       each group holds every row of its window (1..w³ rows). The order
+       inside a group is unspecified (attention is permutation-equivariant).
+
+    A window never spans two samples. Result
+    `!trellis.segments<max_length = w³, bound = bound>`.
+
+    Verifier: window ≥ 1; 0 ≤ shift < window.
+
+    ```mlir
+    %s = trellis.sparse.window_segments %c {shift = 4 : i64, window = 8 : i64}
+           : (!trellis.coords<resolution = 64, bound = 32768>)
+           -> !trellis.segments<max_length = 512, bound = 32768>
+    ```
+  }];
+  let arguments = (ins Trellis_CoordsType:$coords,
+                       DefaultValuedAttr<I64Attr, "8">:$window,
+                       DefaultValuedAttr<I64Attr, "0">:$shift);
+  let results = (outs Trellis_SegmentsType:$result);
+  let assemblyFormat = "$coords attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+} // Trellis_CoordsGroup
+
+//===----------------------------------------------------------------------===//
+// Sparse feature operations
+//===----------------------------------------------------------------------===//
+
+let opDocGroup = Trellis_SparseGroup in {
+
+def Trellis_SparseConv3dOp : Trellis_PureOp<"sparse.conv3d",
+    [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+  let summary = "Submanifold sparse convolution (spconv SubMConv3d)";
+  let description = [{
+    feats [N, I] → [N, O] on the same coordinates and row order; weight
+    [O, k, k, k, I] (spconv KRSC), optional bias [O]; f32 accumulation
+    (spec §6.4).
+
+    * k ≥ 3 (odd): needs `neighbors`, the neighbour map of kernel k of the
+      feature's coordinate set. For each row p and offset (a, β, γ) whose
+      neighbour q = map[p, a·k² + β·k + γ] is active:
+
+          out[p] = bias + Σ W[:, a, β, γ, :] · feats[q]
+
+      (q = (b, x+a−k/2, y+β−k/2, z+γ−k/2); inactive neighbours count as zero,
+      batches never mix): a dense padded cross-correlation restricted to the
+      active sites.
+    * k = 1: takes no neighbour map and has **spconv's 1×1 fast-path
+      semantics** (spec §6.4 quirk, §12.16): out = feats · M + bias where M is
+      the weight's row-major buffer reinterpreted as an [I, O] row-major
+      matrix, M[i, j] = flat[i·O + j] with flat[o·I + i] = W[o, 0, 0, 0, i].
+      This is a reshape, *not* the transpose of W[:, 0, 0, 0, :]; TRELLIS's
+      mesh decoder skip connections were trained through it.
+
+    Verifier: feats [N, I]; weight static of rank 5 with a cubic odd kernel
+    and I agreeing; one element type; bias [O]; a neighbour map iff k > 1,
+    of kernel k, with feats' N dynamic and bounded like the map.
+
+    ```mlir
+    %y = trellis.sparse.conv3d %h, %w, %b neighbors %nb
+           : (tensor<?x128xf16, #trellis.bounds<[32768]>>, tensor<1024x3x3x3x128xf16>, tensor<1024xf16>,
+              !trellis.neighbor_map<kernel = 3, bound = 32768>)
+           -> tensor<?x1024xf16, #trellis.bounds<[32768]>>
+    %s = trellis.sparse.conv3d %h, %w1, %b1
+           : (tensor<?x128xf16, #trellis.bounds<[32768]>>, tensor<96x1x1x1x128xf16>, tensor<96xf16>)
+           -> tensor<?x96xf16, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$feats, Trellis_FloatTensor:$weight,
+                       Optional<Trellis_FloatTensor>:$bias,
+                       Optional<Trellis_NeighborMapType>:$neighbors);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = [{
+    $feats `,` $weight (`,` $bias^)? (`neighbors` $neighbors^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseDownsampleOp : Trellis_PureOp<"sparse.downsample",
+    [InferTypeOpAdaptor]> {
+  let summary = "2× sparse downsample of features: Σ children / (n + 1)";
+  let description = [{
+    feats [N, C] on `fine` → [N', C] on `coarse`, where `coarse` must be
+    `trellis.sparse.coarsen` of `fine` (factor 2). For each coarse row,
+
+        out = (Σ_{children} feats) / (n_children + 1)
+
+    **not the true mean** (spec §6.3 quirk, §12.3: PyTorch's scatter_reduce
+    "mean" with include_self = True into zeros counts the zero). Sums in f32.
+
+    Verifier: fine.resolution = 2·coarse.resolution; feats [N, C] with N
+    dynamic and bounded like `fine`. The result's N' has coarse's bound.
+
+    ```mlir
+    %d = trellis.sparse.downsample %h, %c64, %c32
+           : (tensor<?x128xf16, #trellis.bounds<[32768]>>,
+              !trellis.coords<resolution = 64, bound = 32768>, !trellis.coords<resolution = 32, bound = 32768>)
+           -> tensor<?x128xf16, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$feats, Trellis_CoordsType:$fine,
+                       Trellis_CoordsType:$coarse);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$feats `,` $fine `,` $coarse attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseUpsampleOp : Trellis_PureOp<"sparse.upsample",
+    [InferTypeOpAdaptor]> {
+  let summary = "2× sparse upsample of features: copy the parent row";
+  let description = [{
+    feats [N', C] on `coarse` → [N, C] on `fine`: every fine row gets the
+    features of its parent (b, ⌊x/2⌋, ⌊y/2⌋, ⌊z/2⌋) (nearest neighbour;
+    spec §6.3 SparseUpsample). `coarse` must be `trellis.sparse.coarsen` of
+    `fine`; the result follows fine's row order.
+
+    Verifier: fine.resolution = 2·coarse.resolution; feats [N', C] with N'
+    dynamic and bounded like `coarse`. The result's N has fine's bound.
+
+    ```mlir
+    %u = trellis.sparse.upsample %h, %c32, %c64
+           : (tensor<?x2048xf16, #trellis.bounds<[32768]>>,
+              !trellis.coords<resolution = 32, bound = 32768>, !trellis.coords<resolution = 64, bound = 32768>)
+           -> tensor<?x2048xf16, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$feats, Trellis_CoordsType:$coarse,
+                       Trellis_CoordsType:$fine);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$feats `,` $coarse `,` $fine attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseSubdivideFeaturesOp : Trellis_PureOp<"sparse.subdivide_features",
+    [InferTypeOpAdaptor]> {
+  let summary = "Features of `trellis.sparse.subdivide`: each row copied 8×";
+  let description = [{
+    feats [N, C] → [8N, C] with row 8n + k = feats[n], k = 0..7: the
+    features of the children of `trellis.sparse.subdivide` (parent-major,
+    spec §7.4). A dynamic N gets bound 8·bound.
+
+    Verifier: feats has rank 2.
+
+    ```mlir
+    %f = trellis.sparse.subdivide_features %h
+           : (tensor<?x768xf16, #trellis.bounds<[32768]>>) -> tensor<?x768xf16, #trellis.bounds<[262144]>>
+    ```
+  }];
+  let arguments = (ins Trellis_AnyTensor:$feats);
+  let results = (outs Trellis_AnyTensor:$result);
+  let assemblyFormat = "$feats attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseGroupNormOp : Trellis_PureOp<"sparse.group_norm",
+    [InferTypeOpAdaptor]> {
+  let summary = "GroupNorm with per-sample statistics (SparseGroupNorm32)";
+  let description = [{
+    For each batch item separately, its n rows × C channels are treated as a
+    [1, C, n] tensor: each of the `groups` groups of C/groups consecutive
+    channels is normalized with the mean and biased variance over (its
+    channels × the n rows of that sample), in f32:
+
+        y = (x − μ_{b,g}) / √(σ²_{b,g} + eps) · weight[c] + bias[c]
+
+    then rounded to feats' element type (spec §7.4; eps 1e-5 there). weight
+    and bias are f32 [C]. The result has feats' type.
+
+    Verifier: feats [N, C] with N dynamic and bounded like `coords`;
+    groups ≥ 1 dividing C; weight and bias f32 [C]; eps > 0.
+
+    ```mlir
+    %g = trellis.sparse.group_norm %h, %c, %gamma, %beta {eps = 1.000000e-05 : f64, groups = 32 : i64}
+           : (tensor<?x768xf16, #trellis.bounds<[32768]>>, !trellis.coords<resolution = 64, bound = 32768>,
+              tensor<768xf32>, tensor<768xf32>)
+           -> tensor<?x768xf16, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$feats, Trellis_CoordsType:$coords,
+                       Trellis_F32Tensor:$weight, Trellis_F32Tensor:$bias,
+                       DefaultValuedAttr<I64Attr, "32">:$groups, F64Attr:$eps);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = [{
+    $feats `,` $coords `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseBatchBroadcastOp : Trellis_PureOp<"sparse.batch_broadcast",
+    [InferTypeOpAdaptor]> {
+  let summary = "Per-sample vectors [B, C] to rows [N, C]";
+  let description = [{
+    out[n] = values[b_n] with b_n the batch index of row n of `coords`
+    (spec §5.4): the modulation vectors of the SLat flow's res blocks. The
+    runtime checks b_n < B. Result [N, C] with coords' bound and values'
+    element type.
+
+    Verifier: values has rank 2.
+
+    ```mlir
+    %r = trellis.sparse.batch_broadcast %scale, %c
+           : (tensor<2x128xf16>, !trellis.coords<resolution = 64, bound = 32768>)
+           -> tensor<?x128xf16, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_AnyTensor:$values, Trellis_CoordsType:$coords);
+  let results = (outs Trellis_AnyTensor:$result);
+  let assemblyFormat = "$values `,` $coords attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
+    [InferTypeOpAdaptor]> {
+  let summary = "Variable-length self-attention within segments";
+  let description = [{
+    q, k [N, H, d], v [N, H, dv] → [N, H, dv]: every row attends to every
+    row of its own group of `segments` (and to no other):
+
+        out[i, h, :] = Σ_{j ∈ group(i)} softmax_j(scale · q[i, h, :]·k[j, h, :]) · v[j, h, :]
+
+    Scores, softmax and accumulation in f32; the output keeps the original
+    row order (spec §6.5 full attention with `trellis.sparse.batch_segments`,
+    §7.1 Swin windows with `trellis.sparse.window_segments`). No mask, no
+    relative position bias.
+
+    Verifier: rank 3 each; one element type; N dynamic and bounded like
+    `segments`; H agrees; d agrees between q and k; scale > 0.
+
+    ```mlir
+    %o = trellis.sparse.attention %q, %k, %v, %s {scale = 1.250000e-01 : f64}
+           : (tensor<?x12x64xf16, #trellis.bounds<[32768]>>, tensor<?x12x64xf16, #trellis.bounds<[32768]>>,
+              tensor<?x12x64xf16, #trellis.bounds<[32768]>>, !trellis.segments<max_length = 512, bound = 32768>)
+           -> tensor<?x12x64xf16, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$q, Trellis_FloatTensor:$k,
+                       Trellis_FloatTensor:$v, Trellis_SegmentsType:$segments,
+                       F64Attr:$scale);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$q `,` $k `,` $v `,` $segments attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseCrossAttentionOp : Trellis_PureOp<"sparse.cross_attention",
+    [InferTypeOpAdaptor]> {
+  let summary = "Cross-attention of sparse rows to their sample's context";
+  let description = [{
+    q [N, H, d] (rows of `coords`), k [B, Lc, H, d], v [B, Lc, H, dv] →
+    [N, H, dv]: row i of batch item b_i attends to the Lc context tokens of
+    sample b_i:
+
+        out[i, h, :] = Σ_j softmax_j(scale · q[i, h, :]·k[b_i, j, h, :]) · v[b_i, j, h, :]
+
+    f32 scores, softmax and accumulation (spec §6.5 cross). The runtime
+    checks b_i < B.
+
+    Verifier: q rank 3 with N dynamic and bounded like `coords`; k, v rank
+    4 with B and Lc agreeing; one element type; H agrees; d agrees between q
+    and k; scale > 0.
+
+    ```mlir
+    %o = trellis.sparse.cross_attention %q, %k, %v, %c {scale = 1.250000e-01 : f64}
+           : (tensor<?x16x64xf16, #trellis.bounds<[32768]>>, tensor<2x1374x16x64xf16>, tensor<2x1374x16x64xf16>,
+              !trellis.coords<resolution = 32, bound = 32768>)
+           -> tensor<?x16x64xf16, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$q, Trellis_FloatTensor:$k,
+                       Trellis_FloatTensor:$v, Trellis_CoordsType:$coords,
+                       F64Attr:$scale);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$q `,` $k `,` $v `,` $coords attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseUniqueMeanOp : Trellis_PureOp<"sparse.unique_mean",
+    [InferTypeOpAdaptor]> {
+  let summary = "Unique keys and the true mean of their values";
+  let description = [{
+    keys [M] i64, values [M, K] f32 → (unique [U] i64, means [U, K] f32):
+    `unique` holds the distinct keys in ascending order and
+    means[u] = (Σ_{m: keys[m] = unique[u]} values[m]) / count — the true
+    mean (scatter-mean with include_self = False), as the mesh extraction's
+    cube-corner → lattice-vertex averaging (spec §7.4 step 2, §8.2). Both
+    results have a dynamic U bounded by M's upper bound.
+
+    Verifier: keys rank 1; values rank 2 with M agreeing.
+
+    ```mlir
+    %u, %m = trellis.sparse.unique_mean %keys, %vals
+           : (tensor<?xi64, #trellis.bounds<[16777216]>>, tensor<?x10xf32, #trellis.bounds<[16777216]>>)
+           -> (tensor<?xi64, #trellis.bounds<[16777216]>>, tensor<?x10xf32, #trellis.bounds<[16777216]>>)
+    ```
+  }];
+  let arguments = (ins Trellis_I64Tensor:$keys, Trellis_F32Tensor:$values);
+  let results = (outs Trellis_I64Tensor:$unique, Trellis_F32Tensor:$means);
+  let assemblyFormat = "$keys `,` $values attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+} // Trellis_SparseGroup
+
+//===----------------------------------------------------------------------===//
+// Mesh extraction
+//===----------------------------------------------------------------------===//
+
+let opDocGroup = Trellis_MeshGroup in {
+
+def Trellis_MeshFlexiCubesOp : Trellis_PureOp<"mesh.flexicubes",
+    [InferTypeOpAdaptor]> {
+  let summary = "FlexiCubes mesh extraction from the mesh decoder's head";
+  let description = [{
+    SparseFeatures2Mesh of spec §7.4 in inference mode, per batch item, on
+    the cubes `coords` (at `resolution`, default 256) with the 101-channel
+    head `fields` [N, 101] f32 (sdf [0, 8), deform [8, 32), weights
+    [32, 53), colour [53, 101); corner k = (k&1, (k>>1)&1, (k>>2)&1)):
+
+    1. sdf ← sdf − 1/R.
+    2. Lattice vertices (cube + corner_k on the (R+1)³ lattice) are
+       de-duplicated; each vertex's [sdf, deform(3), colour(6)] is the true
+       mean over the cubes sharing it.
+    3. Unfilled lattice vertices have sdf = 1 (outside), deform and colour
+       0; cubes outside the set have weights 0.
+    4. p = v/R − 0.5 + ((1 − 1e-8)/(2R))·tanh(deform).
+    5. FlexiCubes over the candidate cubes (the active cubes and every cube
+       sharing a lattice vertex with one; no other cube can have mixed signs)
+       with weight_scale 0.99: β = tanh(w[0:12])·0.99 + 1,
+       α = tanh(w[12:20])·0.99 + 1, γ = sigmoid(w[20])·0.99 + 0.005; surface
+       cubes have mixed corner signs (sdf < 0 inside); case id
+       Σ inside_k·2^k with ambiguous cases resolved by the check table; dual
+       vertices are β-weighted means of the α-weighted edge zero crossings
+       (colours through a sigmoid, interpolated alike); every surface edge
+       shared by 4 surface cubes gives a quad (cubes in ascending flat index,
+       winding (0,1,3,2) if the sdf at the edge's first vertex is > 0 else
+       (2,3,1,0)), split along the diagonal with the larger γ product.
+    6. Results: `vertices` [V, 3] f32 (world coordinates, z up),
+       `faces` [F, 3] i32 (vertex rows; TRELLIS returns int64, the verifier
+       guarantees V fits i32), `vertex_attrs` [V, 6] f32 in [0, 1] (colour,
+       then 3 normal-like channels). Face normals are not a result (a
+       cross product of the vertices, when needed).
+
+    Processing the candidates in ascending flat-index order reproduces
+    TRELLIS's vertex and face order. The meshes of the batch items are
+    concatenated in batch order; faces index the concatenated vertex rows,
+    and the runtime keeps each item's vertex and face row ranges (as it
+    keeps a coordinate set's batch layout). An item without surface cubes
+    contributes no rows.
+
+    Bounds, with n the coords bound: there are at most 27n candidate cubes
+    (3×3×3 neighbourhood of each active cube), each yields at most 4 dual
+    vertices, so V ≤ 108n; each quad edge is one of the 12 edges of 4
+    surface cubes, so there are at most 3·27n quads and F ≤ 162n triangles.
+
+    Verifier: fields is f32 [N, 101] with N dynamic and bounded like
+    `coords`; resolution equals the coordinate set's resolution; 108n fits
+    the i32 face indices.
+
+    ```mlir
+    %v, %f, %a = trellis.mesh.flexicubes %c, %fields {resolution = 256 : i64}
+           : (!trellis.coords<resolution = 256, bound = 65536>, tensor<?x101xf32, #trellis.bounds<[65536]>>)
+           -> (tensor<?x3xf32, #trellis.bounds<[7077888]>>, tensor<?x3xi32, #trellis.bounds<[10616832]>>,
+               tensor<?x6xf32, #trellis.bounds<[7077888]>>)
+    ```
+  }];
+  let arguments = (ins Trellis_CoordsType:$coords, Trellis_F32Tensor:$fields,
+                       DefaultValuedAttr<I64Attr, "256">:$resolution);
+  let results = (outs Trellis_F32Tensor:$vertices, Trellis_I32Tensor:$faces,
+                      Trellis_F32Tensor:$vertex_attrs);
+  let assemblyFormat = "$coords `,` $fields attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+} // Trellis_MeshGroup
 
 #endif // TRELLIS_OPS_TD

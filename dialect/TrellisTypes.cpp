@@ -1,4 +1,4 @@
-//===- TrellisTypes.cpp - Types and attributes of the trellis dialect -------===//
+//===- TrellisTypes.cpp - Types and attributes of the trellis dialect -----===//
 #include "dialect/TrellisTypes.h"
 #include "dialect/TrellisDialect.h"
 
@@ -38,8 +38,7 @@ LogicalResult BoundsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "#trellis.bounds needs at least one bound";
   for (int64_t m : max)
     if (m < 1)
-      return emitError() << "#trellis.bounds entries must be >= 1, found "
-                         << m;
+      return emitError() << "#trellis.bounds entries must be >= 1, found " << m;
   return success();
 }
 

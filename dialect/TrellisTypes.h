@@ -1,4 +1,4 @@
-//===- TrellisTypes.h - Types and attributes of the trellis dialect -*- C++ -*-===//
+//===- TrellisTypes.h - Types and attributes of the trellis -----*- C++ -*-===//
 #ifndef TRELLIS_DIALECT_TRELLISTYPES_H
 #define TRELLIS_DIALECT_TRELLISTYPES_H
 
@@ -28,8 +28,7 @@ int64_t getDimUpperBound(RankedTensorType type, unsigned dim);
 
 /// A ranked tensor type of `shape` and `elementType` whose dynamic dimensions
 /// get the given upper bounds (in order); no encoding when all are static.
-RankedTensorType getBoundedTensorType(ArrayRef<int64_t> shape,
-                                      Type elementType,
+RankedTensorType getBoundedTensorType(ArrayRef<int64_t> shape, Type elementType,
                                       ArrayRef<int64_t> dynamicBounds);
 
 } // namespace mlir::trellis

@@ -43,3 +43,23 @@ fi
 if [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
   echo "install-deps: note: no CUDA toolkit at /usr/local/cuda; the GPU backend will not be built" >&2
 fi
+
+# Khronos glTF validator (npm package, pinned) for the GLB interop tests
+# (test/python/test_output_mesh.py). It goes to build-deps/node/ in the
+# repository (ignored by git); the tests look there, or in
+# $TRELLIS_GLTF_VALIDATOR_DIR (a node_modules directory). Needs node and npm.
+if [[ "${1:-}" == "--test" ]]; then
+  GLTF_VALIDATOR_VERSION=2.0.0-dev.3.10
+  NODE_PREFIX="$(cd "$(dirname "$0")/.." && pwd)/build-deps/node"
+  have=$(node -p "require('$NODE_PREFIX/node_modules/gltf-validator/package.json').version" 2>/dev/null || true)
+  if [[ "$have" == "$GLTF_VALIDATOR_VERSION" ]]; then
+    echo "install-deps: gltf-validator $have present in $NODE_PREFIX"
+  elif command -v npm >/dev/null 2>&1; then
+    echo "install-deps: installing gltf-validator@$GLTF_VALIDATOR_VERSION into $NODE_PREFIX"
+    mkdir -p "$NODE_PREFIX"
+    npm install --prefix "$NODE_PREFIX" --no-audit --no-fund --save-exact \
+      "gltf-validator@$GLTF_VALIDATOR_VERSION"
+  else
+    echo "install-deps: note: npm not found; the GLB validation tests will be skipped" >&2
+  fi
+fi

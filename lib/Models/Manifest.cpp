@@ -130,8 +130,7 @@ ArgRef arg(const Located<double> &v) {
   return {lastComponent(v.pos.path), formatDouble(*v), v.pos, v.defaulted};
 }
 ArgRef arg(const Located<bool> &v) {
-  return {lastComponent(v.pos.path), *v ? "true" : "false", v.pos,
-          v.defaulted};
+  return {lastComponent(v.pos.path), *v ? "true" : "false", v.pos, v.defaulted};
 }
 ArgRef listArg(const Located<int64_t> &v) {
   // A list element: keep "io_block_channels[0]".
@@ -165,8 +164,8 @@ public:
   }
   /// sp.SparseConv3d(in → out, k) at `prefix` (its spconv module is
   /// `<prefix>.conv`): weight [out, k, k, k, in].
-  void sparseConv(const std::string &prefix, int64_t in, int64_t out,
-                  int64_t k, bool fp16, const Args &args) {
+  void sparseConv(const std::string &prefix, int64_t in, int64_t out, int64_t k,
+                  bool fp16, const Args &args) {
     add(prefix + ".conv.weight", {out, k, k, k, in},
         TensorRole::SparseConvWeight, fp16, args);
     add(prefix + ".conv.bias", {out}, TensorRole::SparseConvBias, fp16, args);
@@ -364,8 +363,8 @@ void ssDecoder(Builder &b, const SparseStructureDecoderArgs &a) {
 }
 
 /// SparseSubdivideBlock3d(cin → cout) of the mesh decoder.
-void subdivideBlock(Builder &b, const std::string &p, int64_t cin,
-                    int64_t cout, const Args &args) {
+void subdivideBlock(Builder &b, const std::string &p, int64_t cin, int64_t cout,
+                    const Args &args) {
   b.norm(p + ".act_layers.0", cin, args);
   b.sparseConv(p + ".out_layers.0", cin, cout, 3, true, args);
   b.norm(p + ".out_layers.1", cout, args);
@@ -518,9 +517,8 @@ ModelDirectoryReport checkModelDirectory(const PipelineConfig &pipeline) {
       if (e->shape != t.shape)
         problem(ModelProblem::Kind::WrongShape, t.name,
                 file + ": " + t.name + ": expected shape " +
-                    shapeToString(t.shape) + " (from " +
-                    t.describeShapeArgs() + "), found " +
-                    shapeToString(e->shape));
+                    shapeToString(t.shape) + " (from " + t.describeShapeArgs() +
+                    "), found " + shapeToString(e->shape));
       if (e->dtype != t.dtype) {
         std::string why =
             t.fp16Region
@@ -529,8 +527,8 @@ ModelDirectoryReport checkModelDirectory(const PipelineConfig &pipeline) {
                               "float32");
         problem(ModelProblem::Kind::WrongDType, t.name,
                 file + ": " + t.name + ": expected dtype " +
-                    std::string(dtypeName(t.dtype)) + " (" + why +
-                    "), found " + std::string(dtypeName(e->dtype)));
+                    std::string(dtypeName(t.dtype)) + " (" + why + "), found " +
+                    std::string(dtypeName(e->dtype)));
       }
     }
     for (const SafetensorsEntry &e : sf.entries())

@@ -115,7 +115,14 @@ FailureOr<json> Serializer::attribute(Attribute a, Operation *user) {
     return out;
   }
   if (auto dense = dyn_cast<DenseElementsAttr>(a)) {
-    // Small constants only (weights never enter the IR).
+    // Small constants only (weights never enter the IR); splats stay one
+    // value (the zero negative condition is 1.4M elements).
+    if (dense.isSplat()) {
+      if (dense.getElementType().isIntOrIndex())
+        return json{{"splat", dense.getSplatValue<APInt>().getSExtValue()}};
+      return json{
+          {"splat", dense.getSplatValue<APFloat>().convertToDouble()}};
+    }
     json values = json::array();
     if (dense.getElementType().isIntOrIndex())
       for (const APInt &v : dense.getValues<APInt>())
@@ -222,8 +229,14 @@ LogicalResult Serializer::ops(Block &block, json &out) {
                  << region.getBlocks().size()
                  << " blocks; the host program takes single-block regions";
         Block &body = region.front();
-        for (BlockArgument arg : body.getArguments())
+        r["arg_types"] = json::array();
+        for (BlockArgument arg : body.getArguments()) {
           r["args"].push_back(slot(arg));
+          FailureOr<json> t = type(arg.getType(), &op);
+          if (failed(t))
+            return failure();
+          r["arg_types"].push_back(*t);
+        }
         if (failed(ops(body, r["body"])))
           return failure();
         for (Value v : body.getTerminator()->getOperands())

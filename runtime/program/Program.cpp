@@ -134,6 +134,10 @@ struct Parser {
           std::string rp = p + ".regions[" + std::to_string(r) + "]";
           Region region;
           region.args = slots(regions[r], "args", rp);
+          if (const json *ts = field(regions[r], "arg_types", rp,
+                                     json::value_t::array))
+            for (const json &t : *ts)
+              region.argTypes.push_back(type(t, rp + ".arg_types"));
           if (const json *b = field(regions[r], "body", rp, json::value_t::array))
             region.body = body(*b, rp + ".body");
           region.yield = slots(regions[r], "yield", rp);

@@ -36,8 +36,7 @@ double radicalInverse(unsigned base, uint64_t n);
 
 /// offset_perturbation [G, 3]: atanh((2·h_g − 1) / voxel_size) with
 /// h_g = (g/G, radinv₂(g), radinv₃(g)). `out` holds 3·G floats.
-void fillOffsetPerturbation(int64_t numGaussians, double voxelSize,
-                            float *out);
+void fillOffsetPerturbation(int64_t numGaussians, double voxelSize, float *out);
 
 } // namespace trellis::models
 

@@ -139,7 +139,8 @@ struct ModelDirectoryReport {
 /// lists every missing, unexpected, wrong-shape and wrong-dtype tensor (all
 /// of them, in manifest order, then the unexpected ones in file order).
 /// Only headers are read.
-ModelDirectoryReport checkModelDirectory(const config::PipelineConfig &pipeline);
+ModelDirectoryReport
+checkModelDirectory(const config::PipelineConfig &pipeline);
 
 /// loadPipeline(path) + checkModelDirectory(): one Status listing every
 /// config error or every weights problem.

@@ -54,6 +54,7 @@ struct Instr {
 
 struct Region {
   std::vector<int> args;
+  std::vector<ValueType> argTypes;
   std::vector<Instr> body;
   std::vector<int> yield;
 };

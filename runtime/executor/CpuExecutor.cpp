@@ -1,0 +1,684 @@
+//===- CpuExecutor.cpp - Runs a host program on the CPU reference -----------===//
+#include "trellis/Runtime/CpuExecutor.h"
+
+#include "trellis/Support/Half.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+namespace trellis {
+
+using json = nlohmann::json;
+using CoordsPtr = std::shared_ptr<const ref::CoordSet>;
+using SegmentsPtr = std::shared_ptr<const ref::Segments>;
+
+struct CpuExecutor::Frame {
+  const Function &fn;
+  std::vector<RtValue> slots;
+};
+
+CpuExecutor::CpuExecutor(const Program &program, WeightProvider weights)
+    : program_(program), weights_(std::move(weights)) {}
+
+void CpuExecutor::setSamplerOverrides(const std::string &function,
+                                      SamplerRunOverrides overrides) {
+  overrides_[function] = overrides;
+}
+
+Error CpuExecutor::opError(const Instr &instr,
+                           const std::string &message) const {
+  return Error{"error in '" + instr.op + "' " + program_.describe(instr.loc) +
+               ": " + message};
+}
+
+//===----------------------------------------------------------------------===//
+// Functions
+//===----------------------------------------------------------------------===//
+
+Status CpuExecutor::checkArgument(const Function &fn, size_t i,
+                                  const RtValue &v) const {
+  const ValueType &type = fn.argTypes[i];
+  std::string what = "argument " + std::to_string(i) + " of '" + fn.name + "'";
+  if (type.kind != ValueType::Kind::Tensor)
+    return Status::ok();
+  const HostTensor *t = std::get_if<HostTensor>(&v);
+  if (!t)
+    return Error{what + ": expected a tensor"};
+  if (t->dtype() != type.dtype || t->rank() != int(type.shape.size()))
+    return Error{what + ": expected " + type.str() + ", found " +
+                 shapeToString(t->shape()) + " " +
+                 std::string(dtypeName(t->dtype()))};
+  size_t dyn = 0;
+  for (int d = 0; d < t->rank(); ++d) {
+    int64_t want = type.shape[d];
+    if (want >= 0 && t->dim(d) != want)
+      return Error{what + ": expected " + type.str() + ", found " +
+                   shapeToString(t->shape())};
+    if (want < 0 && dyn < type.bounds.size() && t->dim(d) > type.bounds[dyn++])
+      return Error{what + ": dimension " + std::to_string(d) + " is " +
+                   std::to_string(t->dim(d)) + ", above the compiled bound " +
+                   std::to_string(type.bounds[dyn - 1])};
+  }
+  return Status::ok();
+}
+
+Result<std::vector<RtValue>> CpuExecutor::run(const std::string &name,
+                                              std::vector<RtValue> args) {
+  const Function *fn = program_.find(name);
+  if (!fn || !program_.hasEntry(name))
+    return Error{"the program has no entry function '" + name + "'"};
+  entry_ = name;
+  return call(*fn, std::move(args));
+}
+
+Result<std::vector<RtValue>> CpuExecutor::call(const Function &fn,
+                                               std::vector<RtValue> args) {
+  if (args.size() != fn.args.size())
+    return Error{"'" + fn.name + "' takes " + std::to_string(fn.args.size()) +
+                 " arguments, " + std::to_string(args.size()) + " given"};
+  Frame frame{fn, std::vector<RtValue>(size_t(fn.numSlots))};
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (Status s = checkArgument(fn, i, args[i]); !s)
+      return s.message().empty() ? Error{"bad argument"} : Error{s.message()};
+    frame.slots[fn.args[i]] = std::move(args[i]);
+  }
+  if (Status s = runBody(frame, fn.body); !s)
+    return Error{s.message()};
+  std::vector<RtValue> results;
+  for (int slot : fn.results)
+    results.push_back(frame.slots[slot]);
+  return results;
+}
+
+Status CpuExecutor::runBody(Frame &frame, const std::vector<Instr> &body) {
+  for (const Instr &instr : body)
+    if (Status s = runOp(frame, instr); !s)
+      return s;
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Operand access with the op's name in errors.
+struct Operands {
+  const Instr &instr;
+  std::vector<RtValue> &slots;
+
+  size_t size() const { return instr.in.size(); }
+  Result<HostTensor> tensor(size_t i) const {
+    if (i >= instr.in.size())
+      return Error{"missing operand " + std::to_string(i)};
+    if (auto *t = std::get_if<HostTensor>(&slots[instr.in[i]]))
+      return *t;
+    return Error{"operand " + std::to_string(i) + " is not a tensor"};
+  }
+  Result<CoordsPtr> coords(size_t i) const {
+    if (i < instr.in.size())
+      if (auto *c = std::get_if<CoordsPtr>(&slots[instr.in[i]]))
+        return *c;
+    return Error{"operand " + std::to_string(i) + " is not a coordinate set"};
+  }
+  Result<SegmentsPtr> segments(size_t i) const {
+    if (i < instr.in.size())
+      if (auto *s = std::get_if<SegmentsPtr>(&slots[instr.in[i]]))
+        return *s;
+    return Error{"operand " + std::to_string(i) + " is not a segment set"};
+  }
+};
+
+#define TRY(var, expr)                                                         \
+  auto var##OrErr = (expr);                                                    \
+  if (!var##OrErr)                                                             \
+    return var##OrErr.takeError();                                             \
+  auto &var = *var##OrErr;
+
+int64_t intOr(const Instr &i, const char *name, int64_t fallback) {
+  auto v = i.intAttr(name);
+  return v ? *v : fallback;
+}
+double floatOr(const Instr &i, const char *name, double fallback) {
+  auto v = i.floatAttr(name);
+  return v ? *v : fallback;
+}
+
+/// A tensor of the result type filled from a constant attribute.
+Result<HostTensor> constantValue(const Instr &instr) {
+  const ValueType &type = instr.types.at(0);
+  HostTensor out(type.dtype, type.shape);
+  auto it = instr.attrs.find("value");
+  if (it == instr.attrs.end() || !it->is_object())
+    return Error{"attribute 'value' is missing"};
+  int64_t n = out.numel();
+  auto put = [&](int64_t i, double v) {
+    switch (type.dtype) {
+    case DType::F32:
+      out.mutableData<float>()[i] = float(v);
+      break;
+    case DType::F16:
+      out.mutableData<uint16_t>()[i] = floatToHalf(float(v));
+      break;
+    case DType::I32:
+      out.mutableData<int32_t>()[i] = int32_t(v);
+      break;
+    case DType::I64:
+      out.mutableData<int64_t>()[i] = int64_t(v);
+      break;
+    default:
+      break;
+    }
+  };
+  if (it->contains("splat")) {
+    double v = (*it)["splat"].get<double>();
+    for (int64_t i = 0; i < n; ++i)
+      put(i, v);
+  } else if (it->contains("dense") && (*it)["dense"].size() == size_t(n)) {
+    const json &d = (*it)["dense"];
+    for (int64_t i = 0; i < n; ++i)
+      put(i, d[size_t(i)].get<double>());
+  } else {
+    return Error{"attribute 'value' does not match the result type"};
+  }
+  return out;
+}
+
+/// Repeats a batch-1 condition to `batch` rows (TRELLIS's sampler does).
+Result<HostTensor> repeatBatch(const HostTensor &c, int64_t batch) {
+  if (c.dim(0) == batch)
+    return c;
+  if (c.dim(0) != 1)
+    return Error{"condition batch " + std::to_string(c.dim(0)) +
+                 " is neither 1 nor the model batch " + std::to_string(batch)};
+  std::vector<HostTensor> parts(size_t(batch), c);
+  return ref::concat(parts, 0);
+}
+
+/// Row `i` of a tensor along dim 0, keeping the dimension.
+Result<HostTensor> row(const HostTensor &c, int64_t i) {
+  std::vector<int64_t> sizes;
+  for (int64_t k = 0; k < c.dim(0); ++k)
+    sizes.push_back(1);
+  auto parts = ref::split(c, 0, sizes);
+  if (!parts)
+    return parts.takeError();
+  return (*parts)[size_t(i)];
+}
+
+bool allFinite(const HostTensor &t) {
+  if (t.dtype() == DType::F32) {
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(t.data<float>()[i]))
+        return false;
+  } else if (t.dtype() == DType::F16) {
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if ((t.data<uint16_t>()[i] & 0x7c00) == 0x7c00)
+        return false;
+  }
+  return true;
+}
+
+} // namespace
+
+Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
+  if (instr.op == "trellis.flow_sample")
+    return runFlowSample(frame, instr);
+  Operands in{instr, frame.slots};
+  std::vector<RtValue> out;
+  // Each case fills `out` or returns an error (wrapped with the location).
+  auto result = [&]() -> Status {
+    const std::string &op = instr.op;
+    auto single = [&](Result<HostTensor> r) -> Status {
+      if (!r)
+        return Error{r.message()};
+      out.push_back(std::move(r).value());
+      return Status::ok();
+    };
+    auto optTensor = [&](size_t i) -> std::optional<HostTensor> {
+      auto t = in.tensor(i);
+      if (t)
+        return *t;
+      return std::nullopt;
+    };
+    if (op == "func.call") {
+      TRY(callee, instr.stringAttr("callee"));
+      const Function *fn = program_.find(callee);
+      if (!fn)
+        return Error{"calls '" + callee + "', which the program lacks"};
+      std::vector<RtValue> args;
+      for (int slot : instr.in)
+        args.push_back(frame.slots[slot]);
+      TRY(results, call(*fn, std::move(args)));
+      out = std::move(results);
+      return Status::ok();
+    }
+    if (op == "trellis.weight") {
+      TRY(name, instr.stringAttr("name"));
+      TRY(model, instr.stringAttr("model"));
+      return single(weights_(model, name));
+    }
+    if (op == "trellis.constant")
+      return single(constantValue(instr));
+    if (op == "trellis.cast") {
+      TRY(x, in.tensor(0));
+      return single(ref::cast(x, instr.types.at(0).dtype));
+    }
+    if (op == "trellis.linear") {
+      TRY(x, in.tensor(0));
+      TRY(w, in.tensor(1));
+      auto b = optTensor(2);
+      return single(ref::linear(x, w, b ? &*b : nullptr));
+    }
+    if (op == "trellis.matmul") {
+      TRY(a, in.tensor(0));
+      TRY(b, in.tensor(1));
+      return single(ref::matmul(a, b));
+    }
+    static const std::map<std::string, ref::BinaryKind> binaries = {
+        {"trellis.add", ref::BinaryKind::Add},
+        {"trellis.sub", ref::BinaryKind::Sub},
+        {"trellis.mul", ref::BinaryKind::Mul},
+        {"trellis.div", ref::BinaryKind::Div},
+        {"trellis.maximum", ref::BinaryKind::Maximum}};
+    if (auto it = binaries.find(op); it != binaries.end()) {
+      TRY(a, in.tensor(0));
+      TRY(b, in.tensor(1));
+      return single(ref::binary(it->second, a, b));
+    }
+    static const std::map<std::string, ref::UnaryKind> unaries = {
+        {"trellis.silu", ref::UnaryKind::Silu},
+        {"trellis.gelu", ref::UnaryKind::Gelu},
+        {"trellis.sigmoid", ref::UnaryKind::Sigmoid},
+        {"trellis.tanh", ref::UnaryKind::Tanh},
+        {"trellis.softplus", ref::UnaryKind::Softplus},
+        {"trellis.atanh", ref::UnaryKind::Atanh},
+        {"trellis.exp", ref::UnaryKind::Exp},
+        {"trellis.log", ref::UnaryKind::Log},
+        {"trellis.sin", ref::UnaryKind::Sin},
+        {"trellis.cos", ref::UnaryKind::Cos},
+        {"trellis.neg", ref::UnaryKind::Neg},
+        {"trellis.sqrt", ref::UnaryKind::Sqrt},
+        {"trellis.abs", ref::UnaryKind::Abs}};
+    if (auto it = unaries.find(op); it != unaries.end()) {
+      TRY(x, in.tensor(0));
+      return single(ref::unary(it->second, x));
+    }
+    if (op == "trellis.modulate") {
+      TRY(x, in.tensor(0));
+      TRY(shift, in.tensor(1));
+      TRY(scale, in.tensor(2));
+      return single(ref::modulate(x, shift, scale));
+    }
+    if (op == "trellis.gated_residual") {
+      TRY(x, in.tensor(0));
+      TRY(h, in.tensor(1));
+      TRY(gate, in.tensor(2));
+      return single(ref::gatedResidual(x, h, gate));
+    }
+    if (op == "trellis.layer_norm") {
+      TRY(x, in.tensor(0));
+      auto w = optTensor(1), b = optTensor(2);
+      TRY(eps, instr.floatAttr("eps"));
+      return single(ref::layerNorm(x, int(intOr(instr, "axis", -1)),
+                                   float(eps), w ? &*w : nullptr,
+                                   b ? &*b : nullptr));
+    }
+    if (op == "trellis.head_rms_norm") {
+      TRY(x, in.tensor(0));
+      TRY(g, in.tensor(1));
+      return single(ref::headRmsNorm(x, g));
+    }
+    if (op == "trellis.softmax") {
+      TRY(x, in.tensor(0));
+      return single(ref::softmax(x, int(intOr(instr, "axis", -1))));
+    }
+    if (op == "trellis.attention") {
+      TRY(q, in.tensor(0));
+      TRY(k, in.tensor(1));
+      TRY(v, in.tensor(2));
+      TRY(scale, instr.floatAttr("scale"));
+      return single(ref::attention(q, k, v, float(scale)));
+    }
+    if (op == "trellis.timestep_embedding") {
+      TRY(t, in.tensor(0));
+      return single(ref::timestepEmbedding(t, intOr(instr, "dim", 256),
+                                           floatOr(instr, "max_period", 1e4)));
+    }
+    if (op == "trellis.ape") {
+      TRY(pos, in.tensor(0));
+      TRY(channels, instr.intAttr("channels"));
+      return single(ref::ape(pos, channels));
+    }
+    if (op == "trellis.conv3d") {
+      TRY(x, in.tensor(0));
+      TRY(w, in.tensor(1));
+      auto b = optTensor(2);
+      return single(
+          ref::conv3d(x, w, b ? &*b : nullptr, intOr(instr, "padding", 1)));
+    }
+    if (op == "trellis.pixel_shuffle_3d") {
+      TRY(x, in.tensor(0));
+      return single(ref::pixelShuffle3d(x, intOr(instr, "factor", 2)));
+    }
+    if (op == "trellis.reshape") {
+      TRY(x, in.tensor(0));
+      return single(ref::reshape(x, instr.types.at(0).shape));
+    }
+    if (op == "trellis.permute") {
+      TRY(x, in.tensor(0));
+      TRY(perm, instr.intArrayAttr("perm"));
+      return single(ref::permute(x, std::vector<int>(perm.begin(), perm.end())));
+    }
+    if (op == "trellis.concat") {
+      std::vector<HostTensor> parts;
+      for (size_t i = 0; i < in.size(); ++i) {
+        TRY(p, in.tensor(i));
+        parts.push_back(p);
+      }
+      TRY(axis, instr.intAttr("axis"));
+      return single(ref::concat(parts, int(axis)));
+    }
+    if (op == "trellis.split") {
+      TRY(x, in.tensor(0));
+      TRY(axis, instr.intAttr("axis"));
+      TRY(sizes, instr.intArrayAttr("sizes"));
+      TRY(parts, ref::split(x, int(axis), sizes));
+      for (HostTensor &p : parts)
+        out.push_back(std::move(p));
+      return Status::ok();
+    }
+    if (op == "trellis.cfg_combine") {
+      TRY(vc, in.tensor(0));
+      TRY(vu, in.tensor(1));
+      TRY(w, instr.floatAttr("strength"));
+      return single(ref::cfgCombine(vc, vu, w));
+    }
+    if (op == "trellis.euler_update") {
+      TRY(x, in.tensor(0));
+      TRY(v, in.tensor(1));
+      TRY(dt, instr.floatAttr("dt"));
+      return single(ref::eulerUpdate(x, v, dt));
+    }
+    // Coordinate sets.
+    auto coordsOut = [&](Result<ref::CoordSet> c) -> Status {
+      if (!c)
+        return Error{c.message()};
+      out.push_back(std::make_shared<const ref::CoordSet>(std::move(c).value()));
+      return Status::ok();
+    };
+    if (op == "trellis.occupancy") {
+      TRY(logits, in.tensor(0));
+      TRY(rows, ref::occupancy(logits));
+      return coordsOut(ref::CoordSet::create(rows, logits.dim(2),
+                                             logits.dim(0)));
+    }
+    if (op == "trellis.sparse.from_tensor") {
+      TRY(t, in.tensor(0));
+      TRY(res, instr.intAttr("resolution"));
+      return coordsOut(ref::CoordSet::create(t, res));
+    }
+    if (op == "trellis.sparse.to_tensor") {
+      TRY(c, in.coords(0));
+      out.push_back(c->coords);
+      return Status::ok();
+    }
+    if (op == "trellis.sparse.xyz") {
+      TRY(c, in.coords(0));
+      out.push_back(ref::xyz(*c));
+      return Status::ok();
+    }
+    if (op == "trellis.sparse.coarsen") {
+      TRY(c, in.coords(0));
+      return coordsOut(ref::coarsen(*c, intOr(instr, "factor", 2)));
+    }
+    if (op == "trellis.sparse.subdivide") {
+      TRY(c, in.coords(0));
+      return coordsOut(ref::subdivideCoords(*c));
+    }
+    if (op == "trellis.sparse.neighbor_map") {
+      TRY(c, in.coords(0));
+      return single(ref::neighborMap(*c, intOr(instr, "kernel", 3)));
+    }
+    auto segmentsOut = [&](Result<ref::Segments> s) -> Status {
+      if (!s)
+        return Error{s.message()};
+      out.push_back(std::make_shared<const ref::Segments>(std::move(s).value()));
+      return Status::ok();
+    };
+    if (op == "trellis.sparse.batch_segments") {
+      TRY(c, in.coords(0));
+      return segmentsOut(ref::batchSegments(*c));
+    }
+    if (op == "trellis.sparse.window_segments") {
+      TRY(c, in.coords(0));
+      return segmentsOut(ref::windowSegments(*c, intOr(instr, "window", 8),
+                                             intOr(instr, "shift", 0)));
+    }
+    if (op == "trellis.sparse.conv3d") {
+      TRY(feats, in.tensor(0));
+      TRY(w, in.tensor(1));
+      // Optional operands: bias (tensor) and neighbour map (the last one,
+      // present for k > 1). The types tell them apart: a neighbour map is
+      // [N, k³] i32.
+      std::optional<HostTensor> bias, nbmap;
+      for (size_t i = 2; i < in.size(); ++i) {
+        TRY(t, in.tensor(i));
+        if (t.dtype() == DType::I32)
+          nbmap = t;
+        else
+          bias = t;
+      }
+      if (w.rank() == 5 && w.dim(1) == 1 && w.dim(2) == 1 && w.dim(3) == 1)
+        return single(ref::sparseConv1x1(feats, w, bias ? &*bias : nullptr));
+      if (!nbmap)
+        return Error{"a 3x3x3 sparse conv needs a neighbour map"};
+      return single(
+          ref::sparseConv3d(feats, *nbmap, w, bias ? &*bias : nullptr));
+    }
+    if (op == "trellis.sparse.downsample") {
+      TRY(f, in.tensor(0));
+      TRY(fine, in.coords(1));
+      TRY(coarse, in.coords(2));
+      return single(ref::sparseDownsample(f, *fine, *coarse));
+    }
+    if (op == "trellis.sparse.upsample") {
+      TRY(f, in.tensor(0));
+      TRY(coarse, in.coords(1));
+      TRY(fine, in.coords(2));
+      return single(ref::sparseUpsample(f, *coarse, *fine));
+    }
+    if (op == "trellis.sparse.subdivide_features") {
+      TRY(f, in.tensor(0));
+      return single(ref::subdivideFeats(f));
+    }
+    if (op == "trellis.sparse.group_norm") {
+      TRY(f, in.tensor(0));
+      TRY(c, in.coords(1));
+      TRY(w, in.tensor(2));
+      TRY(b, in.tensor(3));
+      TRY(eps, instr.floatAttr("eps"));
+      return single(ref::sparseGroupNorm(f, *c, intOr(instr, "groups", 32),
+                                         float(eps), &w, &b));
+    }
+    if (op == "trellis.sparse.batch_broadcast") {
+      TRY(v, in.tensor(0));
+      TRY(c, in.coords(1));
+      return single(ref::batchBroadcast(v, *c));
+    }
+    if (op == "trellis.sparse.attention") {
+      TRY(q, in.tensor(0));
+      TRY(k, in.tensor(1));
+      TRY(v, in.tensor(2));
+      TRY(s, in.segments(3));
+      TRY(scale, instr.floatAttr("scale"));
+      return single(ref::sparseAttention(q, k, v, *s, float(scale)));
+    }
+    if (op == "trellis.sparse.cross_attention") {
+      TRY(q, in.tensor(0));
+      TRY(k, in.tensor(1));
+      TRY(v, in.tensor(2));
+      TRY(c, in.coords(3));
+      TRY(scale, instr.floatAttr("scale"));
+      return single(ref::sparseCrossAttention(q, k, v, *c, float(scale)));
+    }
+    if (op == "trellis.sparse.unique_mean") {
+      TRY(keys, in.tensor(0));
+      TRY(values, in.tensor(1));
+      TRY(r, ref::uniqueMean(keys, values));
+      out.push_back(r.keys);
+      out.push_back(r.means);
+      return Status::ok();
+    }
+    return Error{"no CPU reference kernel for this op"};
+  }();
+  if (!result)
+    return opError(instr, result.message());
+  if (out.size() != instr.out.size())
+    return opError(instr, "produced " + std::to_string(out.size()) +
+                              " results, expected " +
+                              std::to_string(instr.out.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (checkFinite_)
+      if (auto *t = std::get_if<HostTensor>(&out[i]); t && !allFinite(*t))
+        return opError(instr, "result " + std::to_string(i) +
+                                  " has a non-finite value (--check-finite)");
+    frame.slots[instr.out[i]] = std::move(out[i]);
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// The sampler (spec §3.2, §3.3, §2.3)
+//===----------------------------------------------------------------------===//
+
+Status CpuExecutor::runFlowSample(Frame &frame, const Instr &instr) {
+  Operands in{instr, frame.slots};
+  auto fail = [&](const std::string &m) -> Status { return opError(instr, m); };
+  auto noise = in.tensor(0), cond = in.tensor(1), neg = in.tensor(2);
+  if (!noise || !cond || !neg)
+    return fail("operands must be tensors");
+  auto stepsAttr = instr.intAttr("steps");
+  auto rescale = instr.floatAttr("rescale_t");
+  auto cfg = instr.floatAttr("cfg_strength");
+  auto interval = instr.floatArrayAttr("cfg_interval");
+  if (!stepsAttr || !rescale || !cfg || !interval || interval->size() != 2)
+    return fail("malformed sampler attributes");
+  int64_t steps = *stepsAttr;
+  double w = *cfg;
+  if (auto it = overrides_.find(entry_); it != overrides_.end()) {
+    steps = it->second.steps.value_or(steps);
+    w = it->second.cfgStrength.value_or(w);
+  }
+  if (steps < 1)
+    return fail("steps must be >= 1, found " + std::to_string(steps));
+  std::string mode = "none";
+  if (auto m = instr.stringAttr("multi_image")) {
+    for (const char *known : {"multidiffusion", "stochastic"})
+      if (m->find(known) != std::string::npos)
+        mode = known;
+  }
+  if (instr.regions.size() != 1 || instr.regions[0].argTypes.size() != 3 ||
+      instr.regions[0].argTypes[1].shape.size() != 1)
+    return fail("malformed sampler body");
+  const Region &body = instr.regions[0];
+  // The model batch B: the body's τ argument is tensor<B×f32>.
+  int64_t batch = body.argTypes[1].shape[0];
+  int64_t images = cond->dim(0);
+
+  auto evalBody = [&](const HostTensor &x, float tau,
+                      const HostTensor &c) -> Result<HostTensor> {
+    HostTensor tauT(DType::F32, {batch});
+    for (int64_t i = 0; i < batch; ++i)
+      tauT.mutableData<float>()[i] = tau;
+    frame.slots[body.args.at(0)] = x;
+    frame.slots[body.args.at(1)] = tauT;
+    frame.slots[body.args.at(2)] = c;
+    if (Status s = runBody(frame, body.body); !s)
+      return Error{s.message()};
+    if (auto *v = std::get_if<HostTensor>(&frame.slots[body.yield.at(0)]))
+      return *v;
+    return Error{"the velocity model yielded no tensor"};
+  };
+
+  std::vector<double> grid = ref::timeGrid(int(steps), *rescale);
+  HostTensor x = noise->dtype() == DType::F32 ? noise->clone()
+                                              : noise->toFloat32();
+  auto negB = repeatBatch(*neg, batch);
+  if (!negB)
+    return fail(negB.message());
+  for (int64_t i = 0; i < steps; ++i) {
+    double t = grid[size_t(i)], tPrev = grid[size_t(i + 1)];
+    float tau = ref::modelTime(t);
+    HostTensor vc;
+    if (mode == "multidiffusion") {
+      // v_c = mean over the images of v(x, t, cond_j).
+      HostTensor sum;
+      for (int64_t j = 0; j < images; ++j) {
+        auto cj = row(*cond, j);
+        if (!cj)
+          return fail(cj.message());
+        auto cb = repeatBatch(*cj, batch);
+        if (!cb)
+          return fail(cb.message());
+        auto v = evalBody(x, tau, *cb);
+        if (!v)
+          return Error{v.message()};
+        if (j == 0) {
+          sum = *v;
+        } else {
+          auto s = ref::add(sum, *v);
+          if (!s)
+            return fail(s.message());
+          sum = *s;
+        }
+      }
+      HostTensor inv(DType::F32, {1});
+      inv.mutableData<float>()[0] = 1.0f / float(images);
+      auto mean = ref::mul(sum, inv);
+      if (!mean)
+        return fail(mean.message());
+      vc = *mean;
+    } else {
+      HostTensor c = *cond;
+      if (mode == "stochastic") {
+        auto cj = row(*cond, i % images);
+        if (!cj)
+          return fail(cj.message());
+        c = *cj;
+      }
+      auto cb = repeatBatch(c, batch);
+      if (!cb)
+        return fail(cb.message());
+      auto v = evalBody(x, tau, *cb);
+      if (!v)
+        return Error{v.message()};
+      vc = *v;
+    }
+    HostTensor v = vc;
+    if (ref::isGuidedStep(t, (*interval)[0], (*interval)[1])) {
+      auto vu = evalBody(x, tau, *negB);
+      if (!vu)
+        return Error{vu.message()};
+      auto combined = ref::cfgCombine(vc, *vu, w);
+      if (!combined)
+        return fail(combined.message());
+      v = *combined;
+    }
+    auto next = ref::eulerUpdate(x, v, t - tPrev);
+    if (!next)
+      return fail(next.message());
+    x = *next;
+    if (checkFinite_ && !allFinite(x))
+      return fail("the sample has a non-finite value after step " +
+                  std::to_string(i + 1) + " (--check-finite)");
+    if (onStep_)
+      onStep_(entry_, i + 1, steps);
+  }
+  frame.slots[instr.out.at(0)] = std::move(x);
+  return Status::ok();
+}
+
+} // namespace trellis

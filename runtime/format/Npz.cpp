@@ -1,0 +1,293 @@
+//===- Npz.cpp - NumPy .npz archives through libzip
+//------------------------===//
+//
+// numpy.savez / savez_compressed write a zip archive (Python's zipfile) with
+// one "<key>.npy" member per array, ZIP_STORED or ZIP_DEFLATED (zlib level
+// 6, the zlib default zipfile uses).
+//
+// Writing: libzip writes into an in-memory buffer source; the finished
+// archive is then copied into an AtomicFile. (libzip can write to a path
+// itself, through its own temporary file renamed on zip_close, but it needs
+// to seek back into what it wrote, which AtomicFile does not offer; and
+// going through AtomicFile keeps one rule for every output.) The member
+// data is not copied: each member is a two-fragment source (the .npy header
+// and the tensor's own bytes). Members get the DOS epoch as timestamp so the
+// same arrays always give the same bytes.
+//
+// Reading: the file is mapped and opened as a buffer source with
+// ZIP_CHECKCONS; each member is read fully (libzip checks its CRC at the
+// end) into a buffer whose size is bounded by what its compressed bytes can
+// produce, then parsed as .npy.
+//
+//===----------------------------------------------------------------------===//
+#include "trellis/Format/Npy.h"
+#include "trellis/Support/AtomicFile.h"
+
+#include "FormatUtil.h"
+
+#include <zip.h>
+
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <new>
+#include <unordered_set>
+
+namespace trellis {
+
+using format::quote;
+
+namespace {
+
+/// Deflate cannot expand data more than ~1032:1 (RFC 1951 bound); members
+/// claiming more are corrupt (or zip bombs).
+constexpr uint64_t kMaxDeflateRatio = 1032;
+
+struct ZipError {
+  zip_error_t e;
+  ZipError() { zip_error_init(&e); }
+  ~ZipError() { zip_error_fini(&e); }
+  std::string str() { return zip_error_strerror(&e); }
+};
+
+struct ArchiveCloser {
+  void operator()(zip_t *za) const { zip_discard(za); }
+};
+using Archive = std::unique_ptr<zip_t, ArchiveCloser>;
+struct FileCloser {
+  void operator()(zip_file_t *f) const { zip_fclose(f); }
+};
+using ZipFile = std::unique_ptr<zip_file_t, FileCloser>;
+
+const char *methodName(int32_t m) {
+  switch (m) {
+  case ZIP_CM_STORE:
+    return "stored";
+  case ZIP_CM_DEFLATE:
+    return "deflate";
+  case ZIP_CM_BZIP2:
+    return "bzip2";
+  case ZIP_CM_LZMA:
+    return "lzma";
+  case ZIP_CM_XZ:
+    return "xz";
+#ifdef ZIP_CM_ZSTD
+  case ZIP_CM_ZSTD:
+    return "zstd";
+#endif
+  default:
+    return "unknown";
+  }
+}
+
+} // namespace
+
+Result<NamedTensors> parseNpz(const void *data, size_t size,
+                              const std::string &what) {
+  const std::string where = what + ": ";
+  static const uint8_t kEmpty[1] = {0};
+  ZipError err;
+  zip_source_t *src =
+      zip_source_buffer_create(size ? data : kEmpty, size, 0, &err.e);
+  if (!src)
+    return Error{where + "cannot read the archive: " + err.str()};
+  Archive za(zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &err.e));
+  if (!za) {
+    zip_source_free(src);
+    std::string why = zip_error_code_zip(&err.e) == ZIP_ER_EXISTS
+                          ? "two members have the same name"
+                          : err.str();
+    return Error{where + "not a valid .npz (zip) archive: " + why};
+  }
+  zip_int64_t count = zip_get_num_entries(za.get(), 0);
+  if (count < 0)
+    return Error{where + "cannot list the archive: " + zip_strerror(za.get())};
+
+  NamedTensors out;
+  std::unordered_set<std::string> seen;
+  for (zip_int64_t i = 0; i < count; ++i) {
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat_index(za.get(), zip_uint64_t(i), 0, &st) != 0)
+      return Error{where + "cannot read entry " + std::to_string(i) + ": " +
+                   zip_strerror(za.get())};
+    const zip_uint64_t need = ZIP_STAT_NAME | ZIP_STAT_SIZE |
+                              ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
+    if ((st.valid & need) != need || !st.name)
+      return Error{where + "entry " + std::to_string(i) +
+                   " lacks a name, size or compression method"};
+    std::string name = st.name;
+    std::string m = "member " + quote(name) + ": ";
+    if (name.size() < 4 || name.compare(name.size() - 4, 4, ".npy") != 0 ||
+        name.back() == '/')
+      return Error{where + m +
+                   "not a .npy array (every member of an .npz is named "
+                   "'<key>.npy')"};
+    std::string key = name.substr(0, name.size() - 4);
+    if (!seen.insert(key).second)
+      return Error{where + m + "appears twice in the archive"};
+    if ((st.valid & ZIP_STAT_ENCRYPTION_METHOD) &&
+        st.encryption_method != ZIP_EM_NONE)
+      return Error{where + m + "is encrypted, which is not supported"};
+    if (st.comp_method != ZIP_CM_STORE && st.comp_method != ZIP_CM_DEFLATE)
+      return Error{where + m + "uses compression method " +
+                   std::to_string(st.comp_method) + " (" +
+                   methodName(st.comp_method) +
+                   "); .npz members are stored or deflate-compressed"};
+    if (st.comp_method == ZIP_CM_STORE && st.size != st.comp_size)
+      return Error{where + m + "is stored uncompressed but its size (" +
+                   std::to_string(st.size) +
+                   ") differs from its stored size (" +
+                   std::to_string(st.comp_size) + ")"};
+    if (st.comp_size > size || (st.comp_method == ZIP_CM_DEFLATE &&
+                                st.size > st.comp_size * kMaxDeflateRatio + 64))
+      return Error{where + m + "claims " + std::to_string(st.size) +
+                   " bytes from " + std::to_string(st.comp_size) +
+                   " compressed bytes, more than deflate can produce in an "
+                   "archive of " +
+                   std::to_string(size) + " bytes"};
+
+    ZipFile zf(zip_fopen_index(za.get(), zip_uint64_t(i), 0));
+    if (!zf)
+      return Error{where + m + "cannot open: " + zip_strerror(za.get())};
+    size_t len = size_t(st.size);
+    std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[len ? len : 1]);
+    if (!buf)
+      return Error{where + m + "out of memory reading " + std::to_string(len) +
+                   " bytes"};
+    size_t got = 0;
+    while (got < len) {
+      zip_int64_t r = zip_fread(zf.get(), buf.get() + got, len - got);
+      if (r < 0)
+        return Error{where + m +
+                     "corrupt data: " + zip_file_strerror(zf.get())};
+      if (r == 0)
+        return Error{where + m + "the data ends after " + std::to_string(got) +
+                     " of its " + std::to_string(len) + " bytes"};
+      got += size_t(r);
+    }
+    // One more read reaches the end of the member, where libzip checks the
+    // CRC, and shows whether there is more data than the directory says.
+    uint8_t extra;
+    zip_int64_t r = zip_fread(zf.get(), &extra, 1);
+    if (r < 0)
+      return Error{where + m + "corrupt data: " + zip_file_strerror(zf.get())};
+    if (r > 0)
+      return Error{where + m + "corrupt data: it holds more than its " +
+                   "declared " + std::to_string(len) + " bytes"};
+    auto t = parseNpy(buf.get(), len, what + " member " + quote(name));
+    if (!t)
+      return t.takeError();
+    out.emplace_back(std::move(key), std::move(t).value());
+  }
+  return out;
+}
+
+Result<NamedTensors> readNpz(const std::string &path) {
+  auto mapped = format::mapFile(path);
+  if (!mapped)
+    return mapped.takeError();
+  return parseNpz(mapped->data, mapped->size, "'" + path + "'");
+}
+
+Status writeNpz(const std::string &path, const NamedTensors &entries,
+                bool compress) {
+  const std::string where = "cannot write '" + path + "': ";
+  std::vector<std::string> headers;
+  headers.reserve(entries.size());
+  std::unordered_set<std::string> keys;
+  for (const auto &[key, tensor] : entries) {
+    std::string a = "array " + quote(key) + ": ";
+    if (key.empty())
+      return Error{where + "an array has an empty key"};
+    if (key.find('\0') != std::string::npos || !format::isValidUtf8(key))
+      return Error{where + a + "the key is not valid UTF-8 text"};
+    if (!keys.insert(key).second)
+      return Error{where + a + "the key appears twice"};
+    if (!tensor.defined())
+      return Error{where + a + "the tensor has no data"};
+    auto h = npyHeader(tensor.dtype(), tensor.shape());
+    if (!h)
+      return Error{where + a + h.message()};
+    headers.push_back(std::move(*h));
+  }
+
+  AtomicFile out(path);
+  if (!out.status())
+    return out.status();
+  if (entries.empty()) {
+    // libzip deletes an archive with no entries; numpy writes the bare
+    // end-of-central-directory record.
+    static const char kEmptyZip[22] = {'P', 'K', 5, 6};
+    out.write(kEmptyZip, sizeof(kEmptyZip));
+    return out.commit();
+  }
+
+  ZipError err;
+  zip_source_t *sink = zip_source_buffer_create(nullptr, 0, 0, &err.e);
+  if (!sink)
+    return Error{where + err.str()};
+  Archive za(zip_open_from_source(sink, ZIP_CREATE | ZIP_TRUNCATE, &err.e));
+  if (!za) {
+    zip_source_free(sink);
+    return Error{where + err.str()};
+  }
+  zip_source_keep(sink); // survives zip_close, holding the archive bytes
+  std::unique_ptr<zip_source_t, void (*)(zip_source_t *)> sinkRef(
+      sink, zip_source_free);
+
+  // Midnight, 1 January 1980 (local time, as DOS timestamps are).
+  std::tm tm{};
+  tm.tm_year = 80;
+  tm.tm_mday = 1;
+  tm.tm_isdst = -1;
+  std::time_t epoch = std::mktime(&tm);
+
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto &[key, tensor] = entries[i];
+    std::string a = "array " + quote(key) + ": ";
+    zip_buffer_fragment_t frags[2] = {
+        {reinterpret_cast<zip_uint8_t *>(headers[i].data()), headers[i].size()},
+        {static_cast<zip_uint8_t *>(const_cast<void *>(tensor.raw())),
+         tensor.nbytes()}};
+    zip_source_t *src = zip_source_buffer_fragment_create(
+        frags, tensor.nbytes() ? 2 : 1, 0, &err.e);
+    if (!src)
+      return Error{where + a + err.str()};
+    std::string member = key + ".npy";
+    zip_int64_t idx =
+        zip_file_add(za.get(), member.c_str(), src, ZIP_FL_ENC_UTF_8);
+    if (idx < 0) {
+      zip_source_free(src);
+      return Error{where + a + zip_strerror(za.get())};
+    }
+    if (zip_set_file_compression(za.get(), zip_uint64_t(idx),
+                                 compress ? ZIP_CM_DEFLATE : ZIP_CM_STORE,
+                                 compress ? 6 : 0) != 0 ||
+        zip_file_set_mtime(za.get(), zip_uint64_t(idx), epoch, 0) != 0)
+      return Error{where + a + zip_strerror(za.get())};
+  }
+  if (zip_close(za.get()) != 0)
+    return Error{where + zip_strerror(za.get())};
+  (void)za.release(); // zip_close freed it
+
+  if (zip_source_open(sink) != 0)
+    return Error{where + "cannot read back the archive: " +
+                 zip_error_strerror(zip_source_error(sink))};
+  char chunk[1 << 16];
+  while (true) {
+    zip_int64_t r = zip_source_read(sink, chunk, sizeof(chunk));
+    if (r < 0) {
+      std::string msg = zip_error_strerror(zip_source_error(sink));
+      zip_source_close(sink);
+      return Error{where + "cannot read back the archive: " + msg};
+    }
+    if (r == 0)
+      break;
+    out.write(chunk, size_t(r));
+  }
+  zip_source_close(sink);
+  return out.commit();
+}
+
+} // namespace trellis

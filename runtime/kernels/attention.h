@@ -1,0 +1,275 @@
+/* trellisc attention kernels: entry points, parameter block and tile
+ * configurations.
+ *
+ * Plain C (C99/C++), no CUDA headers: the compiler (to choose a configuration)
+ * and the runtime (to launch it through the driver API) both include this file,
+ * and so do the kernels themselves, so the parameter block has one definition.
+ *
+ * What the kernels compute, per sequence b and head h (fp16 in, fp16 out, fp32
+ * softmax): O[b, i, h, :] = sum_j softmax_j( scale * <q'[b,i,h,:], k'[b,j,h,:]>
+ * ) * V[b, j, h, :] with no mask, flash-attention style (online softmax, no L x
+ * L buffer). q' = q and k' = k unless a head RMS-norm gain is given (q_gamma /
+ * k_gamma, fp32 [heads, head_dim]); then, per token and head, u' = fp16( u /
+ * max(||u||_2, 1e-12) * gamma[h, :] * sqrt(head_dim) )      (fp32 math) exactly
+ * as TRELLIS stores its fp16 q/k before the product (spec §3.6).
+ *
+ * Layout: token-major. Element (b, i, h, e) of X lives at
+ *     X + b * x_batch_stride + i * x_row_stride + h * x_head_stride + e (dense
+ * mode) X + (cu_seqlens_x[b] + i) * x_row_stride + h * x_head_stride + e
+ * (varlen mode) strides in elements. So q, k, v can be views into a packed qkv
+ * [B, L, 3, H, d] buffer (row stride 3Hd, head stride d, k = q + Hd, v = q +
+ * 2Hd) or a packed kv [B, Lc, 2, H, d]; a batch stride of 0 broadcasts K/V over
+ * the batch (cross-attention to one context). Requirements (checked by
+ * trellis_attn_check): every base pointer 16-byte aligned, every row and head
+ * stride and every batch stride a multiple of 8 elements, innermost stride 1.
+ *
+ * Queries and keys choose dense or varlen mode independently: cu_seqlens_q ==
+ * NULL means dense queries (length seqlen_q for every sequence), otherwise
+ * segment b holds rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1 (int32, num_seqs
+ * + 1 entries, on the device). The same for keys/values with cu_seqlens_k. In
+ * varlen mode seqlen_q must be >= the longest query segment (it sizes the
+ * grid); seqlen_k is ignored for varlen keys. A sequence with no keys gets O =
+ * 0.
+ */
+#ifndef TRELLIS_RUNTIME_KERNELS_ATTENTION_H
+#define TRELLIS_RUNTIME_KERNELS_ATTENTION_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Passed by value as the kernels' only parameter (cuLaunchKernel kernelParams =
+ * { &params }). */
+typedef struct TrellisAttnParams {
+  const void *q; /* fp16 */
+  const void *k; /* fp16 */
+  const void *v; /* fp16 */
+  void *o;       /* fp16 */
+  int64_t q_batch_stride, q_row_stride, q_head_stride;
+  int64_t k_batch_stride, k_row_stride, k_head_stride;
+  int64_t v_batch_stride, v_row_stride, v_head_stride;
+  int64_t o_batch_stride, o_row_stride, o_head_stride;
+  const int32_t *cu_seqlens_q; /* NULL: dense queries */
+  const int32_t *cu_seqlens_k; /* NULL: dense keys/values */
+  const float
+      *q_gamma; /* NULL: no RMS norm on q; else fp32 [heads, head_dim] */
+  const float *k_gamma; /* NULL: no RMS norm on k */
+  int32_t num_seqs;     /* batch size, or number of varlen segments */
+  int32_t heads;
+  int32_t seqlen_q;    /* dense: Lq; varlen: max segment length (grid sizing) */
+  int32_t seqlen_k;    /* dense: Lk; varlen: ignored */
+  int32_t head_dim;    /* must equal the kernel's head dim */
+  float softmax_scale; /* usually 1/sqrt(head_dim) */
+} TrellisAttnParams;
+
+/* Kernel families. */
+enum {
+  TRELLIS_ATTN_SM90A =
+      90, /* wgmma (warpgroup MMA) + cp.async pipeline; sm_90a cubin only */
+  TRELLIS_ATTN_SM80 =
+      80, /* mma.sync m16n8k16 + cp.async + ldmatrix; PTX for compute_80 */
+  TRELLIS_ATTN_SM75 =
+      75 /* same template, m16n8k8 + synchronous loads; PTX for compute_75 */
+};
+
+/* Shared-memory bytes (dynamic) of each family, in one place for kernels and
+ * hosts. */
+/* sm90: Q tile + stages x (K tile + V tile), 128B-swizzled, plus 1 KiB for
+ * 1024-byte alignment. */
+#define TRELLIS_ATTN_SM90_SMEM(D, BM, BN, ST)                                  \
+  (((BM) + 2 * (ST) * (BN)) * (D)*2 + 1024)
+/* sm80/sm75: rows padded by 8 halves (conflict-free ldmatrix without swizzle).
+ */
+#define TRELLIS_ATTN_SM80_SMEM(D, BM, BN, ST)                                  \
+  (((BM) + 2 * (ST) * (BN)) * ((D) + 8) * 2)
+
+/* One compiled kernel. The kernel's name in its module is `name`. */
+typedef struct TrellisAttnConfig {
+  const char *name;
+  int32_t family; /* TRELLIS_ATTN_SM90A / SM80 / SM75: which module holds it */
+  int32_t head_dim;   /* 64, 80 or 128 */
+  int32_t block_m;    /* query rows per CTA */
+  int32_t block_n;    /* keys per pipeline tile */
+  int32_t stages;     /* K/V shared-memory stages */
+  int32_t threads;    /* threads per CTA */
+  int32_t smem_bytes; /* dynamic shared memory per CTA */
+  int32_t min_blocks; /* CTAs per SM the register budget was compiled for */
+  int32_t exp16;      /* 1: softmax exponentials in fp16x2 (sm90 only) */
+} TrellisAttnConfig;
+
+#define TRELLIS_ATTN_NAME_SM90(D, BM, BN, ST)                                  \
+  "trellis_attn_sm90_d" #D "_m" #BM "_n" #BN "_s" #ST
+#define TRELLIS_ATTN_NAME_SM80(D, BM, BN, ST)                                  \
+  "trellis_attn_sm80_d" #D "_m" #BM "_n" #BN "_s" #ST
+#define TRELLIS_ATTN_NAME_SM75(D, BM, BN, ST)                                  \
+  "trellis_attn_sm75_d" #D "_m" #BM "_n" #BN "_s" #ST
+
+/* X-macro lists of the instantiated configurations: (D, BM, BN, STAGES,
+ * MIN_BLOCKS[, EXP16, SUFFIX]). attention_sm90a.cu and attention_sm80.cu
+ * instantiate exactly these; the table below lists them. sm90: BM = 64 x
+ * warpgroups; Q is a register operand where the register budget allows (d=64,
+ * 1 CTA/SM), else read from shared memory; head dims that are multiples of 64
+ * use 128-byte swizzled tiles, others (80) 32-byte swizzle. EXP16 = 1 (name
+ * suffix _e16) would compute the softmax exponentials as fp16x2
+ * (ex2.approx.f16x2); measured slower and less accurate on the H100
+ * (bench/attention/NOTES.md), so no such configuration is instantiated.
+ * Measured defaults on the H100 (trellis::AttentionKernels::pick): d64 ->
+ * m128_n64_s4, d80 -> m128_n64_s4, d128 -> m128_n128_s3; m256_n64_s4 is the
+ * best d64 choice with the fused q/k RMS norm (its K tiles are normalized once
+ * per 256 queries instead of 128). */
+#define TRELLIS_ATTN_SM90_CONFIGS(X)                                           \
+  X(64, 128, 64, 4, 2, 0, )                                                    \
+  X(64, 128, 64, 3, 2, 0, )                                                    \
+  X(64, 256, 64, 4, 1, 0, )                                                    \
+  X(64, 128, 128, 3, 1, 0, )                                                   \
+  X(80, 128, 64, 4, 1, 0, )                                                    \
+  X(80, 128, 128, 3, 1, 0, )                                                   \
+  X(128, 128, 64, 3, 1, 0, )                                                   \
+  X(128, 128, 128, 3, 1, 0, )
+/* sm80: BM = 16 x warps, STAGES 1 or 2. */
+#define TRELLIS_ATTN_SM80_CONFIGS(X)                                           \
+  X(64, 128, 64, 2, 1)                                                         \
+  X(64, 64, 64, 2, 2)                                                          \
+  X(80, 128, 64, 2, 1)                                                         \
+  X(80, 64, 64, 2, 2)                                                          \
+  X(128, 128, 64, 2, 1)                                                        \
+  X(128, 64, 64, 2, 2)
+/* sm75 (Turing, 64 KiB shared memory): single stage, synchronous loads. */
+#define TRELLIS_ATTN_SM75_CONFIGS(X)                                           \
+  X(64, 64, 64, 1, 2)                                                          \
+  X(80, 64, 64, 1, 2)                                                          \
+  X(128, 64, 64, 1, 1)
+
+#define TRELLIS_ATTN_CFG_SM90(D, BM, BN, ST, MB, E16, SUF)                     \
+  {TRELLIS_ATTN_NAME_SM90(D, BM, BN, ST) #SUF,                                 \
+   TRELLIS_ATTN_SM90A,                                                         \
+   D,                                                                          \
+   BM,                                                                         \
+   BN,                                                                         \
+   ST,                                                                         \
+   (BM)*2,                                                                     \
+   TRELLIS_ATTN_SM90_SMEM(D, BM, BN, ST),                                      \
+   MB,                                                                         \
+   E16},
+#define TRELLIS_ATTN_CFG_SM80(D, BM, BN, ST, MB)                               \
+  {TRELLIS_ATTN_NAME_SM80(D, BM, BN, ST),                                      \
+   TRELLIS_ATTN_SM80,                                                          \
+   D,                                                                          \
+   BM,                                                                         \
+   BN,                                                                         \
+   ST,                                                                         \
+   (BM)*2,                                                                     \
+   TRELLIS_ATTN_SM80_SMEM(D, BM, BN, ST),                                      \
+   MB,                                                                         \
+   0},
+#define TRELLIS_ATTN_CFG_SM75(D, BM, BN, ST, MB)                               \
+  {TRELLIS_ATTN_NAME_SM75(D, BM, BN, ST),                                      \
+   TRELLIS_ATTN_SM75,                                                          \
+   D,                                                                          \
+   BM,                                                                         \
+   BN,                                                                         \
+   ST,                                                                         \
+   (BM)*2,                                                                     \
+   TRELLIS_ATTN_SM80_SMEM(D, BM, BN, ST),                                      \
+   MB,                                                                         \
+   0},
+
+/* Every configuration that the in-tree modules contain. */
+static const TrellisAttnConfig trellis_attn_configs[] = {
+    TRELLIS_ATTN_SM90_CONFIGS(TRELLIS_ATTN_CFG_SM90)
+        TRELLIS_ATTN_SM80_CONFIGS(TRELLIS_ATTN_CFG_SM80)
+            TRELLIS_ATTN_SM75_CONFIGS(TRELLIS_ATTN_CFG_SM75)};
+static const int trellis_attn_num_configs =
+    (int)(sizeof(trellis_attn_configs) / sizeof(trellis_attn_configs[0]));
+
+/* Launch geometry: grid = (tiles(seqlen_q) * num_seqs, heads, 1), block =
+ * (threads, 1, 1). */
+static inline void trellis_attn_grid(const TrellisAttnConfig *c,
+                                     const TrellisAttnParams *p,
+                                     unsigned grid[3], unsigned block[3]) {
+  unsigned tiles = (unsigned)((p->seqlen_q + c->block_m - 1) / c->block_m);
+  grid[0] = tiles * (unsigned)p->num_seqs;
+  grid[1] = (unsigned)p->heads;
+  grid[2] = 1;
+  block[0] = (unsigned)c->threads;
+  block[1] = 1;
+  block[2] = 1;
+}
+
+/* Returns NULL when the parameters suit the configuration, else a message. */
+static inline const char *trellis_attn_check(const TrellisAttnConfig *c,
+                                             const TrellisAttnParams *p) {
+  const int64_t s[12] = {p->q_batch_stride, p->q_row_stride, p->q_head_stride,
+                         p->k_batch_stride, p->k_row_stride, p->k_head_stride,
+                         p->v_batch_stride, p->v_row_stride, p->v_head_stride,
+                         p->o_batch_stride, p->o_row_stride, p->o_head_stride};
+  int i;
+  if (p->head_dim != c->head_dim)
+    return "head_dim differs from the kernel's";
+  if (!p->q || !p->k || !p->v || !p->o)
+    return "null tensor pointer";
+  if (((uintptr_t)p->q | (uintptr_t)p->k | (uintptr_t)p->v | (uintptr_t)p->o) &
+      15u)
+    return "q/k/v/o must be 16-byte aligned";
+  for (i = 0; i < 12; ++i)
+    if (s[i] % 8 != 0)
+      return "strides must be multiples of 8 elements";
+  if (p->num_seqs <= 0 || p->heads <= 0)
+    return "num_seqs and heads must be positive";
+  if (p->seqlen_q < 0 || (!p->cu_seqlens_k && p->seqlen_k < 0))
+    return "negative sequence length";
+  if ((long long)((p->seqlen_q + c->block_m - 1) / c->block_m) * p->num_seqs >
+      0x7fffffffLL)
+    return "grid too large";
+  if (p->heads > 65535)
+    return "too many heads for grid.y";
+  return 0;
+}
+
+/* ---- standalone head RMS norm (pre-pass)
+ * ------------------------------------------------------- y[r, h, :] = fp16(
+ * x[r, h, :] / max(||x[r, h, :]||, 1e-12) * gamma[h, :] * sqrt(head_dim) ),
+ * fp32 math. Rows are tokens: for a batch of contiguous sequences (packed qkv
+ * [B, L, 3, H, d]) row r = b*L + i and x_row_stride = 3Hd. y may equal x (in
+ * place). Kernels "trellis_head_rmsnorm_d64/_d80/_d128" exist in every module.
+ * The fused prologue (q_gamma/k_gamma above) normalizes the K tiles in every
+ * query tile's CTA (ceil(Lq/block_m) times per key); for long sequences
+ * normalizing k once with this pre-pass and running attention with k_gamma =
+ * NULL is cheaper (bench/attention/NOTES.md). */
+typedef struct TrellisHeadRmsNormParams {
+  const void *x; /* fp16 */
+  void *y;       /* fp16 */
+  int64_t x_row_stride, x_head_stride;
+  int64_t y_row_stride, y_head_stride;
+  const float *gamma; /* fp32 [heads, head_dim] */
+  int32_t rows;
+  int32_t heads;
+  int32_t head_dim;
+  int32_t reserved;
+} TrellisHeadRmsNormParams;
+
+#define TRELLIS_HEAD_RMSNORM_THREADS 256
+/* lanes per (row, head): the largest power of two <= 16 that divides head_dim /
+ * 8 */
+#define TRELLIS_HEAD_RMSNORM_TPR(D)                                            \
+  (((D) / 8) % 16 == 0  ? 16                                                   \
+   : ((D) / 8) % 8 == 0 ? 8                                                    \
+   : ((D) / 8) % 4 == 0 ? 4                                                    \
+   : ((D) / 8) % 2 == 0 ? 2                                                    \
+                        : 1)
+
+static inline unsigned
+trellis_head_rmsnorm_grid(const TrellisHeadRmsNormParams *p) {
+  const long long lanes =
+      (long long)p->rows * p->heads * TRELLIS_HEAD_RMSNORM_TPR(p->head_dim);
+  return (unsigned)((lanes + TRELLIS_HEAD_RMSNORM_THREADS - 1) /
+                    TRELLIS_HEAD_RMSNORM_THREADS);
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TRELLIS_RUNTIME_KERNELS_ATTENTION_H */

@@ -1,0 +1,363 @@
+// Flash-attention forward for Hopper (sm_90a): warpgroup MMA (wgmma), cp.async
+// K/V pipeline.
+//
+// CTA = BM/64 warpgroups; warpgroup w owns query rows 64w .. 64w+63 of the
+// CTA's BM rows.
+//   S_j = Q K_j^T : wgmma m64nBNk16, A = Q (registers for d=64, shared memory
+//   for d=128),
+//                   B = K tile in shared memory (K-major, 128-byte swizzle)
+//   O  += P_j V_j : wgmma m64nDk16, A = P (registers, fp16), B = V tile
+//   (N-major, 128-byte swizzle)
+// The softmax of tile j runs while the tensor cores finish P_{j-1} V_{j-1}
+// (FA3's intra-warpgroup overlap): per iteration, issue S_j and P_{j-1}V_{j-1},
+// wait for S_j, exponentiate, wait for PV, rescale O. K/V tiles stream through
+// a STAGES-deep ring filled by cp.async (zero-filled past the sequence end);
+// one __syncthreads per tile publishes a stage and frees the one used two tiles
+// ago.
+#pragma once
+
+#include "attention_common.cuh"
+#include "wgmma.cuh"
+
+namespace trellis_attn {
+
+__device__ __forceinline__ void wgmma_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Keeps the compiler from moving register reads/writes across wgmma issue/wait
+// points.
+template <int N> __device__ __forceinline__ void fence_regs(float *r) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void fence_regs(uint32_t *r) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "+r"(r[i])::"memory");
+}
+
+// Shared-memory matrix descriptor for a W-byte swizzle (layout type 1 = 128B, 2
+// = 64B, 3 = 32B).
+template <int W>
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo,
+                                              uint32_t sbo) {
+  constexpr uint64_t kType = W == 128 ? 1 : W == 64 ? 2 : 3;
+  uint64_t d = 0;
+  d |= static_cast<uint64_t>((addr & 0x3FFFF) >> 4);
+  d |= static_cast<uint64_t>((lbo & 0x3FFFF) >> 4) << 16;
+  d |= static_cast<uint64_t>((sbo & 0x3FFFF) >> 4) << 32;
+  d |= kType << 62;
+  return d;
+}
+
+// EXP16: the softmax exponentials are evaluated as ex2.approx.f16x2 on the
+// fp16-rounded exponent (two per MUFU instruction; P is fp16 for the P V
+// product anyway); max, row sums and the rescale stay fp32. EXP16 = false: fp32
+// ex2 per element.
+template <int D, int BM, int BN, int STAGES, int MINB, bool EXP16>
+__device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
+  constexpr int NWG = BM / 64;
+  constexpr int THREADS = NWG * 128;
+  // Q as a register operand (saves shared-memory bandwidth) only where the
+  // register budget allows it (d=64 with >= 200 registers per thread);
+  // otherwise wgmma reads Q from shared memory.
+  constexpr bool kQRegs = (D == 64) && (65536 / (THREADS * MINB) >= 200);
+  constexpr int kQBytes = BM * D * 2;
+  constexpr int kTileBytes = BN * D * 2;
+  constexpr int KSTEPS = D / 16;  // k16 steps of Q K^T
+  constexpr int PSTEPS = BN / 16; // k16 steps of P V
+  // 128-byte swizzle when head_dim is a multiple of 64, else 32-byte swizzle
+  // (16-half column blocks)
+  constexpr int W = (D % 64 == 0) ? 128 : 32;
+  constexpr int kKPerBlk = W / 32; // k16 steps per column block
+  static_assert(D % 16 == 0 && D <= 256,
+                "sm90 path: head_dim must be a multiple of 16");
+  static_assert(BM % 64 == 0 && BN % 64 == 0 && BN <= 256, "tile shape");
+  static_assert(
+      STAGES >= 3,
+      "the ring needs >= 3 stages (tile j, tile j-1's V, one in flight)");
+  using LQ = SwizzleW<W, BM>;
+  using LKV = SwizzleW<W, BN>;
+
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t sbase = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sQ = sbase;
+  auto sK = [&](int st) { return sbase + kQBytes + st * 2 * kTileBytes; };
+  auto sV = [&](int st) {
+    return sbase + kQBytes + st * 2 * kTileBytes + kTileBytes;
+  };
+
+  const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127, lane = tid & 31;
+  const int wrow = (wtid >> 5) * 16 +
+                   (lane >> 2); // this thread's first row within the warpgroup
+  const int tiles = (p.seqlen_q + BM - 1) / BM;
+  const int seq = blockIdx.x / tiles, m0 = (blockIdx.x % tiles) * BM,
+            h = blockIdx.y;
+
+  const Seq q = make_seq(p.q, p.cu_seqlens_q, p.q_batch_stride, p.q_row_stride,
+                         p.q_head_stride, p.seqlen_q, seq, h);
+  if (m0 >= q.len)
+    return;
+  const Seq k = make_seq(p.k, p.cu_seqlens_k, p.k_batch_stride, p.k_row_stride,
+                         p.k_head_stride, p.seqlen_k, seq, h);
+  const Seq v = make_seq(p.v, p.cu_seqlens_k, p.v_batch_stride, p.v_row_stride,
+                         p.v_head_stride, p.seqlen_k, seq, h);
+  const int ntiles = (k.len + BN - 1) / BN;
+  const bool norm_q = p.q_gamma != nullptr, norm_k = p.k_gamma != nullptr;
+  if (ntiles == 0) { // no keys: O = 0 for this tile's rows
+    const Seq out =
+        make_seq(p.o, p.cu_seqlens_q, p.o_batch_stride, p.o_row_stride,
+                 p.o_head_stride, p.seqlen_q, seq, h);
+    for (int i = tid; i < BM * (D / 8); i += THREADS) {
+      const int r = i / (D / 8), c = i % (D / 8);
+      if (m0 + r < out.len)
+        *reinterpret_cast<uint4 *>(
+            const_cast<__half *>(out.ptr) +
+            static_cast<int64_t>(m0 + r) * p.o_row_stride + c * 8) =
+            make_uint4(0u, 0u, 0u, 0u);
+    }
+    return;
+  }
+
+  auto load_kv = [&](int j, int st) {
+    load_tile<BN, D, THREADS, LKV>(sK(st), k.ptr, p.k_row_stride, j * BN, k.len,
+                                   tid);
+    load_tile<BN, D, THREADS, LKV>(sV(st), v.ptr, p.v_row_stride, j * BN, v.len,
+                                   tid);
+  };
+
+  // prologue: group 0 = Q + tile 0, groups 1..STAGES-3 = tiles 1..STAGES-3
+  load_tile<BM, D, THREADS, LQ>(sQ, q.ptr, p.q_row_stride, m0, q.len, tid);
+  load_kv(0, 0);
+  cp_async_commit();
+#pragma unroll
+  for (int t = 1; t <= STAGES - 3; ++t) {
+    if (t < ntiles)
+      load_kv(t, t);
+    cp_async_commit();
+  }
+
+  const float sl2 = p.softmax_scale * 1.4426950408889634f;
+  float m_row[2] = {-INFINITY, -INFINITY};
+  float l_row[2] = {0.f, 0.f};
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i)
+    o[i] = 0.f;
+  float s[BN / 2];
+  uint32_t qf[kQRegs ? KSTEPS : 1][4];
+  uint32_t pf[PSTEPS][4];
+  uint32_t ph[EXP16 ? BN / 8 : 1][2]; // EXP16: P pairs (rows g, g+8) of each n8
+                                      // tile, before the PV wait
+
+  // Top of iteration j: tile j resident and visible to the async proxy, next
+  // tile requested.
+  auto begin_tile = [&](int j) {
+    cp_async_wait<STAGES -
+                  3>(); // this thread's copies of tile j (and Q) have landed
+    if (norm_q ||
+        norm_k) { // fused head RMS norm of q (once) and of each K tile
+      if constexpr (!kRmsOwnChunks<D>)
+        __syncthreads();
+      if (norm_q && j == 0)
+        rmsnorm_tile<BM, D, THREADS, LQ>(sQ, p.q_gamma + h * D, tid);
+      if (norm_k)
+        rmsnorm_tile<BN, D, THREADS, LKV>(sK(j % STAGES), p.k_gamma + h * D,
+                                          tid);
+    }
+    fence_proxy_async_smem();
+    __syncthreads(); // tile j visible to all; everyone finished iteration j-1
+                     // (PV_{j-2} complete)
+    const int t = j + STAGES - 2; // refill the stage that tile j-2 used
+    if (t < ntiles)
+      load_kv(t, t % STAGES);
+    cp_async_commit();
+  };
+  // S_j = Q K_j^T (issue only)
+  auto issue_qk = [&](int j) {
+    const uint32_t kb = sK(j % STAGES);
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      const uint64_t db = smem_desc<W>(
+          kb + (kk / kKPerBlk) * (BN * W) + (kk % kKPerBlk) * 32, 16, 8 * W);
+      if constexpr (kQRegs) {
+        wgmma_rs<BN, 0>(s, qf[kk], db, kk > 0);
+      } else {
+        const uint64_t da =
+            smem_desc<W>(sQ + (kk / kKPerBlk) * (BM * W) + wg * (64 * W) +
+                             (kk % kKPerBlk) * 32,
+                         16, 8 * W);
+        wgmma_ss<BN>(s, da, db, kk > 0);
+      }
+    }
+    wgmma_commit();
+  };
+  // O += P V_j (issue only)
+  auto issue_pv = [&](int j) {
+    const uint32_t vb = sV(j % STAGES);
+#pragma unroll
+    for (int kk = 0; kk < PSTEPS; ++kk) {
+      const uint64_t dv =
+          smem_desc<W>(vb + kk * (16 * W), BN * W,
+                       8 * W); // N-major: LBO = column-block stride
+      wgmma_rs<D, 1>(o, pf[kk], dv, 1);
+    }
+    wgmma_commit();
+  };
+  // Online softmax of S_j in place (fp32); returns the rescale factors of the
+  // two rows.
+  auto softmax = [&](int j, float(&alpha)[2]) {
+    if ((j + 1) * BN > k.len) {
+      const int cbase = j * BN + 2 * (lane & 3);
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (cbase + i * 8 + (e & 1) >= k.len)
+            s[4 * i + e] = -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = m_row[r];
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i)
+        mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
+      alpha[r] = fast_exp2(m_row[r] * sl2 - ms);
+      m_row[r] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i) {
+        if constexpr (EXP16) {
+          const __half2 x =
+              __floats2half2_rn(fmaf(s[4 * i + 2 * r], sl2, -ms),
+                                fmaf(s[4 * i + 2 * r + 1], sl2, -ms));
+          const __half2 e = h2exp2(x);
+          ph[i][r] = *reinterpret_cast<const uint32_t *>(&e);
+          const float2 f = __half22float2(e);
+          sum += f.x + f.y;
+        } else {
+          s[4 * i + 2 * r] = fast_exp2(fmaf(s[4 * i + 2 * r], sl2, -ms));
+          s[4 * i + 2 * r + 1] =
+              fast_exp2(fmaf(s[4 * i + 2 * r + 1], sl2, -ms));
+          sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
+        }
+      }
+      l_row[r] = l_row[r] * alpha[r] + sum;
+    }
+  };
+  // O *= alpha; P = fp16(S)
+  auto rescale_and_pack = [&](const float(&alpha)[2]) {
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      o[4 * i + 0] *= alpha[0];
+      o[4 * i + 1] *= alpha[0];
+      o[4 * i + 2] *= alpha[1];
+      o[4 * i + 3] *= alpha[1];
+    }
+#pragma unroll
+    for (int kk = 0; kk < PSTEPS; ++kk) {
+      if constexpr (EXP16) {
+        pf[kk][0] = ph[2 * kk][0];
+        pf[kk][1] = ph[2 * kk][1];
+        pf[kk][2] = ph[2 * kk + 1][0];
+        pf[kk][3] = ph[2 * kk + 1][1];
+      } else {
+        pf[kk][0] = pack_half2(s[8 * kk + 0], s[8 * kk + 1]);
+        pf[kk][1] = pack_half2(s[8 * kk + 2], s[8 * kk + 3]);
+        pf[kk][2] = pack_half2(s[8 * kk + 4], s[8 * kk + 5]);
+        pf[kk][3] = pack_half2(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+    }
+  };
+
+  // tile 0 (peeled: no P V in flight yet)
+  begin_tile(0);
+  if constexpr (kQRegs) {
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      const int r = wg * 64 + wrow, c = kk * 16 + 2 * (lane & 3);
+      qf[kk][0] = lds32(sQ + LQ::off(r, c >> 3) + (c & 7) * 2);
+      qf[kk][1] = lds32(sQ + LQ::off(r + 8, c >> 3) + (c & 7) * 2);
+      qf[kk][2] = lds32(sQ + LQ::off(r, (c + 8) >> 3) + (c & 7) * 2);
+      qf[kk][3] = lds32(sQ + LQ::off(r + 8, (c + 8) >> 3) + (c & 7) * 2);
+    }
+  }
+  {
+    wgmma_fence();
+    issue_qk(0);
+    wgmma_wait<0>();
+    fence_regs<BN / 2>(s);
+    float alpha[2];
+    softmax(0, alpha);
+    rescale_and_pack(alpha);
+  }
+  // steady state: S_j and P_{j-1} V_{j-1} in flight together, softmax(S_j)
+  // overlaps the latter
+  for (int j = 1; j < ntiles; ++j) {
+    begin_tile(j);
+    wgmma_fence();
+    issue_qk(j);
+    issue_pv(j - 1);
+    wgmma_wait<1>();
+    fence_regs<BN / 2>(s);
+    float alpha[2];
+    softmax(j, alpha);
+    wgmma_wait<0>();
+    fence_regs<D / 2>(o);
+    fence_regs<PSTEPS * 4>(&pf[0][0]);
+    rescale_and_pack(alpha);
+  }
+  wgmma_fence();
+  issue_pv(ntiles - 1);
+  wgmma_wait<0>();
+  fence_regs<D / 2>(o);
+  cp_async_wait<0>();
+
+  // epilogue: O / l -> fp16 -> this warpgroup's rows of sQ -> global (16-byte
+  // stores)
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_row[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    inv[r] = l > 0.f ? 1.f / l : 0.f;
+  }
+  __syncthreads(); // every warpgroup is done with sQ (Q operand) and the K/V
+                   // stages
+  {
+    const int r = wg * 64 + wrow;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      const int c = i * 8 + 2 * (lane & 3);
+      sts32(sQ + LQ::off(r, c >> 3) + (c & 7) * 2,
+            pack_half2(o[4 * i] * inv[0], o[4 * i + 1] * inv[0]));
+      sts32(sQ + LQ::off(r + 8, c >> 3) + (c & 7) * 2,
+            pack_half2(o[4 * i + 2] * inv[1], o[4 * i + 3] * inv[1]));
+    }
+  }
+  __syncthreads();
+  const Seq out = make_seq(p.o, p.cu_seqlens_q, p.o_batch_stride,
+                           p.o_row_stride, p.o_head_stride, p.seqlen_q, seq, h);
+  store_tile<BM, D, THREADS, LQ>(sQ, const_cast<__half *>(out.ptr),
+                                 p.o_row_stride, m0, out.len, tid);
+}
+
+} // namespace trellis_attn

@@ -1,0 +1,23 @@
+// sm_90a attention kernels (wgmma). Build: nvcc -cubin
+// -gencode=arch=compute_90a,code=sm_90a (see bench/attention/build.sh). One
+// extern "C" entry point per configuration listed in TRELLIS_ATTN_SM90_CONFIGS
+// (attention.h); names follow TRELLIS_ATTN_NAME_SM90.
+#include "attention_sm90.cuh"
+#include "head_rmsnorm.cuh"
+
+#define TRELLIS_ATTN_DEFINE_SM90(D, BM, BN, ST, MB, E16, SUF)                  \
+  extern "C" __global__ void __launch_bounds__((BM)*2, MB)                     \
+      trellis_attn_sm90_d##D##_m##BM##_n##BN##_s##ST##SUF(                     \
+          const __grid_constant__ TrellisAttnParams p) {                       \
+    trellis_attn::attn_fwd_sm90<D, BM, BN, ST, MB, (E16) != 0>(p);             \
+  }
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error                                                                         \
+    "attention_sm90a.cu must be compiled for sm_90a (-gencode=arch=compute_90a,code=sm_90a)"
+#endif
+
+TRELLIS_ATTN_SM90_CONFIGS(TRELLIS_ATTN_DEFINE_SM90)
+TRELLIS_HEAD_RMSNORM_DEFINE(64)
+TRELLIS_HEAD_RMSNORM_DEFINE(80)
+TRELLIS_HEAD_RMSNORM_DEFINE(128)

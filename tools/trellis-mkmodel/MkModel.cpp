@@ -1,0 +1,169 @@
+//===- MkModel.cpp - Writing a synthetic model directory ------------------===//
+
+#include "MkModel.h"
+
+#include "trellis/Format/Npy.h"
+#include "trellis/Format/Safetensors.h"
+#include "trellis/Support/AtomicFile.h"
+
+#include <filesystem>
+#include <system_error>
+
+namespace trellis::mkmodel {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// `dir/rel` with "dir/../x" folded lexically after resolving the existing
+/// part of `dir`: the text presets write to "<out>/../TRELLIS-image-large",
+/// and "<out>/.." must name the same directory before <out> exists (for the
+/// overwrite check) as after (for trellisc's resolver).
+std::string joinPath(const std::string &dir, const std::string &rel) {
+  std::error_code ec;
+  fs::path base = fs::weakly_canonical(fs::path(dir), ec);
+  if (ec)
+    base = fs::path(dir);
+  return (base / rel).lexically_normal().string();
+}
+
+Status writeText(const std::string &path, const std::string &text) {
+  AtomicFile f(path);
+  if (!f.status())
+    return f.status();
+  f.write(text);
+  return f.commit();
+}
+
+uint64_t fileSize(const std::string &path) {
+  std::error_code ec;
+  uintmax_t n = fs::file_size(path, ec);
+  return ec ? 0 : uint64_t(n);
+}
+
+std::string megabytes(uint64_t bytes) {
+  return std::to_string((bytes + 500000) / 1000000) + " MB";
+}
+
+} // namespace
+
+Result<std::vector<WrittenFile>> writeModelDirectory(const Options &options) {
+  if (options.outDir.empty())
+    return Error{"no output directory given (--out DIR)"};
+  PresetPlan plan = planPreset(options.preset);
+
+  std::vector<const CheckpointPlan *> selected;
+  for (const std::string &key : options.only) {
+    bool found = false;
+    for (const CheckpointPlan &c : plan.checkpoints)
+      found |= c.key == key;
+    if (!found) {
+      std::string keys;
+      for (const CheckpointPlan &c : plan.checkpoints)
+        keys += (keys.empty() ? "" : ", ") + c.key;
+      return Error{"--only: expected a model key of the " +
+                   std::string(presetName(options.preset)) + " preset (" +
+                   keys + "), found \"" + key + "\""};
+    }
+  }
+  for (const CheckpointPlan &c : plan.checkpoints) {
+    bool take = options.only.empty();
+    for (const std::string &key : options.only)
+      take |= c.key == key;
+    if (take)
+      selected.push_back(&c);
+  }
+
+  // Every file this run writes, checked before anything is written.
+  std::vector<std::string> targets = {joinPath(options.outDir, "pipeline.json"),
+                                      joinPath(options.outDir, "cond.npy")};
+  if (plan.writeNegCond)
+    targets.push_back(joinPath(options.outDir, "neg_cond.npy"));
+  for (const CheckpointPlan *c : selected) {
+    targets.push_back(joinPath(options.outDir, c->relativeBase + ".json"));
+    targets.push_back(
+        joinPath(options.outDir, c->relativeBase + ".safetensors"));
+  }
+  std::error_code ec;
+  if (!options.force)
+    for (const std::string &t : targets)
+      if (fs::exists(t, ec))
+        return Error{t + ": the file exists; pass --force to overwrite it"};
+  for (const std::string &t : targets) {
+    fs::path parent = fs::path(t).parent_path();
+    if (!parent.empty()) {
+      fs::create_directories(parent, ec);
+      if (ec)
+        return Error{parent.string() +
+                     ": cannot create the directory: " + ec.message()};
+    }
+  }
+
+  auto say = [&](const std::string &line, bool sameLine) {
+    if (options.progress)
+      options.progress(line, sameLine);
+  };
+  std::vector<WrittenFile> written;
+
+  for (const CheckpointPlan *c : selected) {
+    Result<CheckpointModel> model = checkpointModel(*c);
+    if (!model)
+      return model.takeError();
+    std::string base = joinPath(options.outDir, c->relativeBase);
+    if (Status s = writeText(base + ".json", c->sidecarJson); !s)
+      return Error{s.message()};
+    written.push_back({base + ".json", fileSize(base + ".json")});
+
+    const models::ModelManifest &manifest = model->manifest;
+    std::vector<TensorSpec> specs = manifest.specs();
+    uint64_t total = manifest.dataBytes(), done = 0;
+    int lastStep = -1;
+    std::string label = c->relativeBase + ".safetensors";
+    const uint64_t kLarge = 64ull << 20;
+    auto fill = [&](size_t index, void *dst) {
+      const models::ManifestTensor &t = manifest.tensors[index];
+      fillTensor(model->config, manifest, t, options.seed, c->stem(), dst);
+      done += t.nbytes();
+      if (total >= kLarge) {
+        int step = int(done * 20 / total); // 5% steps
+        if (step != lastStep && step < 20) {
+          lastStep = step;
+          say(label + ": " + std::to_string(step * 5) + "% (" +
+                  megabytes(done) + " of " + megabytes(total) + ")",
+              true);
+        }
+      }
+    };
+    std::string path = base + ".safetensors";
+    if (Status s = writeSafetensors(path, specs, fill); !s)
+      return Error{s.message()};
+    uint64_t bytes = fileSize(path);
+    written.push_back({path, bytes});
+    say(label + ": " + std::to_string(manifest.tensors.size()) + " tensors, " +
+            std::to_string(bytes) + " bytes",
+        false);
+  }
+
+  std::string pipelinePath = joinPath(options.outDir, "pipeline.json");
+  if (Status s = writeText(pipelinePath, plan.pipelineJson); !s)
+    return Error{s.message()};
+  written.push_back({pipelinePath, fileSize(pipelinePath)});
+
+  std::string condPath = joinPath(options.outDir, "cond.npy");
+  HostTensor cond =
+      syntheticCond(options.seed, "cond", plan.condTokens, plan.condChannels);
+  if (Status s = writeNpy(condPath, cond); !s)
+    return Error{s.message()};
+  written.push_back({condPath, fileSize(condPath)});
+  if (plan.writeNegCond) {
+    std::string negPath = joinPath(options.outDir, "neg_cond.npy");
+    HostTensor neg = syntheticCond(options.seed, "neg_cond", plan.condTokens,
+                                   plan.condChannels);
+    if (Status s = writeNpy(negPath, neg); !s)
+      return Error{s.message()};
+    written.push_back({negPath, fileSize(negPath)});
+  }
+  return written;
+}
+
+} // namespace trellis::mkmodel
