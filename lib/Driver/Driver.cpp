@@ -186,6 +186,8 @@ struct CompiledInput {
   std::vector<std::string> entries;
   /// JSON: {"model key": "checkpoint path relative to the model dir"}.
   std::string weightManifest = "{}";
+  /// Grid resolution of the structured latent (0 when not a pipeline).
+  int64_t slatResolution = 0;
 };
 
 /// Config + trace phases: pipeline.json → validated configs → the traced
@@ -226,6 +228,9 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
     files[m.key] = *file;
   }
   out.weightManifest = weights.dump();
+  if (const config::ModelRef *flow = pipeline->model(config::kSLatFlowKey);
+      flow && flow->config && flow->config->slatFlow())
+    out.slatResolution = *flow->config->slatFlow()->resolution;
   if (finalPhase == Phase::Config) {
     llvm::outs() << pipeline->file << ": "
                  << config::pipelineClassName(pipeline->pipelineClass)
@@ -285,10 +290,13 @@ int emitBundle(ModuleOp module, EmitKind emit, const CompiledInput &in) {
   bundle.set("program", std::move(program->program));
   bundle.set("locations", std::move(program->locations));
   bundle.set("weights", in.weightManifest);
-  bundle.set("meta", "{\"compiler\": \"trellisc " TRELLISC_VERSION
-                     "\", \"target\": \"cpu\", \"input\": \"" +
-                         llvm::sys::path::filename(inputFilename).str() +
-                         "\"}");
+  nlohmann::json meta = {
+      {"compiler", "trellisc " TRELLISC_VERSION},
+      {"target", "cpu"},
+      {"input", llvm::sys::path::filename(inputFilename).str()}};
+  if (in.slatResolution)
+    meta["slat_resolution"] = in.slatResolution;
+  bundle.set("meta", meta.dump());
   std::string outPath = outputFilename;
   if (emit == EmitKind::Bundle) {
     if (outPath.empty())
