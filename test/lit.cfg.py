@@ -4,7 +4,7 @@ import lit.formats
 
 config.name = "trellisc"
 config.test_format = lit.formats.ShTest(execute_external=False)
-config.suffixes = [".mlir", ".json"]
+config.suffixes = [".mlir", ".test"]
 config.excludes = ["Inputs"]
 config.test_source_root = os.path.join(config.trellis_src_root, "test", "lit")
 config.test_exec_root = os.path.join(config.trellis_obj_root, "test", "lit")

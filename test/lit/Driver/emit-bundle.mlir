@@ -3,12 +3,12 @@
 // RUN: trellisc %s --target=cpu --emit=bundle -o %t.bundle
 // RUN: FileCheck %s --input-file=%t.bundle
 // CHECK: TRELLISB
-// CHECK: "entry":"main"
+// CHECK: "entries":["main"]
 // CHECK-SAME: "op":"trellis.linear"
 // CHECK-SAME: "op":"trellis.silu"
 // CHECK: "module":"slat_decoder_gs/blocks.0.mlp"
 // CHECK-SAME: "source":"model.py:12:5","source_kind":"user"
-// CHECK: "target": "cpu"
+// CHECK: "target":"cpu"
 
 // A program needs an entry function.
 // RUN: sed 's/@main/@other/' %s > %t.noentry.mlir
