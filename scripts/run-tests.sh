@@ -4,7 +4,7 @@
 #   lit        test/lit      compiler IR tests (FileCheck, --verify-diagnostics)
 #   gtest      build/unittests/*   C++ unit and golden tests
 #   pytest     test/python   Python package and file-format tests
-# GPU tests (label "gpu") never run here; see test/gpu/README.md.
+# GPU tests (label "gpu") never run here; see test/gpu/attention/README.md.
 set -uo pipefail
 
 BUILD_DIR=$(cd "${1:-build}" && pwd)

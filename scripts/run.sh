@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The project's main job: installs what is missing, builds, and runs.
+# The project's main job: installs what is missing, builds, and runs the
+# TRELLIS pipeline end to end.
 #   ./scripts/run.sh [build-dir]
-# What it runs today (the end-to-end pipeline is not built yet, see README):
-# the compiler's --help, one example IR compiled through the phases that
-# exist, and — when the synthetic-model tool is built — a tiny synthetic
-# TRELLIS model written and validated.
+# Today the compiled pipeline runs on the CPU reference backend (the GPU
+# backend is not built yet; on a GPU machine this says so and runs on the
+# CPU). Without a real model directory it uses the `tiny` synthetic model.
+#   MODEL=models/TRELLIS-image-large ./scripts/run.sh   # a real release
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
@@ -15,21 +16,23 @@ cmake --build "$BUILD_DIR"
 BIN="$BUILD_DIR/bin"
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  echo "run: GPU found ($(nvidia-smi -L | head -1)); the GPU pipeline is not built yet, running the CPU path"
+  echo "run: GPU found ($(nvidia-smi -L | head -1)), but the GPU backend is not built yet: running on the CPU"
 else
-  echo "run: no GPU found; running the CPU path"
+  echo "run: no GPU found: running the CPU reference backend"
 fi
 
-echo "== trellisc --help =="
-"$BIN/trellisc" --help
-echo
-echo "== trellisc docs/examples/mlp.mlir --compile-to=graph =="
-"$BIN/trellisc" docs/examples/mlp.mlir --compile-to=graph
-
-if [[ -x "$BIN/trellis-mkmodel" ]]; then
-  echo
-  echo "== trellis-mkmodel --preset tiny --seed 1 --out out/tiny =="
-  mkdir -p out
-  "$BIN/trellis-mkmodel" --preset tiny --seed 1 --out out/tiny --force
-  ls -l out/tiny out/tiny/ckpts
+mkdir -p out
+MODEL=${MODEL:-}
+COND_TOKENS=()
+if [[ -z "$MODEL" ]]; then
+  MODEL=out/tiny-model
+  echo "== trellis-mkmodel --preset tiny --seed 1 --out $MODEL =="
+  "$BIN/trellis-mkmodel" --preset tiny --seed 1 --out "$MODEL" --force --quiet
+  COND_TOKENS=(--cond-tokens 21) # the tiny preset's cond.npy is [1, 21, 128]
 fi
+
+echo "== trellisc $MODEL/pipeline.json --target=cpu -o out/trellis.exe =="
+"$BIN/trellisc" "$MODEL/pipeline.json" --target=cpu "${COND_TOKENS[@]}" -o out/trellis.exe
+echo "== out/trellis.exe --model $MODEL --cond $MODEL/cond.npy --out out/result =="
+time out/trellis.exe --model "$MODEL" --cond "$MODEL/cond.npy" --out out/result --seed 1
+ls -l out/result
