@@ -57,7 +57,8 @@ usage: trellis.exe --model DIR --cond FILE --out DIR [options]
   --inspect            print the bundle (format, sections, functions, weights)
 
 outputs: ss_latent.npy coords.npy slat.npy gaussians.ply gaussians.npz
-         radiance_field.npz mesh_fields.npz
+         radiance_field.npz mesh_fields.npz (per-sample files get a _<b>
+         suffix when the program was compiled with --batch > 1)
 )";
 
 struct Options {
@@ -227,6 +228,37 @@ Status expectShape(const HostTensor &t, const ValueType &type,
                  std::string(dtypeName(t.dtype())) +
                  ", the compiled program expects " + type.str()};
   return Status::ok();
+}
+
+/// Rows [begin, end) of a tensor along dim 0 (a copy).
+HostTensor rows(const HostTensor &t, int64_t begin, int64_t end) {
+  Shape s = t.shape();
+  size_t rowBytes = t.dim(0) ? t.nbytes() / size_t(t.dim(0)) : 0;
+  s[0] = end - begin;
+  HostTensor out(t.dtype(), s);
+  if (end > begin)
+    std::memcpy(out.mutableRaw(),
+                static_cast<const char *>(t.raw()) + size_t(begin) * rowBytes,
+                size_t(end - begin) * rowBytes);
+  return out;
+}
+
+/// Per-sample row ranges of batch-contiguous coordinates [N, 4].
+std::vector<std::pair<int64_t, int64_t>> sampleRanges(const HostTensor &c) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  const int32_t *p = c.data<int32_t>();
+  for (int64_t i = 0; i < c.dim(0); ++i) {
+    if (ranges.empty() || p[4 * i] != p[4 * (i - 1)])
+      ranges.push_back({i, i});
+    ranges.back().second = i + 1;
+  }
+  return ranges;
+}
+
+/// "gaussians.ply" for one sample, "gaussians_<b>.ply" for several.
+std::string perSample(const std::string &stem, const std::string &ext,
+                      size_t sample, size_t samples) {
+  return samples == 1 ? stem + ext : stem + "_" + std::to_string(sample) + ext;
 }
 
 int fail(const std::string &message) {
@@ -409,38 +441,59 @@ int Runner::run() {
       return Error{std::string("the bundle has no ") + fn};
     return stage(fn, "3/3 decoders", {coords, slatT});
   };
+  // One file per sample (suffix _<b> when the run has several).
+  auto ranges = sampleRanges(coords);
   if (o_.gs) {
     auto r = decode("decode_gs");
     if (!r)
       return fail(r.message());
-    output::Gaussians g;
-    g.xyz = std::get<HostTensor>((*r)[0]);
-    g.featuresDc = std::get<HostTensor>((*r)[1]);
-    g.scaling = std::get<HostTensor>((*r)[2]);
-    g.rotation = std::get<HostTensor>((*r)[3]);
-    g.opacity = std::get<HostTensor>((*r)[4]);
-    Status s = output::writeGaussianNpz(
-        (fs::path(o_.out) / "gaussians.npz").string(), g);
-    if (s)
-      s = output::writeGaussianPly(
-          (fs::path(o_.out) / "gaussians.ply").string(), g);
-    if (!s)
-      return fail(s.message());
+    const int64_t perVoxel = std::get<HostTensor>((*r)[0]).dim(0) / n;
+    for (size_t b = 0; b < ranges.size(); ++b) {
+      auto [begin, end] = ranges[b];
+      auto slice = [&](size_t i) {
+        return rows(std::get<HostTensor>((*r)[i]), begin * perVoxel,
+                    end * perVoxel);
+      };
+      output::Gaussians g;
+      g.xyz = slice(0);
+      g.featuresDc = slice(1);
+      g.scaling = slice(2);
+      g.rotation = slice(3);
+      g.opacity = slice(4);
+      Status s = output::writeGaussianNpz(
+          (fs::path(o_.out) / perSample("gaussians", ".npz", b, ranges.size()))
+              .string(),
+          g);
+      if (s)
+        s = output::writeGaussianPly(
+            (fs::path(o_.out) /
+             perSample("gaussians", ".ply", b, ranges.size()))
+                .string(),
+            g);
+      if (!s)
+        return fail(s.message());
+    }
   }
   if (o_.rf) {
     auto r = decode("decode_rf");
     if (!r)
       return fail(r.message());
-    output::RadianceField rf;
-    rf.coords = coords;
-    rf.trivec = std::get<HostTensor>((*r)[0]);
-    rf.density = std::get<HostTensor>((*r)[1]);
-    rf.featuresDc = std::get<HostTensor>((*r)[2]);
-    rf.resolution = int(meta_.value("slat_resolution", 64));
-    if (Status s = output::writeRadianceFieldNpz(
-            (fs::path(o_.out) / "radiance_field.npz").string(), rf);
-        !s)
-      return fail(s.message());
+    for (size_t b = 0; b < ranges.size(); ++b) {
+      auto [begin, end] = ranges[b];
+      output::RadianceField rf;
+      rf.coords = rows(coords, begin, end);
+      rf.trivec = rows(std::get<HostTensor>((*r)[0]), begin, end);
+      rf.density = rows(std::get<HostTensor>((*r)[1]), begin, end);
+      rf.featuresDc = rows(std::get<HostTensor>((*r)[2]), begin, end);
+      rf.resolution = int(meta_.value("slat_resolution", 64));
+      if (Status s = output::writeRadianceFieldNpz(
+              (fs::path(o_.out) /
+               perSample("radiance_field", ".npz", b, ranges.size()))
+                  .string(),
+              rf);
+          !s)
+        return fail(s.message());
+    }
   }
   if (o_.mesh) {
     auto r = decode("decode_mesh");

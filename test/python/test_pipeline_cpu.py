@@ -129,3 +129,26 @@ def test_inspect_prints_the_bundle(compiled):
     assert r.returncode == 0
     assert "entries: ss_stage slat_stage decode_gs decode_rf decode_mesh" in r.stdout
     assert "sections:" in r.stdout and "crc32" in r.stdout
+
+
+def test_batch_of_two_samples_writes_one_file_per_sample(compiled, tmp_path):
+    model, _, _ = compiled
+    exe = tmp_path / "trellis2.exe"
+    r = run(BIN / "trellisc", model / "pipeline.json", "--target=cpu",
+            "--cond-tokens", "21", "--batch", "2", "-o", exe)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "o"
+    r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out", out,
+            "--steps-ss", "2", "--steps-slat", "2", "--formats", "gs,rf",
+            timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert np.load(out / "ss_latent.npy").shape == (2, 8, 8, 8, 8)
+    coords = np.load(out / "coords.npy")
+    counts = np.bincount(coords[:, 0], minlength=2)
+    for b in range(2):
+        g = np.load(out / f"gaussians_{b}.npz")
+        assert g["_xyz"].shape == (32 * counts[b], 3)
+        rf = np.load(out / f"radiance_field_{b}.npz")
+        assert (rf["coords"][:, 0] == b).all()
+        assert (out / f"gaussians_{b}.ply").exists()
+    assert not (out / "gaussians.ply").exists()
