@@ -247,11 +247,18 @@ Tensor Tracer::weight(const std::string &name, const Shape &shape, DType dtype,
     return placeholder(expected, where);
   }
   if (info->shape != shape || info->dtype != dtype) {
-    error("weight '" + fullName + "' is " + shapeToString(info->shape) + " " +
-              std::string(dtypeName(info->dtype)) +
-              " in the checkpoint, but the config implies " +
-              shapeToString(shape) + " " + std::string(dtypeName(dtype)),
-          where);
+    std::string message = "weight '" + fullName + "' is " +
+                          shapeToString(info->shape) + " " +
+                          std::string(dtypeName(info->dtype)) +
+                          " in the checkpoint, but the config implies ";
+    message.append(shapeToString(shape)).append(" ").append(dtypeName(dtype));
+    std::optional<WeightOrigin> origin =
+        originLookup_ ? originLookup_(model_, fullName) : std::nullopt;
+    if (origin && !origin->args.empty())
+      message.append(" (from ").append(origin->args).append(")");
+    error(message, where);
+    if (origin && !origin->pos.file.empty())
+      errors_.back().config = origin->pos;
     return placeholder(expected, where);
   }
   auto op = mlir::trellis::WeightOp::create(builder_, locationFor(where),

@@ -62,6 +62,15 @@ struct WeightInfo {
 using WeightLookup = std::function<std::optional<WeightInfo>(
     const std::string &model, const std::string &name)>;
 
+/// Says which config values imply a weight's expected shape: the position
+/// of the first and a rendering of all ("mlp_ratio = 4 (x.json:9:5)").
+struct WeightOrigin {
+  ConfigPos pos;
+  std::string args;
+};
+using WeightOriginLookup = std::function<std::optional<WeightOrigin>(
+    const std::string &model, const std::string &name)>;
+
 class Tracer;
 
 /// A traced tensor: an SSA value plus the tracer that owns it. Default-
@@ -141,6 +150,11 @@ public:
                    std::source_location where = std::source_location::current());
 
   void setWeightLookup(WeightLookup lookup) { lookup_ = std::move(lookup); }
+  /// Optional: lets weight errors point at the config values that imply the
+  /// expected shape instead of the enclosing module's.
+  void setWeightOriginLookup(WeightOriginLookup lookup) {
+    originLookup_ = std::move(lookup);
+  }
   /// The checkpoint tensor `<weightPrefix()><name>` of the current model,
   /// which must have `shape` and `dtype` (as the config implies). A missing
   /// or mismatched tensor is a TraceError; a placeholder of the expected type
@@ -207,6 +221,7 @@ private:
   };
   std::vector<Frame> frames_;
   WeightLookup lookup_;
+  WeightOriginLookup originLookup_;
   std::vector<TraceError> errors_;
   mlir::func::FuncOp currentFunction_;
 };
