@@ -132,6 +132,11 @@ cl::opt<std::string> multiImage(
     cl::desc("How several images condition one sample: none, stochastic, "
              "multidiffusion (spec §2.3)"));
 
+cl::opt<std::string> precision(
+    "precision", cl::cat(pipelineCategory), cl::init("trellis"),
+    cl::desc("trellis: fp16 where TRELLIS stores fp16 (spec §11); fp32: "
+             "everything in f32 (a debugging aid, not TRELLIS's numbers)"));
+
 /// A usage error: exit code 2.
 int usageError(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "trellisc") << message << "\n";
@@ -244,7 +249,15 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
     return nullptr;
   }
 
+  if (precision != "trellis" && precision != "fp32") {
+    llvm::errs() << "trellisc: error: --precision must be 'trellis' or "
+                    "'fp32', found '"
+                 << precision << "'\n";
+    exitCode = 2;
+    return nullptr;
+  }
   trace::Tracer tracer(context);
+  tracer.setAllFp32(precision == "fp32");
   tracer.setWeightLookup(
       [&files](const std::string &model,
                const std::string &name) -> std::optional<trace::WeightInfo> {

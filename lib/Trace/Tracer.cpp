@@ -263,6 +263,11 @@ Tensor Tracer::weight(const std::string &name, const Shape &shape, DType dtype,
   }
   auto op = mlir::trellis::WeightOp::create(builder_, locationFor(where),
                                             expected, fullName, model_);
+  if (allFp32_ && dtype == DType::F16)
+    return Tensor(this, mlir::trellis::CastOp::create(
+                            builder_, locationFor(where),
+                            expected.clone(builder_.getF32Type()), op)
+                            .getResult());
   return Tensor(this, op.getResult());
 }
 

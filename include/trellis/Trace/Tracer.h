@@ -150,6 +150,10 @@ public:
                    std::source_location where = std::source_location::current());
 
   void setWeightLookup(WeightLookup lookup) { lookup_ = std::move(lookup); }
+  /// Debug mode: every f16 weight is widened to f32 where it is read and
+  /// casts to f16 are dropped, so the whole model computes in f32.
+  void setAllFp32(bool on) { allFp32_ = on; }
+  bool allFp32() const { return allFp32_; }
   /// Optional: lets weight errors point at the config values that imply the
   /// expected shape instead of the enclosing module's.
   void setWeightOriginLookup(WeightOriginLookup lookup) {
@@ -222,6 +226,7 @@ private:
   std::vector<Frame> frames_;
   WeightLookup lookup_;
   WeightOriginLookup originLookup_;
+  bool allFp32_ = false;
   std::vector<TraceError> errors_;
   mlir::func::FuncOp currentFunction_;
 };
