@@ -12,7 +12,7 @@ AtomicFile::AtomicFile(std::string path)
       tmpPath_(path_ + ".tmp-" + std::to_string(::getpid())) {
   file_ = std::fopen(tmpPath_.c_str(), "wb");
   if (!file_)
-    status_ = Error{"cannot create '" + tmpPath_ + "': " + std::strerror(errno)};
+    status_ = Error{"cannot create '" + path_ + "': " + std::strerror(errno)};
 }
 
 AtomicFile::~AtomicFile() {
