@@ -9,6 +9,8 @@
 
 #include "trellis/Format/Npy.h"
 #include "trellis/Format/Safetensors.h"
+#include "trellis/Mesh/FlexiCubes.h"
+#include "trellis/Output/Mesh.h"
 #include "trellis/Output/Gaussians.h"
 #include "trellis/Output/RadianceField.h"
 #include "trellis/Reference/Parallel.h"
@@ -57,7 +59,8 @@ usage: trellis.exe --model DIR --cond FILE --out DIR [options]
   --inspect            print the bundle (format, sections, functions, weights)
 
 outputs: ss_latent.npy coords.npy slat.npy gaussians.ply gaussians.npz
-         radiance_field.npz mesh_fields.npz (per-sample files get a _<b>
+         radiance_field.npz mesh_fields.npz mesh.ply mesh.glb (per-sample
+         files get a _<b>
          suffix when the program was compiled with --batch > 1)
 )";
 
@@ -499,12 +502,45 @@ int Runner::run() {
     auto r = decode("decode_mesh");
     if (!r)
       return fail(r.message());
+    const HostTensor &cubes = std::get<HostTensor>((*r)[0]);
+    const HostTensor &fields = std::get<HostTensor>((*r)[1]);
     if (Status s = writeNpz((fs::path(o_.out) / "mesh_fields.npz").string(),
-                            {{"coords", std::get<HostTensor>((*r)[0])},
-                             {"fields", std::get<HostTensor>((*r)[1])}},
-                            false);
+                            {{"coords", cubes}, {"fields", fields}}, false);
         !s)
       return fail(s.message());
+    // FlexiCubes over the candidate cubes (first sample), then PLY + GLB.
+    int resolution = int(meta_.value("slat_resolution", 64)) * 4;
+    auto start = std::chrono::steady_clock::now();
+    auto extracted = mesh::extractFlexiCubes(cubes, fields, resolution);
+    if (!extracted)
+      return fail(extracted.message());
+    double secs = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+    std::cerr << "[3/3 decoders] FlexiCubes at " << resolution << "^3: "
+              << extracted->vertices.dim(0) << " vertices, "
+              << extracted->faces.dim(0) << " faces in " << secs << " s"
+              << (ranges.size() > 1 ? " (first sample only)" : "") << "\n";
+    if (extracted->success()) {
+      auto mesh = output::meshFromExtractResult(
+          extracted->vertices, extracted->faces, extracted->vertexAttrs);
+      if (!mesh)
+        return fail(mesh.message());
+      if (auto report = output::analyzeMesh(*mesh))
+        std::cerr << "  mesh: " << output::formatMeshReport(*report) << "\n";
+      Status s =
+          output::writeMeshPly((fs::path(o_.out) / "mesh.ply").string(), *mesh);
+      if (s) {
+        auto glb = output::writeMeshGlb(
+            (fs::path(o_.out) / "mesh.glb").string(), *mesh, {});
+        if (!glb)
+          s = Error{glb.message()};
+      }
+      if (!s)
+        return fail(s.message());
+    } else {
+      std::cerr << "  mesh: no surface (mesh.ply/mesh.glb not written)\n";
+    }
   }
   std::cerr << "outputs written to " << o_.out << "\n";
   return 0;

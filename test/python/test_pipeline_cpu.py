@@ -48,7 +48,8 @@ def outputs(compiled):
 
 
 FILES = ["ss_latent.npy", "coords.npy", "slat.npy", "gaussians.ply",
-         "gaussians.npz", "radiance_field.npz", "mesh_fields.npz"]
+         "gaussians.npz", "radiance_field.npz", "mesh_fields.npz", "mesh.ply",
+         "mesh.glb"]
 
 
 def test_same_inputs_same_outputs_bit_for_bit(outputs):
@@ -90,6 +91,16 @@ def test_gaussian_ply_opens_in_open3d(outputs):
     pc = o3d.io.read_point_cloud(str(outputs[0] / "gaussians.ply"))
     n = np.load(outputs[0] / "coords.npy").shape[0]
     assert len(pc.points) == 32 * n
+
+
+def test_mesh_is_extracted_and_opens_in_open3d(outputs):
+    o3d = pytest.importorskip("open3d")
+    mesh = o3d.io.read_triangle_mesh(str(outputs[0] / "mesh.ply"))
+    assert len(mesh.triangles) > 0 and len(mesh.vertices) > 0
+    v = np.asarray(mesh.vertices)
+    assert np.abs(v).max() <= 0.5 + 1.0 / 128  # inside the unit cube (spec §7.4)
+    glb = o3d.io.read_triangle_mesh(str(outputs[0] / "mesh.glb"))
+    assert len(glb.triangles) == len(mesh.triangles)
 
 
 def test_given_coordinates_run_stages_2_and_3(compiled, outputs, tmp_path):
