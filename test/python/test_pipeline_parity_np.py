@@ -40,6 +40,23 @@ def read_safetensors(path):
     return out
 
 
+def cross_block_params(w, i):
+    """blocks.{i} of a flow model as blocks_np.modulated_cross_block takes them."""
+    p = lambda k: w[f"blocks.{i}.{k}"]  # noqa: E731
+    return {
+        "ada_w": p("adaLN_modulation.1.weight"), "ada_b": p("adaLN_modulation.1.bias"),
+        "qkv_w": p("self_attn.to_qkv.weight"), "qkv_b": p("self_attn.to_qkv.bias"),
+        "q_gamma": p("self_attn.q_rms_norm.gamma"), "k_gamma": p("self_attn.k_rms_norm.gamma"),
+        "out_w": p("self_attn.to_out.weight"), "out_b": p("self_attn.to_out.bias"),
+        "norm2_w": p("norm2.weight"), "norm2_b": p("norm2.bias"),
+        "cq_w": p("cross_attn.to_q.weight"), "cq_b": p("cross_attn.to_q.bias"),
+        "ckv_w": p("cross_attn.to_kv.weight"), "ckv_b": p("cross_attn.to_kv.bias"),
+        "cout_w": p("cross_attn.to_out.weight"), "cout_b": p("cross_attn.to_out.bias"),
+        "mlp0_w": p("mlp.mlp.0.weight"), "mlp0_b": p("mlp.mlp.0.bias"),
+        "mlp2_w": p("mlp.mlp.2.weight"), "mlp2_b": p("mlp.mlp.2.bias"),
+    }
+
+
 def ss_flow(w, args, x, tau, cond):
     """SparseStructureFlowModel forward (spec §4.1), patch size 1."""
     B, C8, R = x.shape[0], x.shape[1], x.shape[2]
@@ -51,19 +68,7 @@ def ss_flow(w, args, x, tau, cond):
                w["t_embedder.mlp.2.weight"], w["t_embedder.mlp.2.bias"])
     h, e, ctx = q16(h), q16(e), q16(cond)
     for i in range(args["num_blocks"]):
-        p = lambda k: w[f"blocks.{i}.{k}"]  # noqa: E731
-        params = {
-            "ada_w": p("adaLN_modulation.1.weight"), "ada_b": p("adaLN_modulation.1.bias"),
-            "qkv_w": p("self_attn.to_qkv.weight"), "qkv_b": p("self_attn.to_qkv.bias"),
-            "q_gamma": p("self_attn.q_rms_norm.gamma"), "k_gamma": p("self_attn.k_rms_norm.gamma"),
-            "out_w": p("self_attn.to_out.weight"), "out_b": p("self_attn.to_out.bias"),
-            "norm2_w": p("norm2.weight"), "norm2_b": p("norm2.bias"),
-            "cq_w": p("cross_attn.to_q.weight"), "cq_b": p("cross_attn.to_q.bias"),
-            "ckv_w": p("cross_attn.to_kv.weight"), "ckv_b": p("cross_attn.to_kv.bias"),
-            "cout_w": p("cross_attn.to_out.weight"), "cout_b": p("cross_attn.to_out.bias"),
-            "mlp0_w": p("mlp.mlp.0.weight"), "mlp0_b": p("mlp.mlp.0.bias"),
-            "mlp2_w": p("mlp.mlp.2.weight"), "mlp2_b": p("mlp.mlp.2.bias"),
-        }
+        params = cross_block_params(w, i)
         h = blocks_np.modulated_cross_block(h, e, ctx, params, args["num_heads"])
     h = layer_norm(h.astype(np.float32), -1, 1e-5)
     h = linear(h, w["out_layer.weight"], w["out_layer.bias"])
@@ -182,19 +187,7 @@ def slat_flow(w, args, coords, x, tau, cond):
     skips.append(h)
     h = q16(h + q16(ape(c[:, 1:], h.shape[1])))
     for i in range(args["num_blocks"]):
-        p = lambda k: w[f"blocks.{i}.{k}"]  # noqa: E731
-        params = {
-            "ada_w": p("adaLN_modulation.1.weight"), "ada_b": p("adaLN_modulation.1.bias"),
-            "qkv_w": p("self_attn.to_qkv.weight"), "qkv_b": p("self_attn.to_qkv.bias"),
-            "q_gamma": p("self_attn.q_rms_norm.gamma"), "k_gamma": p("self_attn.k_rms_norm.gamma"),
-            "out_w": p("self_attn.to_out.weight"), "out_b": p("self_attn.to_out.bias"),
-            "norm2_w": p("norm2.weight"), "norm2_b": p("norm2.bias"),
-            "cq_w": p("cross_attn.to_q.weight"), "cq_b": p("cross_attn.to_q.bias"),
-            "ckv_w": p("cross_attn.to_kv.weight"), "ckv_b": p("cross_attn.to_kv.bias"),
-            "cout_w": p("cross_attn.to_out.weight"), "cout_b": p("cross_attn.to_out.bias"),
-            "mlp0_w": p("mlp.mlp.0.weight"), "mlp0_b": p("mlp.mlp.0.bias"),
-            "mlp2_w": p("mlp.mlp.2.weight"), "mlp2_b": p("mlp.mlp.2.bias"),
-        }
+        params = cross_block_params(w, i)
         # One sample: full attention over its rows = a dense block with L = N'.
         h = blocks_np.modulated_cross_block(h[None], e, ctx, params, args["num_heads"])[0]
     for j in range(n_io):
