@@ -20,4 +20,94 @@ def TrellisVerifyLocations : Pass<"trellis-verify-locations", "ModuleOp"> {
   }];
 }
 
+def TrellisSpecializeGuidance : Pass<"trellis-specialize-guidance", "ModuleOp"> {
+  let summary = "Give trellis.flow_sample its two-region (cond / uncond) form";
+  let description = [{
+    For every `trellis.flow_sample` in multi-image mode `none` whose body is
+    a single `func.call` of the velocity model (plus the yield), and whose
+    cond and neg_cond have the body's [B, Lc, Cc] type: inlines the callee
+    twice, once into the body with the condition replaced by `cond` used
+    from above (the conditional velocity), once into a new second region
+    with `neg_cond` (the unconditional velocity). Both regions take (x, τ).
+    Work that depends on the condition alone (its cast, the cross-attention
+    K/V projections) then no longer depends on a region argument, and
+    `loop-invariant-code-motion` (the op is LoopLike) hoists it out of the
+    sampler loop; `trellis-fold-zero-conditioning` simplifies region 1
+    when neg_cond is the zero constant. Inlined ops keep their callee
+    locations fused with the call's. Other flow_samples (stochastic or
+    multidiffusion modes, which pick condition rows per step; conditions
+    of batch 1 for B > 1; other body shapes) are left unchanged.
+  }];
+  let dependentDialects = ["mlir::func::FuncDialect"];
+}
+
+def TrellisFoldZeroConditioning
+    : Pass<"trellis-fold-zero-conditioning", "ModuleOp"> {
+  let summary = "Fold the cross-attention of the zero negative condition";
+  let description = [{
+    With neg_cond the zero splat constant (spec §2.1) the unconditional
+    cross-attention is constant in the tokens. Rewrites, to a fixed point:
+    `trellis.linear` of a zero splat (through casts and reshapes) →
+    its bias repeated (`trellis.broadcast_rows`) or zero; reshapes and
+    splits of repeated rows → repeated reshaped / split rows; attention
+    whose v is one row repeated over the keys → that row repeated over the
+    queries (the softmax weights sum to one; k does not matter); a linear
+    of repeated rows → the linear of the row (one GEMV), repeated; an
+    elementwise add/sub/mul with repeated rows → the op with the row
+    (NumPy broadcasting). Locations of the replaced ops are kept (fused).
+  }];
+}
+
+def TrellisFuseNormModulate : Pass<"trellis-fuse-norm-modulate", "ModuleOp"> {
+  let summary = "layer_norm (last axis, no affine) + modulate → layer_norm_modulate";
+  let description = [{
+    Replaces `trellis.modulate(trellis.layer_norm(x) {axis = -1}, shift,
+    scale)` where the LayerNorm has no weight/bias, normalizes the last
+    axis and has no other user, by `trellis.layer_norm_modulate x, shift,
+    scale {eps}` at the fused location of both. The fused op rounds once
+    (see its description): about one f16 ulp from the unfused pair.
+  }];
+}
+
+def TrellisFuseLinearActivation
+    : Pass<"trellis-fuse-linear-activation", "ModuleOp"> {
+  let summary = "linear + gelu → linear {activation = \"gelu_tanh\"}";
+  let description = [{
+    Replaces `trellis.gelu(trellis.linear(...))` where the linear has no
+    activation yet and no other user by the linear with
+    `activation = "gelu_tanh"` (the cuBLASLt GELU epilogue), at the fused
+    location of both.
+  }];
+}
+
+def TrellisFormAttention : Pass<"trellis-form-attention", "ModuleOp"> {
+  let summary = "Fold head_rms_norm of q and k into trellis.attention";
+  let description = [{
+    A `trellis.head_rms_norm` (single user) feeding q or k of a
+    `trellis.attention` that has no gain for that operand yet becomes the
+    attention's `q_gamma` / `k_gamma` operand; the attention takes the
+    un-normalized tensor. Locations of the merged ops are fused.
+  }];
+}
+
+def TrellisChunkMlp : Pass<"trellis-chunk-mlp", "ModuleOp"> {
+  let summary = "Split the token axis of the MLPs into chunks (low-memory mode)";
+  let description = [{
+    Rewrites every MLP `linear → gelu → linear` (or `linear {activation =
+    "gelu_tanh"} → linear`) whose input has more than `chunk-tokens`
+    tokens along its token axis (the second to last, static) into
+    `trellis.split` of the input into chunks of `chunk-tokens` tokens (the
+    last one shorter), the MLP on each chunk, and `trellis.concat` of the
+    results: the 4×-wide hidden activation then only lives for one chunk at
+    a time. Every row is computed by the same kernels in the same order, so
+    the result is bit-identical. The chunk ops keep the locations of the MLP
+    ops they copy; the split and the concat take the fused location of the
+    MLP.
+  }];
+  let options = [
+    Option<"chunkTokens", "chunk-tokens", "int64_t", /*default=*/"1024",
+           "Tokens per chunk">
+  ];
+}
+
 #endif // TRELLIS_PASSES_TD

@@ -382,6 +382,23 @@ LogicalResult ModulateOp::verify() {
   return verifyPerSample(*this, "scale", x, getScale().getType());
 }
 
+LogicalResult LayerNormModulateOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location,
+    LayerNormModulateOp::Adaptor adaptor,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  return inferSameAs(adaptor.getInput(), inferredReturnTypes);
+}
+
+LogicalResult LayerNormModulateOp::verify() {
+  auto x = getInput().getType();
+  if (x.getRank() < 1)
+    return emitOpError("input must have rank >= 1, found ") << x;
+  if (failed(verifyPositive(*this, "eps", getEpsAttr().getValueAsDouble())) ||
+      failed(verifyPerSample(*this, "shift", x, getShift().getType())))
+    return failure();
+  return verifyPerSample(*this, "scale", x, getScale().getType());
+}
+
 LogicalResult
 GatedResidualOp::inferReturnTypes(MLIRContext *context,
                                   std::optional<Location> location,
@@ -430,6 +447,10 @@ LogicalResult LinearOp::verify() {
     return emitOpError("input has ")
            << dimToString(k) << " features but the weight expects "
            << dimToString(weight.getDimSize(1)) << " (weight " << weight << ")";
+  if (std::optional<StringRef> act = getActivation();
+      act && *act != "gelu_tanh")
+    return emitOpError("activation must be \"gelu_tanh\", found \"")
+           << *act << "\"";
   if (Value bias = getBias()) {
     auto biasType = cast<RankedTensorType>(bias.getType());
     if (biasType.getRank() != 1 ||
@@ -594,6 +615,17 @@ LogicalResult AttentionOp::verify() {
       failed(verifyDimsAgree(*this, "key lengths", "k", k.getDimSize(1), "v",
                              v.getDimSize(1))))
     return failure();
+  for (auto [name, gamma, x] : {std::tuple{"q_gamma", getQGamma(), q},
+                                std::tuple{"k_gamma", getKGamma(), k}}) {
+    if (!gamma)
+      continue;
+    auto g = cast<RankedTensorType>(gamma.getType());
+    if (g.getRank() != 2 || !dimsAgree(g.getDimSize(0), x.getDimSize(2)) ||
+        !dimsAgree(g.getDimSize(1), x.getDimSize(3)))
+      return emitOpError() << name << " must be [H, d] = ["
+                           << dimToString(x.getDimSize(2)) << ", "
+                           << dimToString(x.getDimSize(3)) << "], found " << g;
+  }
   return verifyPositive(*this, "scale", getScaleAttr().getValueAsDouble());
 }
 
@@ -907,6 +939,27 @@ LogicalResult SplitOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// BroadcastRowsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BroadcastRowsOp::verify() {
+  auto row = getRow().getType(), result = getResult().getType();
+  if (row.getRank() < 2 || row.getDimSize(0) != 1 || !row.hasStaticShape())
+    return emitOpError("row must be a static [1, R...] tensor of rank >= 2, "
+                       "found ")
+           << row;
+  if (failed(verifySameElementType(*this, "result", result, "row", row)))
+    return failure();
+  ArrayRef<int64_t> trailing = row.getShape().drop_front();
+  if (result.getRank() < row.getRank() ||
+      result.getShape().take_back(trailing.size()) != trailing)
+    return emitOpError("result must be [N..., ")
+           << shapeToString(row).substr(4) << " (row's dimensions after the "
+           << "first, after one or more leading ones), found " << result;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // FlowSampleOp, CfgCombineOp, EulerUpdateOp
 //===----------------------------------------------------------------------===//
 
@@ -955,7 +1008,61 @@ LogicalResult FlowSampleOp::verify() {
   return success();
 }
 
+SmallVector<Region *> FlowSampleOp::getLoopRegions() {
+  SmallVector<Region *> regions{&getBody()};
+  if (isSpecialized())
+    regions.push_back(&getUncondBody());
+  return regions;
+}
+
+/// The two-region form: (x, τ) -> velocity in each region.
+static LogicalResult verifySpecialized(FlowSampleOp op) {
+  auto noise = op.getNoise().getType();
+  if (op.getMultiImage() != MultiImageMode::none)
+    return op.emitOpError("the two-region form needs multi_image mode none");
+  int64_t b = -1;
+  for (auto [i, region] : llvm::enumerate(op->getRegions())) {
+    StringRef name = i == 0 ? "body" : "uncond region";
+    Block &block = region.front();
+    if (block.getNumArguments() != 2)
+      return op.emitOpError()
+             << name << " must take 2 arguments (x, tau) in "
+             << "the two-region form, found " << block.getNumArguments();
+    if (block.getArgument(0).getType() != noise)
+      return op.emitOpError()
+             << name << " argument #0 (x) must have the noise type " << noise
+             << ", found " << block.getArgument(0).getType();
+    auto tau = dyn_cast<RankedTensorType>(block.getArgument(1).getType());
+    if (!tau || tau.getRank() != 1 || !tau.hasStaticShape() ||
+        !tau.getElementType().isF32() || (b >= 0 && tau.getDimSize(0) != b))
+      return op.emitOpError()
+             << name << " argument #1 (tau) must be tensor<Bxf32> (one B for "
+             << "both regions), found " << block.getArgument(1).getType();
+    b = tau.getDimSize(0);
+    auto yield = dyn_cast<YieldOp>(block.back());
+    if (!yield)
+      return op.emitOpError() << name << " must end with trellis.yield";
+    if (yield.getValue().getType() != noise)
+      return yield.emitOpError("yields ")
+             << yield.getValue().getType()
+             << " but the velocity must have x's type " << noise;
+  }
+  for (auto [name, value] : {std::pair{"cond", op.getCond()},
+                             std::pair{"neg_cond", op.getNegCond()}})
+    if (cast<RankedTensorType>(value.getType()).getDimSize(0) != b)
+      return op.emitOpError()
+             << name << " must have batch B = " << b
+             << " in the two-region form, found " << value.getType();
+  if (noise.getRank() >= 1 && !noise.isDynamicDim(0) &&
+      noise.getDimSize(0) != b)
+    return op.emitOpError("noise batch ")
+           << noise.getDimSize(0) << " differs from the body's batch B = " << b;
+  return success();
+}
+
 LogicalResult FlowSampleOp::verifyRegions() {
+  if (isSpecialized())
+    return verifySpecialized(*this);
   Block &body = getBody().front();
   auto noise = getNoise().getType(), cond = getCond().getType();
   if (body.getNumArguments() != 3)

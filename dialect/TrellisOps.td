@@ -28,6 +28,7 @@ include "TrellisTypes.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/LoopLikeInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 //===----------------------------------------------------------------------===//
@@ -365,17 +366,37 @@ def Trellis_LinearOp : Trellis_PureOp<"linear",
     result [..., O] with the input's element type and bounds. Input, weight
     and bias share one element type; accumulation is f32.
 
+    The optional `activation` (only `"gelu_tanh"`, set by
+    `trellis-fuse-linear-activation`) applies GELU (tanh approximation) to
+    the result: `gelu_tanh(x·Wᵀ + b)`, the GEMM epilogue on the GPU. The CPU
+    reference rounds y to the result type before the GELU, as the unfused
+    `trellis.linear` + `trellis.gelu` pair does.
+
     Verifier: weight of rank 2 with K matching the input's last dimension;
-    one element type; bias [O].
+    one element type; bias [O]; activation, when present, is "gelu_tanh".
 
     ```mlir
     %y = trellis.linear %x, %w, %b
            : (tensor<2x4096x1024xf16>, tensor<3072x1024xf16>, tensor<3072xf16>)
            -> tensor<2x4096x3072xf16>
     ```
+
+    ```mlir
+    %g = trellis.linear %x, %w, %b {activation = "gelu_tanh"}
+           : (tensor<2x4096x1024xf16>, tensor<3072x1024xf16>, tensor<3072xf16>)
+           -> tensor<2x4096x3072xf16>
+    ```
   }];
   let arguments = (ins Trellis_FloatTensor:$input, Trellis_FloatTensor:$weight,
-                       Optional<Trellis_FloatTensor>:$bias);
+                       Optional<Trellis_FloatTensor>:$bias,
+                       OptionalAttr<StrAttr>:$activation);
+  let builders = [
+    OpBuilder<(ins "TypeRange":$resultTypes, "Value":$input, "Value":$weight,
+                   "Value":$bias), [{
+      build($_builder, $_state, resultTypes, input, weight, bias,
+            StringAttr());
+    }]>
+  ];
   let results = (outs Trellis_FloatTensor:$result);
   let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -488,7 +509,8 @@ def Trellis_SoftmaxOp : Trellis_PureOp<"softmax", [InferTypeOpAdaptor]> {
   let hasVerifier = 1;
 }
 
-def Trellis_AttentionOp : Trellis_PureOp<"attention", [InferTypeOpAdaptor]> {
+def Trellis_AttentionOp : Trellis_PureOp<"attention",
+    [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "Dense multi-head attention softmax(q·kᵀ·scale)·v";
   let description = [{
     Token-major multi-head attention without mask or dropout (spec §3.6,
@@ -501,19 +523,76 @@ def Trellis_AttentionOp : Trellis_PureOp<"attention", [InferTypeOpAdaptor]> {
     type. TRELLIS uses scale = 1/√d = 0.125. Serves self-attention (Lk = Lq)
     and cross-attention (Lk = Lc).
 
+    Optional `q_gamma` / `k_gamma` ([H, d], f32; set by
+    `trellis-form-attention`) first apply the head RMS norm of
+    `trellis.head_rms_norm` to q / k, rounded to q's element type as that op
+    does, then the attention above.
+
     Verifier: rank 4 each; one element type; B and H agree across q, k, v;
-    d agrees between q and k; Lk agrees between k and v; scale > 0.
+    d agrees between q and k; Lk agrees between k and v; scale > 0;
+    q_gamma and k_gamma, when present, are f32 [H, d].
 
     ```mlir
     %o = trellis.attention %q, %k, %v {scale = 1.250000e-01 : f64}
            : (tensor<2x4096x16x64xf16>, tensor<2x1374x16x64xf16>, tensor<2x1374x16x64xf16>)
            -> tensor<2x4096x16x64xf16>
     ```
+
+    ```mlir
+    %s = trellis.attention %q, %q, %q q_gamma %gq k_gamma %gk {scale = 1.250000e-01 : f64}
+           : (tensor<2x4096x16x64xf16>, tensor<2x4096x16x64xf16>, tensor<2x4096x16x64xf16>,
+              tensor<16x64xf32>, tensor<16x64xf32>)
+           -> tensor<2x4096x16x64xf16>
+    ```
   }];
   let arguments = (ins Trellis_FloatTensor:$q, Trellis_FloatTensor:$k,
-                       Trellis_FloatTensor:$v, F64Attr:$scale);
+                       Trellis_FloatTensor:$v,
+                       Optional<Trellis_F32Tensor>:$q_gamma,
+                       Optional<Trellis_F32Tensor>:$k_gamma, F64Attr:$scale);
   let results = (outs Trellis_FloatTensor:$result);
-  let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
+  let builders = [
+    OpBuilder<(ins "TypeRange":$resultTypes, "Value":$q, "Value":$k,
+                   "Value":$v, "FloatAttr":$scale), [{
+      build($_builder, $_state, resultTypes, q, k, v, Value(), Value(), scale);
+    }]>
+  ];
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`q_gamma` $q_gamma^)? (`k_gamma` $k_gamma^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Trellis_LayerNormModulateOp : Trellis_PureOp<"layer_norm_modulate",
+    [InferTypeOpAdaptor]> {
+  let summary = "LayerNorm (last axis, no affine) then adaLN modulation";
+  let description = [{
+    `trellis.layer_norm` over the last axis without weight and bias,
+    followed by `trellis.modulate`: with μ and σ² the mean and biased
+    variance of each row of C values (f32),
+
+        y = (x − μ) / √(σ² + eps) · (1 + scale) + shift
+
+    computed in f32 and rounded once to x's element type (made by
+    `trellis-fuse-norm-modulate`). `shift` and `scale` are x-shaped or, for x
+    [B, L, C], per-sample [B, C] vectors broadcast over the tokens. The
+    unfused pair rounds the normalized value to x's type before modulating;
+    this op does not, so for f16 the two differ by about one f16 ulp of the
+    result. The result has x's type.
+
+    Verifier: eps > 0; x, shift and scale share one element type; shift and
+    scale are each x-shaped or [B, C] for x [B, L, C].
+
+    ```mlir
+    %h = trellis.layer_norm_modulate %x, %shift, %scale {eps = 1.0e-06 : f64}
+           : (tensor<2x4096x1024xf16>, tensor<2x1024xf16>, tensor<2x1024xf16>)
+           -> tensor<2x4096x1024xf16>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$input, Trellis_FloatTensor:$shift,
+                       Trellis_FloatTensor:$scale, F64Attr:$eps);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $shift `,` $scale attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
@@ -710,6 +789,37 @@ def Trellis_ConcatOp : Trellis_PureOp<"concat", [InferTypeOpAdaptor]> {
   let hasVerifier = 1;
 }
 
+def Trellis_BroadcastRowsOp : Trellis_PureOp<"broadcast_rows"> {
+  let summary = "Repeats one row over leading dimensions";
+  let description = [{
+    `row` is [1, R...] and the result [N..., R...] (one or more leading
+    dimensions N, then row's trailing dimensions R): every
+    result[n..., r...] = row[0, r...]. In the common case row is [1, C] and
+    the result [B, L, C] with every token row equal to `row`. Made by
+    `trellis-fold-zero-conditioning` for values that are one row repeated
+    (the projections of the zero negative condition); the result has row's
+    element type.
+
+    Verifier: row has rank ≥ 2 and dimension 0 of size 1; the result has
+    row's element type, rank ≥ row's rank, and ends with row's dimensions
+    1.. (static).
+
+    ```mlir
+    %b = trellis.broadcast_rows %row : (tensor<1x1024xf16>) -> tensor<2x1374x1024xf16>
+    ```
+  }];
+  let arguments = (ins Trellis_AnyTensor:$row);
+  let results = (outs Trellis_AnyTensor:$result);
+  let assemblyFormat = "$row attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The number of leading (repeated) dimensions of the result.
+    int64_t getNumLeadingDims() {
+      return getResult().getType().getRank() - getRow().getType().getRank() + 1;
+    }
+  }];
+}
+
 def Trellis_SplitOp : Trellis_PureOp<"split", [InferTypeOpAdaptor]> {
   let summary = "Split along one axis into consecutive chunks";
   let description = [{
@@ -744,7 +854,8 @@ let opDocGroup = Trellis_SamplerGroup in {
 
 def Trellis_FlowSampleOp : Trellis_Op<"flow_sample", [
     Trellis_BoundedShapes, RecursiveMemoryEffects, SingleBlock,
-    Trellis_ResultsMatchInference, InferTypeOpAdaptor]> {
+    Trellis_ResultsMatchInference, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<LoopLikeOpInterface>]> {
   let summary = "Euler flow sampler with CFG and guidance interval";
   let description = [{
     Integrates the flow ODE from `noise` (t = 1) to t = 0 with the velocity
@@ -790,13 +901,28 @@ def Trellis_FlowSampleOp : Trellis_Op<"flow_sample", [
     call's arguments (x is updated from it), which that interface cannot
     express; analyses see the op through RecursiveMemoryEffects.
 
+    Two-region (specialized) form, made by `trellis-specialize-guidance`
+    for mode `none`: the body (region 0) computes the conditional velocity
+    v_c and the second region, after the `uncond` keyword, the
+    unconditional one; each takes (x, τ) only and uses the condition it
+    needs from above (cond in region 0, neg_cond in region 1, of batch B).
+    The recurrence is the one above with body(x, 1000·t, cond) replaced by
+    region 0 and body(x, 1000·t, neg_cond) by region 1. The op is then
+    LoopLike: values computed from the condition alone (the cross-attention
+    K/V projections) are invariant across the steps and
+    `loop-invariant-code-motion` hoists them above the op. cond and
+    neg_cond stay operands (the sampler's interface and B).
+
     Verifier: noise is f32; cond and neg_cond are static [·, Lc, Cc] with one
     element type; the body has one block with arguments (x: noise's type,
     τ: tensor<B×f32>, c: [B, Lc, Cc] of cond's element type) and ends in
     `trellis.yield` of a value of noise's type; cond's batch is 1 or B in
     mode `none`; neg_cond's batch is 1 or B; a static noise dimension 0 (the
     dense stage) equals B; steps ≥ 1, rescale_t > 0, sigma_min ≥ 0,
-    cfg_strength ≥ 0, cfg_interval = [lo, hi] with lo ≤ hi.
+    cfg_strength ≥ 0, cfg_interval = [lo, hi] with lo ≤ hi. In the
+    two-region form: mode `none`; both regions have one block with the
+    arguments (x, τ) and yield a value of noise's type; cond and neg_cond
+    have batch B.
 
     ```mlir
     %x0 = trellis.flow_sample %noise, %cond, %neg
@@ -809,6 +935,23 @@ def Trellis_FlowSampleOp : Trellis_Op<"flow_sample", [
       trellis.yield %v : tensor<1x8x16x16x16xf32>
     }
     ```
+
+    The two-region form (cond and neg_cond used from above):
+
+    ```mlir
+    %x1 = trellis.flow_sample %noise, %cond, %neg
+            {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64,
+             rescale_t = 3.000000e+00 : f64, steps = 25 : i64}
+            : (tensor<1x8x16x16x16xf32>, tensor<1x1374x1024xf32>, tensor<1x1374x1024xf32>)
+            -> tensor<1x8x16x16x16xf32> {
+    ^bb0(%x: tensor<1x8x16x16x16xf32>, %tau: tensor<1xf32>):
+      %v = trellis.neg %x : tensor<1x8x16x16x16xf32>
+      trellis.yield %v : tensor<1x8x16x16x16xf32>
+    } uncond {
+    ^bb0(%x: tensor<1x8x16x16x16xf32>, %tau: tensor<1xf32>):
+      trellis.yield %x : tensor<1x8x16x16x16xf32>
+    }
+    ```
   }];
   let arguments = (ins Trellis_FloatTensor:$noise, Trellis_FloatTensor:$cond,
                        Trellis_FloatTensor:$neg_cond,
@@ -818,12 +961,17 @@ def Trellis_FlowSampleOp : Trellis_Op<"flow_sample", [
                        DefaultValuedAttr<Trellis_MultiImageModeAttr,
                                          "MultiImageMode::none">:$multi_image);
   let results = (outs Trellis_FloatTensor:$result);
-  let regions = (region SizedRegion<1>:$body);
+  let regions = (region SizedRegion<1>:$body, MaxSizedRegion<1>:$uncond_body);
   let assemblyFormat = [{
     $noise `,` $cond `,` $neg_cond attr-dict `:` functional-type(operands, results) $body
+    (`uncond` $uncond_body^)?
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The two-region form of trellis-specialize-guidance.
+    bool isSpecialized() { return !getUncondBody().empty(); }
+  }];
 }
 
 // Not ReturnLike: that would claim RegionBranchTerminatorOpInterface, which

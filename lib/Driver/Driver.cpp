@@ -6,6 +6,9 @@
 //===----------------------------------------------------------------------===//
 #include "trellis/Compiler/Driver.h"
 
+#include "trellis/Codegen/Codegen.h"
+#include "trellis/Conversion/Partition.h"
+
 #include "dialect/TrellisDialect.h"
 #include "lib/Driver/Phases.h"
 #include "lib/Target/HostProgram.h"
@@ -36,10 +39,15 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
+#include <algorithm>
+
 using namespace mlir;
 namespace cl = llvm::cl;
 
 namespace trellis {
+/// The attention kernel images compiled at build time (runtime/kernels,
+/// cmake/EmbedFiles.cmake); empty when built without the CUDA toolkit.
+std::string_view embeddedImage(std::string_view name);
 namespace {
 
 /// The function a compiled program starts at.
@@ -162,7 +170,12 @@ Phase lastReachablePhase(Phase start, Target t) {
   return last;
 }
 
-/// The passes of one IR phase.
+/// The functions that run on the GPU with --target=cuda. The sparse stages
+/// join when the sparse GPU path exists (issue 6).
+const std::vector<std::string> kGpuEntries = {"ss_stage"};
+
+/// The passes of one IR phase (the partition and codegen phases are run by
+/// runGpuPhases: codegen produces PTX besides the IR).
 void addPhasePasses(Phase phase, PassManager &pm) {
   switch (phase) {
   case Phase::Graph:
@@ -170,9 +183,29 @@ void addPhasePasses(Phase phase, PassManager &pm) {
     pm.addPass(createCSEPass());
     pm.addPass(::mlir::trellis::createTrellisVerifyLocations());
     break;
+  case Phase::Fusion:
+    ::mlir::trellis::buildFusionPipeline(pm);
+    pm.addPass(::mlir::trellis::createTrellisVerifyLocations());
+    break;
   default:
     break;
   }
+}
+
+/// Partition and codegen for --target=cuda, up to `finalPhase`.
+LogicalResult runGpuPhases(ModuleOp module, Phase finalPhase,
+                           codegen::GeneratedKernels &kernels) {
+  if (finalPhase >= Phase::Partition &&
+      failed(partitionForCuda(module, kGpuEntries)))
+    return failure();
+  if (finalPhase >= Phase::Codegen) {
+    FailureOr<codegen::GeneratedKernels> generated =
+        codegen::generateKernels(module, codegen::CodegenOptions());
+    if (failed(generated))
+      return failure();
+    kernels = std::move(*generated);
+  }
+  return success();
 }
 
 /// The runtime executable that --emit=exe copies: $TRELLIS_RUNTIME, else
@@ -316,9 +349,11 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
   return module;
 }
 
-/// The plan and bundle phases for the CPU target: serialize the host
-/// program and write the bundle (alone or inside an executable).
-int emitBundle(ModuleOp module, EmitKind emit, const CompiledInput &in) {
+/// The plan and bundle phases: serialize the host program and write the
+/// bundle (alone or inside an executable). For CUDA the bundle also carries
+/// the generated PTX and the attention kernel images.
+int emitBundle(ModuleOp module, EmitKind emit, const CompiledInput &in,
+               Target tgt, const codegen::GeneratedKernels &kernels) {
   FailureOr<SerializedProgram> program =
       serializeHostProgram(module, in.entries);
   if (failed(program))
@@ -329,8 +364,31 @@ int emitBundle(ModuleOp module, EmitKind emit, const CompiledInput &in) {
   bundle.set("weights", in.weightManifest);
   nlohmann::json meta = {
       {"compiler", "trellisc " TRELLISC_VERSION},
-      {"target", "cpu"},
+      {"target", tgt == Target::CUDA ? "cuda" : "cpu"},
       {"input", llvm::sys::path::filename(inputFilename).str()}};
+  if (tgt == Target::CUDA) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const std::string &e : kGpuEntries)
+      if (module.lookupSymbol<func::FuncOp>(e))
+        entries.push_back(e);
+    meta["gpu_entries"] = entries;
+    meta["generated_kernels"] = kernels.numKernels;
+    bundle.set("ptx.sm_90a", kernels.ptxSm90a);
+    if (!kernels.ptxCompute75.empty())
+      bundle.set("ptx.compute_75", kernels.ptxCompute75);
+    for (const char *image : {"attn.sm_90a", "attn.compute_80",
+                              "attn.compute_75"}) {
+      std::string key = image;
+      std::replace(key.begin(), key.end(), '.', '_');
+      std::string_view bytes = embeddedImage(key);
+      if (bytes.empty())
+        return compileError("this trellisc was built without the attention "
+                            "kernels (no CUDA toolkit at build time): "
+                            "--target=cuda is unavailable");
+      // NUL-terminated: the driver reads PTX as a C string.
+      bundle.set(image, std::string(bytes) + '\0');
+    }
+  }
   if (in.slatResolution)
     meta["slat_resolution"] = in.slatResolution;
   bundle.set("meta", meta.dump());
@@ -453,6 +511,22 @@ int run() {
       addPhasePasses(info.phase, pm);
   if (failed(pm.run(*module)))
     return 1;
+  codegen::GeneratedKernels kernels;
+  if (tgt == Target::CUDA && failed(runGpuPhases(*module, *finalPhase,
+                                                 kernels)))
+    return 1;
+
+  if (emit == EmitKind::PTX) {
+    std::string error;
+    std::string outPath =
+        outputFilename.empty() ? std::string("-") : outputFilename.getValue();
+    auto output = openOutputFile(outPath, &error);
+    if (!output)
+      return compileError(error);
+    output->os() << kernels.ptxSm90a;
+    output->keep();
+    return 0;
+  }
 
   if (emit == EmitKind::MLIR) {
     std::string error;
@@ -465,7 +539,7 @@ int run() {
     output->keep();
     return 0;
   }
-  return emitBundle(*module, emit, compiled);
+  return emitBundle(*module, emit, compiled, tgt, kernels);
 }
 
 } // namespace

@@ -16,29 +16,33 @@ static constexpr PhaseInfo kPhases[] = {
     {Phase::Trellis, "trellis",
      "lower the trace to the trellis dialect (tensor level, source locations)",
      true, true, false, true},
-    {Phase::Graph, "graph",
-     "graph passes: canonicalize, CSE, location check (hoisting and CFG "
-     "batching to come)",
+    {Phase::Graph, "graph", "graph passes: canonicalize, CSE, location check",
      true, true, false, true},
     {Phase::Fusion, "fusion",
-     "fuse attention, LayerNorm+modulation, GEMM epilogues, CFG+Euler update",
-     false, false, true, true},
+     "specialize guidance, hoist cond-only work out of the sampler, fold "
+     "zero conditioning, fuse LayerNorm+modulation, GEMM activations, "
+     "attention head norms",
+     true, false, true, true},
     {Phase::Tiling, "tiling",
-     "tile flash attention, Swin-3D windows into varlen attention, MLP "
-     "chunking",
-     false, false, true, true},
+     "(no passes yet: attention tiles are chosen per head dim by the "
+     "attention library; MLP chunking and Swin windows come with the "
+     "low-memory and sparse paths)",
+     true, false, true, true},
     {Phase::Partition, "partition",
-     "split into cuBLASLt calls, attention kernels and generated kernels",
-     false, false, true, true},
+     "mark the GPU functions; rewrite ops into cuBLASLt / attention / "
+     "generated-kernel forms",
+     true, false, true, true},
     {Phase::Codegen, "codegen",
-     "compile generated kernels to PTX (gpu -> NVVM -> LLVM NVPTX)", false,
-     false, true, true},
+     "generated kernels to PTX (gpu -> NVVM -> LLVM NVPTX), sm_90a + "
+     "compute_75",
+     true, false, true, true},
     {Phase::Plan, "plan",
-     "plan memory (symbolic in the voxel count) and build the host program",
-     false, true, false, true},
+     "build the host program (device memory is planned by the runtime at "
+     "load, from the static shapes)",
+     true, true, false, true},
     {Phase::Bundle, "bundle",
      "write the versioned bundle and link it with the runtime (trellis.exe)",
-     false, true, false, false},
+     true, true, false, false},
 };
 
 llvm::ArrayRef<PhaseInfo> allPhases() { return kPhases; }

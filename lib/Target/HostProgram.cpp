@@ -101,6 +101,20 @@ FailureOr<json> Serializer::attribute(Attribute a, Operation *user) {
   if (auto arr = dyn_cast<DenseI64ArrayAttr>(a))
     return json(std::vector<int64_t>(arr.asArrayRef().begin(),
                                      arr.asArrayRef().end()));
+  if (auto arr = dyn_cast<DenseI32ArrayAttr>(a))
+    return json(std::vector<int32_t>(arr.asArrayRef().begin(),
+                                     arr.asArrayRef().end()));
+  if (auto dict = dyn_cast<DictionaryAttr>(a)) {
+    // Codegen's annotations (trellis.launch = {kernel, grid, block, smem}).
+    json out = json::object();
+    for (NamedAttribute e : dict) {
+      FailureOr<json> j = attribute(e.getValue(), user);
+      if (failed(j))
+        return failure();
+      out[e.getName().str()] = *j;
+    }
+    return out;
+  }
   if (auto arr = dyn_cast<DenseF64ArrayAttr>(a))
     return json(std::vector<double>(arr.asArrayRef().begin(),
                                     arr.asArrayRef().end()));
@@ -222,6 +236,12 @@ LogicalResult Serializer::ops(Block &block, json &out) {
     if (op.getNumRegions()) {
       json regions = json::array();
       for (Region &region : op.getRegions()) {
+        // An absent optional region (flow_sample's uncond before
+        // trellis-specialize-guidance) is left out: the runtime sees the
+        // present ones in order. Values a region uses from above keep the
+        // slots of their definitions (one slot space per function).
+        if (region.empty())
+          continue;
         json r = {{"args", json::array()}, {"body", json::array()},
                   {"yield", json::array()}};
         if (!region.hasOneBlock())

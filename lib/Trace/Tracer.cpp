@@ -144,6 +144,9 @@ Location Tracer::locationFor(const std::string &file, unsigned line,
 }
 
 Location Tracer::locationFor(std::source_location where) {
+  if (userOrigin_)
+    return locationFor(userOrigin_->file, userOrigin_->line,
+                       userOrigin_->column, "user");
   return locationFor(shortSourcePath(where.file_name()), where.line(),
                      where.column(), "builder");
 }
@@ -215,9 +218,15 @@ void Tracer::error(const std::string &message, std::source_location where) {
   for (const Frame &f : frames_)
     frameConfigs.push_back(f.config);
   e.config = innermostConfig(modelConfig_, frameConfigs);
-  e.sourceFile = shortSourcePath(where.file_name());
-  e.sourceLine = where.line();
-  e.sourceColumn = where.column();
+  if (userOrigin_) {
+    e.sourceFile = userOrigin_->file;
+    e.sourceLine = userOrigin_->line;
+    e.sourceColumn = userOrigin_->column;
+  } else {
+    e.sourceFile = shortSourcePath(where.file_name());
+    e.sourceLine = where.line();
+    e.sourceColumn = where.column();
+  }
   errors_.push_back(std::move(e));
 }
 

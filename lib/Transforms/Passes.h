@@ -15,6 +15,14 @@ namespace mlir::trellis {
 #define GEN_PASS_REGISTRATION
 #include "dialect/Passes.h.inc"
 
+/// The fusion phase for the CUDA target (docs/design/gpu-backend.md): the
+/// two-region sampler with the condition-only work hoisted out of its loop,
+/// the zero-conditioning folds, then the producer/consumer fusions, with
+/// canonicalize/CSE between them and the location check at the end.
+/// `mlpChunkTokens` > 0 (the low-memory mode) adds trellis-chunk-mlp with that
+/// many tokens per chunk.
+void buildFusionPipeline(OpPassManager &pm, int64_t mlpChunkTokens = 0);
+
 } // namespace mlir::trellis
 
 #endif // TRELLIS_TRANSFORMS_PASSES_H

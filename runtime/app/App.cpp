@@ -1,21 +1,16 @@
 //===- App.cpp - The trellis.exe command line -------------------------------===//
 //
-// Loads the bundle (embedded, or --bundle), binds the checkpoints of --model,
-// runs the pipeline's stage functions on the CPU reference backend and writes
-// the outputs. Every output goes through an AtomicFile.
+// Parses the command line, loads the bundle (embedded, or --bundle), reads the
+// input files and hands them to runPipeline (Runner.cpp: stages, noise,
+// outputs through AtomicFile), printing its progress on stderr.
 //
 //===----------------------------------------------------------------------===//
 #include "trellis/Runtime/App.h"
 
 #include "trellis/Format/Npy.h"
-#include "trellis/Format/Safetensors.h"
-#include "trellis/Mesh/FlexiCubes.h"
-#include "trellis/Output/Mesh.h"
-#include "trellis/Output/Gaussians.h"
-#include "trellis/Output/RadianceField.h"
 #include "trellis/Reference/Parallel.h"
 #include "trellis/Runtime/Bundle.h"
-#include "trellis/Runtime/CpuExecutor.h"
+#include "trellis/Runtime/Runner.h"
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +50,14 @@ usage: trellis.exe --model DIR --cond FILE --out DIR [options]
                        override the compiled sampler steps / CFG strength
   --threads N          CPU threads (default: all)
   --check-finite       stop at the first op producing NaN/Inf, naming it
+  --gpu MODE           auto (default: the GPU when one is usable, else the
+                       CPU reference with a notice), off, or require
+  --gpu-check-ops      compare every GPU op with the CPU reference on the
+                       same inputs; stop at the first one off by more than
+                       --gpu-check-tolerance (default 0.02 relative L2)
+  --no-cuda-graphs     launch sampler steps op by op instead of as graphs
+  --stop-after STAGE   ss (after coords.npy) or slat (after slat.npy)
+  --low-memory         release a stage's device weights and arena after it
   --bundle FILE        run this bundle (for the bare trellis-runtime)
   --inspect            print the bundle (format, sections, functions, weights)
 
@@ -71,6 +74,8 @@ struct Options {
   SamplerRunOverrides ss, slat;
   int threads = 0;
   bool checkFinite = false, inspect = false, help = false;
+  GpuRunOptions gpu;
+  int lastStage = 3;
 };
 
 Result<Options> parseArgs(int argc, char **argv) {
@@ -111,6 +116,37 @@ Result<Options> parseArgs(int argc, char **argv) {
       o.inspect = true;
     else if (a == "--check-finite")
       o.checkFinite = true;
+    else if (a == "--gpu-check-ops")
+      o.gpu.options.checkOps = true;
+    else if (a == "--gpu-check-tolerance")
+      s = number(o.gpu.options.checkTolerance);
+    else if (a == "--no-cuda-graphs")
+      o.gpu.options.cudaGraphs = false;
+    else if (a == "--low-memory")
+      o.gpu.options.lowMemory = true;
+    else if (a == "--stop-after") {
+      std::string stage;
+      s = str(stage);
+      if (s && stage == "ss")
+        o.lastStage = 1;
+      else if (s && stage == "slat")
+        o.lastStage = 2;
+      else if (s)
+        s = Error{"option --stop-after expects ss or slat, found '" + stage +
+                  "'"};
+    } else if (a == "--gpu") {
+      std::string mode;
+      s = str(mode);
+      if (s && mode == "auto")
+        o.gpu.mode = GpuMode::Auto;
+      else if (s && mode == "off")
+        o.gpu.mode = GpuMode::Off;
+      else if (s && mode == "require")
+        o.gpu.mode = GpuMode::Require;
+      else if (s)
+        s = Error{"option --gpu expects auto, off or require, found '" + mode +
+                  "'"};
+    }
     else if (a == "--model")
       s = str(o.model);
     else if (a == "--cond")
@@ -169,42 +205,6 @@ Result<Options> parseArgs(int argc, char **argv) {
   return o;
 }
 
-/// Portable seeded normal noise: splitmix64 uniforms, Box–Muller pairs.
-/// (Not PyTorch's generator; pass --ss-noise/--slat-noise for parity.)
-class NormalRng {
-public:
-  explicit NormalRng(uint64_t seed) : state_(seed) {}
-  HostTensor tensor(const Shape &shape) {
-    HostTensor t(DType::F32, shape);
-    float *p = t.mutableData<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      p[i] = next();
-    return t;
-  }
-
-private:
-  uint64_t splitmix() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (double(splitmix() >> 11) + 0.5) * 0x1.0p-53; }
-  float next() {
-    if (spare_) {
-      float v = *spare_;
-      spare_.reset();
-      return v;
-    }
-    double r = std::sqrt(-2.0 * std::log(uniform()));
-    double a = 2.0 * M_PI * uniform();
-    spare_ = float(r * std::sin(a));
-    return float(r * std::cos(a));
-  }
-  uint64_t state_;
-  std::optional<float> spare_;
-};
-
 Result<HostTensor> readArray(const std::string &path, const char *what) {
   if (fs::path(path).extension() == ".npz") {
     auto entries = readNpz(path);
@@ -220,330 +220,64 @@ Result<HostTensor> readArray(const std::string &path, const char *what) {
   return *t;
 }
 
-/// Checks an input against the entry function's argument type.
-Status expectShape(const HostTensor &t, const ValueType &type,
-                   const std::string &what) {
-  bool ok = t.dtype() == type.dtype && t.rank() == int(type.shape.size());
-  for (int d = 0; ok && d < t.rank(); ++d)
-    ok = type.shape[d] < 0 || type.shape[d] == t.dim(d);
-  if (!ok)
-    return Error{what + " is " + shapeToString(t.shape()) + " " +
-                 std::string(dtypeName(t.dtype())) +
-                 ", the compiled program expects " + type.str()};
-  return Status::ok();
-}
-
-/// Rows [begin, end) of a tensor along dim 0 (a copy).
-HostTensor rows(const HostTensor &t, int64_t begin, int64_t end) {
-  Shape s = t.shape();
-  size_t rowBytes = t.dim(0) ? t.nbytes() / size_t(t.dim(0)) : 0;
-  s[0] = end - begin;
-  HostTensor out(t.dtype(), s);
-  if (end > begin)
-    std::memcpy(out.mutableRaw(),
-                static_cast<const char *>(t.raw()) + size_t(begin) * rowBytes,
-                size_t(end - begin) * rowBytes);
-  return out;
-}
-
-/// Per-sample row ranges of batch-contiguous coordinates [N, 4].
-std::vector<std::pair<int64_t, int64_t>> sampleRanges(const HostTensor &c) {
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  const int32_t *p = c.data<int32_t>();
-  for (int64_t i = 0; i < c.dim(0); ++i) {
-    if (ranges.empty() || p[4 * i] != p[4 * (i - 1)])
-      ranges.push_back({i, i});
-    ranges.back().second = i + 1;
-  }
-  return ranges;
-}
-
-/// "gaussians.ply" for one sample, "gaussians_<b>.ply" for several.
-std::string perSample(const std::string &stem, const std::string &ext,
-                      size_t sample, size_t samples) {
-  return samples == 1 ? stem + ext : stem + "_" + std::to_string(sample) + ext;
-}
-
 int fail(const std::string &message) {
   std::cerr << "trellis.exe: error: " << message << "\n";
   return 1;
 }
 
-class Runner {
+/// Progress on stderr, as trellis.exe always printed it.
+class StderrObserver : public PipelineObserver {
 public:
-  Runner(const Options &o, const Program &p, json meta, json weights)
-      : o_(o), program_(p), meta_(std::move(meta)), weights_(std::move(weights)),
-        exec_(p, [this](const std::string &m, const std::string &n) {
-          return weight(m, n);
-        }) {
-    exec_.setCheckFinite(o.checkFinite);
-    exec_.setSamplerOverrides("ss_stage", o.ss);
-    exec_.setSamplerOverrides("slat_stage", o.slat);
-    exec_.setStepCallback([](const std::string &fn, int64_t k, int64_t n) {
-      std::cerr << "\r  " << fn << ": step " << k << "/" << n
-                << (k == n ? "\n" : "") << std::flush;
-    });
+  void step(const std::string &fn, int64_t k, int64_t n) override {
+    std::cerr << "\r  " << fn << ": step " << k << "/" << n
+              << (k == n ? "\n" : "") << std::flush;
   }
-
-  int run();
-
-private:
-  Result<HostTensor> weight(const std::string &model, const std::string &name) {
-    auto it = files_.find(model);
-    if (it == files_.end()) {
-      if (!weights_.contains(model))
-        return Error{"the bundle lists no checkpoint for model '" + model +
-                     "'"};
-      std::string path =
-          (fs::path(o_.model) / weights_[model].get<std::string>()).string();
-      auto file = SafetensorsFile::open(path);
-      if (!file)
-        return Error{file.message()};
-      it = files_.emplace(model, *file).first;
-    }
-    const SafetensorsEntry *e = it->second->find(name);
-    if (!e)
-      return Error{"tensor '" + name + "' is missing from " +
-                   it->second->path()};
-    return it->second->tensor(*e);
+  void message(const std::string &line) override {
+    std::cerr << line << "\n";
   }
-
-  Result<std::vector<RtValue>> stage(const char *name, const char *title,
-                                     std::vector<RtValue> args) {
-    auto start = std::chrono::steady_clock::now();
-    std::cerr << "[" << title << "] running " << name << "\n";
-    auto r = exec_.run(name, std::move(args));
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                             start)
-                   .count();
-    if (r)
-      std::cerr << "[" << title << "] done in " << s << " s\n";
-    return r;
-  }
-
-  Status write(const std::string &file, const HostTensor &t) {
-    return writeNpy((fs::path(o_.out) / file).string(), t);
-  }
-
-  const Options &o_;
-  const Program &program_;
-  json meta_, weights_;
-  std::map<std::string, std::shared_ptr<const SafetensorsFile>> files_;
-  CpuExecutor exec_;
 };
 
-int Runner::run() {
-  const Function *ss = program_.find("ss_stage");
-  const Function *slat = program_.find("slat_stage");
-  if (!slat)
-    return fail("the bundle is not a TRELLIS pipeline (no slat_stage); it "
-                "exports: " + [&] {
-                  std::string s;
-                  for (const auto &e : program_.entries())
-                    s += (s.empty() ? "" : ", ") + e;
-                  return s;
-                }());
-  bool text = slat->argTypes.size() == 4;
-  auto cond = readArray(o_.cond, "--cond");
+/// Reads the input files of the command line into a pipeline request.
+Result<PipelineRequest> makeRequest(const Options &o) {
+  PipelineRequest req;
+  auto cond = readArray(o.cond, "--cond");
   if (!cond)
-    return fail(cond.message());
-  HostTensor condT = cond->dtype() == DType::F32 ? *cond : cond->toFloat32();
-  if (Status s = expectShape(condT, slat->argTypes[1], "--cond " + o_.cond); !s)
-    return fail(s.message());
-  std::vector<RtValue> condArgs = {condT};
-  if (text) {
-    if (o_.negCond.empty())
-      return fail("this is a text pipeline: --neg-cond FILE (the CLIP "
-                  "encoding of \"\") is required");
-    auto neg = readArray(o_.negCond, "--neg-cond");
-    if (!neg)
-      return fail(neg.message());
-    condArgs.push_back(*neg);
-  }
-  std::error_code ec;
-  fs::create_directories(o_.out, ec);
-  if (ec)
-    return fail("cannot create the output directory '" + o_.out +
-                "': " + ec.message());
-  NormalRng rng(o_.seed);
-
-  // Stage 1: sparse structure (or the given coordinates).
-  HostTensor coords;
-  if (!o_.coords.empty()) {
-    auto c = readArray(o_.coords, "--coords");
-    if (!c)
-      return fail(c.message());
-    if (Status s = expectShape(*c, slat->argTypes[0], "--coords " + o_.coords);
-        !s)
-      return fail(s.message());
-    coords = *c;
-  } else {
-    if (!ss)
-      return fail("the bundle has no sparse-structure stage: pass --coords");
-    const ValueType &noiseType = ss->argTypes.back();
-    HostTensor noise;
-    if (!o_.ssNoise.empty()) {
-      auto n = readArray(o_.ssNoise, "--ss-noise");
-      if (!n)
-        return fail(n.message());
-      noise = *n;
-      if (Status s = expectShape(noise, noiseType, "--ss-noise"); !s)
-        return fail(s.message());
-    } else {
-      noise = rng.tensor(noiseType.shape);
-    }
-    std::vector<RtValue> args = condArgs;
-    args.push_back(noise);
-    auto r = stage("ss_stage", "1/3 sparse structure", std::move(args));
-    if (!r)
-      return fail(r.message());
-    if (Status s = write("ss_latent.npy", std::get<HostTensor>((*r)[0])); !s)
-      return fail(s.message());
-    coords = std::get<HostTensor>((*r)[1]);
-    std::cerr << "  " << coords.dim(0) << " occupied voxels\n";
-  }
-  if (Status s = write("coords.npy", coords); !s)
-    return fail(s.message());
-  if (coords.dim(0) == 0)
-    return fail("the sparse structure is empty (no voxel has a logit > 0); "
-                "try another seed or conditioning");
-
-  // Stage 2: structured latent.
-  int64_t n = coords.dim(0);
-  HostTensor slatNoise;
-  const ValueType &slatNoiseType = slat->argTypes.back();
-  if (!o_.slatNoise.empty()) {
-    auto sn = readArray(o_.slatNoise, "--slat-noise");
-    if (!sn)
-      return fail(sn.message());
-    slatNoise = *sn;
-    if (slatNoise.rank() != 2 || slatNoise.dim(0) != n ||
-        slatNoise.dim(1) != slatNoiseType.shape[1] ||
-        slatNoise.dtype() != DType::F32)
-      return fail("--slat-noise is " + shapeToString(slatNoise.shape()) +
-                  " " + std::string(dtypeName(slatNoise.dtype())) +
-                  ", expected [" + std::to_string(n) + ", " +
-                  std::to_string(slatNoiseType.shape[1]) +
-                  "] F32 (one row per voxel, in coordinate order)");
-  } else {
-    slatNoise = rng.tensor({n, slatNoiseType.shape[1]});
-  }
-  std::vector<RtValue> args = {coords};
-  args.insert(args.end(), condArgs.begin(), condArgs.end());
-  args.push_back(slatNoise);
-  auto slatR = stage("slat_stage", "2/3 structured latent", std::move(args));
-  if (!slatR)
-    return fail(slatR.message());
-  HostTensor slatT = std::get<HostTensor>((*slatR)[0]);
-  if (Status s = write("slat.npy", slatT); !s)
-    return fail(s.message());
-
-  // Stage 3: decoders.
-  auto decode = [&](const char *fn) -> Result<std::vector<RtValue>> {
-    if (!program_.find(fn))
-      return Error{std::string("the bundle has no ") + fn};
-    return stage(fn, "3/3 decoders", {coords, slatT});
+    return Error{cond.message()};
+  req.cond = {*cond, "--cond " + o.cond};
+  auto optional = [](const std::string &path, const char *what,
+                     std::optional<NamedTensor> &dst) -> Status {
+    if (path.empty())
+      return Status::ok();
+    auto t = readArray(path, what);
+    if (!t)
+      return Error{t.message()};
+    std::string name = what;
+    if (name == "--coords")
+      name += " " + path;
+    dst = NamedTensor{*t, name};
+    return Status::ok();
   };
-  // One file per sample (suffix _<b> when the run has several).
-  auto ranges = sampleRanges(coords);
-  if (o_.gs) {
-    auto r = decode("decode_gs");
-    if (!r)
-      return fail(r.message());
-    const int64_t perVoxel = std::get<HostTensor>((*r)[0]).dim(0) / n;
-    for (size_t b = 0; b < ranges.size(); ++b) {
-      auto [begin, end] = ranges[b];
-      auto slice = [&](size_t i) {
-        return rows(std::get<HostTensor>((*r)[i]), begin * perVoxel,
-                    end * perVoxel);
-      };
-      output::Gaussians g;
-      g.xyz = slice(0);
-      g.featuresDc = slice(1);
-      g.scaling = slice(2);
-      g.rotation = slice(3);
-      g.opacity = slice(4);
-      Status s = output::writeGaussianNpz(
-          (fs::path(o_.out) / perSample("gaussians", ".npz", b, ranges.size()))
-              .string(),
-          g);
-      if (s)
-        s = output::writeGaussianPly(
-            (fs::path(o_.out) /
-             perSample("gaussians", ".ply", b, ranges.size()))
-                .string(),
-            g);
-      if (!s)
-        return fail(s.message());
-    }
-  }
-  if (o_.rf) {
-    auto r = decode("decode_rf");
-    if (!r)
-      return fail(r.message());
-    for (size_t b = 0; b < ranges.size(); ++b) {
-      auto [begin, end] = ranges[b];
-      output::RadianceField rf;
-      rf.coords = rows(coords, begin, end);
-      rf.trivec = rows(std::get<HostTensor>((*r)[0]), begin, end);
-      rf.density = rows(std::get<HostTensor>((*r)[1]), begin, end);
-      rf.featuresDc = rows(std::get<HostTensor>((*r)[2]), begin, end);
-      rf.resolution = int(meta_.value("slat_resolution", 64));
-      if (Status s = output::writeRadianceFieldNpz(
-              (fs::path(o_.out) /
-               perSample("radiance_field", ".npz", b, ranges.size()))
-                  .string(),
-              rf);
-          !s)
-        return fail(s.message());
-    }
-  }
-  if (o_.mesh) {
-    auto r = decode("decode_mesh");
-    if (!r)
-      return fail(r.message());
-    const HostTensor &cubes = std::get<HostTensor>((*r)[0]);
-    const HostTensor &fields = std::get<HostTensor>((*r)[1]);
-    if (Status s = writeNpz((fs::path(o_.out) / "mesh_fields.npz").string(),
-                            {{"coords", cubes}, {"fields", fields}}, false);
-        !s)
-      return fail(s.message());
-    // FlexiCubes over the candidate cubes (first sample), then PLY + GLB.
-    int resolution = int(meta_.value("slat_resolution", 64)) * 4;
-    auto start = std::chrono::steady_clock::now();
-    auto extracted = mesh::extractFlexiCubes(cubes, fields, resolution);
-    if (!extracted)
-      return fail(extracted.message());
-    double secs = std::chrono::duration<double>(
-                      std::chrono::steady_clock::now() - start)
-                      .count();
-    std::cerr << "[3/3 decoders] FlexiCubes at " << resolution << "^3: "
-              << extracted->vertices.dim(0) << " vertices, "
-              << extracted->faces.dim(0) << " faces in " << secs << " s"
-              << (ranges.size() > 1 ? " (first sample only)" : "") << "\n";
-    if (extracted->success()) {
-      auto mesh = output::meshFromExtractResult(
-          extracted->vertices, extracted->faces, extracted->vertexAttrs);
-      if (!mesh)
-        return fail(mesh.message());
-      if (auto report = output::analyzeMesh(*mesh))
-        std::cerr << "  mesh: " << output::formatMeshReport(*report) << "\n";
-      Status s =
-          output::writeMeshPly((fs::path(o_.out) / "mesh.ply").string(), *mesh);
-      if (s) {
-        auto glb = output::writeMeshGlb(
-            (fs::path(o_.out) / "mesh.glb").string(), *mesh, {});
-        if (!glb)
-          s = Error{glb.message()};
-      }
-      if (!s)
-        return fail(s.message());
-    } else {
-      std::cerr << "  mesh: no surface (mesh.ply/mesh.glb not written)\n";
-    }
-  }
-  std::cerr << "outputs written to " << o_.out << "\n";
-  return 0;
+  if (Status s = optional(o.negCond, "--neg-cond", req.negCond); !s)
+    return Error{s.message()};
+  if (Status s = optional(o.coords, "--coords", req.coords); !s)
+    return Error{s.message()};
+  if (!req.coords)
+    if (Status s = optional(o.ssNoise, "--ss-noise", req.ssNoise); !s)
+      return Error{s.message()};
+  if (Status s = optional(o.slatNoise, "--slat-noise", req.slatNoise); !s)
+    return Error{s.message()};
+  req.seed = o.seed;
+  req.gs = o.gs;
+  req.rf = o.rf;
+  req.mesh = o.mesh;
+  req.ss = o.ss;
+  req.slat = o.slat;
+  req.checkFinite = o.checkFinite;
+  req.gpu = o.gpu;
+  req.lastStage = o.lastStage;
+  req.modelDir = o.model;
+  req.outDir = o.out;
+  return req;
 }
 
 int inspect(const Bundle &bundle, const Program &program, const json &meta,
@@ -582,36 +316,34 @@ int runtimeMain(int argc, char **argv) {
     return 0;
   }
   std::string source = opts->bundle.empty() ? "/proc/self/exe" : opts->bundle;
-  auto bundle = opts->bundle.empty() ? Bundle::readEmbedded("/proc/self/exe")
-                                     : Bundle::readFile(opts->bundle);
-  if (!bundle)
-    return fail(bundle.message());
-  const std::string *program = bundle->find("program");
-  const std::string *locations = bundle->find("locations");
-  if (!program || !locations)
-    return fail("the bundle lacks its program or location table");
-  auto prog = Program::parse(*program, *locations, source);
-  if (!prog)
-    return fail(prog.message());
-  json meta = json::parse(bundle->find("meta") ? *bundle->find("meta") : "{}",
-                          nullptr, false);
-  json weights = json::parse(
-      bundle->find("weights") ? *bundle->find("weights") : "{}", nullptr, false);
-  if (meta.is_discarded() || weights.is_discarded())
-    return fail("the bundle's meta or weights section is not JSON");
+  auto loaded = LoadedBundle::load(source, opts->bundle.empty());
+  if (!loaded)
+    return fail(loaded.message());
   if (opts->inspect)
-    return inspect(*bundle, *prog, meta, source);
+    return inspect(loaded->bundle, loaded->program, loaded->meta, source);
   if (opts->model.empty() || opts->cond.empty() || opts->out.empty()) {
     std::cerr << kUsage;
     return fail("--model, --cond and --out are required");
   }
   if (opts->threads > 0)
     ref::setNumThreads(opts->threads);
-  std::cerr << "trellis.exe: no GPU backend in this build yet: running on the "
-               "CPU reference backend ("
-            << ref::numThreads() << " threads)\n";
-  Runner runner(*opts, *prog, meta, weights);
-  return runner.run();
+  {
+    const nlohmann::json &gpu = loaded->meta.value("gpu_entries",
+                                                   nlohmann::json::array());
+    std::cerr << "trellis.exe: compiled for "
+              << loaded->meta.value("target", std::string("cpu"))
+              << (gpu.empty() ? "" : " (GPU stages: " + gpu.dump() + ")")
+              << "; CPU reference stages use " << ref::numThreads()
+              << " threads\n";
+  }
+  auto request = makeRequest(*opts);
+  if (!request)
+    return fail(request.message());
+  StderrObserver observer;
+  auto result = runPipeline(*loaded, *request, &observer);
+  if (!result)
+    return fail(result.message());
+  return 0;
 }
 
 } // namespace trellis

@@ -3,6 +3,7 @@
 
 #include "trellis/Support/Half.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -88,6 +89,33 @@ Result<std::vector<RtValue>> CpuExecutor::call(const Function &fn,
   std::vector<RtValue> results;
   for (int slot : fn.results)
     results.push_back(frame.slots[slot]);
+  return results;
+}
+
+Result<std::vector<RtValue>>
+CpuExecutor::evalOp(const Program &program, const Instr &instr,
+                    std::vector<RtValue> inputs) {
+  if (inputs.size() != instr.in.size())
+    return Error{"evalOp: '" + instr.op + "' takes " +
+                 std::to_string(instr.in.size()) + " operands, " +
+                 std::to_string(inputs.size()) + " given"};
+  if (!instr.regions.empty() || instr.op == "func.call")
+    return Error{"evalOp: '" + instr.op + "' is not a single op"};
+  int numSlots = 0;
+  for (int s : instr.in)
+    numSlots = std::max(numSlots, s + 1);
+  for (int s : instr.out)
+    numSlots = std::max(numSlots, s + 1);
+  static const Function kNoFunction;
+  CpuExecutor exec(program, nullptr);
+  Frame frame{kNoFunction, std::vector<RtValue>(size_t(numSlots))};
+  for (size_t i = 0; i < inputs.size(); ++i)
+    frame.slots[instr.in[i]] = std::move(inputs[i]);
+  if (Status s = exec.runOp(frame, instr); !s)
+    return Error{s.message()};
+  std::vector<RtValue> results;
+  for (int s : instr.out)
+    results.push_back(std::move(frame.slots[s]));
   return results;
 }
 
@@ -270,7 +298,25 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
       TRY(x, in.tensor(0));
       TRY(w, in.tensor(1));
       auto b = optTensor(2);
-      return single(ref::linear(x, w, b ? &*b : nullptr));
+      Result<HostTensor> y = ref::linear(x, w, b ? &*b : nullptr);
+      if (!instr.hasAttr("activation") || !y)
+        return single(std::move(y));
+      // The fused epilogue, rounded as the unfused linear + gelu pair.
+      TRY(act, instr.stringAttr("activation"));
+      if (act != "gelu_tanh")
+        return Error{"unknown activation '" + act + "'"};
+      return single(ref::unary(ref::UnaryKind::Gelu, *y));
+    }
+    if (op == "trellis.broadcast_rows") {
+      TRY(row, in.tensor(0));
+      return single(ref::broadcastRows(row, instr.types.at(0).shape));
+    }
+    if (op == "trellis.layer_norm_modulate") {
+      TRY(x, in.tensor(0));
+      TRY(shift, in.tensor(1));
+      TRY(scale, in.tensor(2));
+      TRY(eps, instr.floatAttr("eps"));
+      return single(ref::layerNormModulate(x, shift, scale, float(eps)));
     }
     if (op == "trellis.matmul") {
       TRY(a, in.tensor(0));
@@ -340,6 +386,20 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
       TRY(k, in.tensor(1));
       TRY(v, in.tensor(2));
       TRY(scale, instr.floatAttr("scale"));
+      // Optional q_gamma / k_gamma (operandSegmentSizes q, k, v, qg, kg):
+      // the head RMS norm, rounded as trellis.head_rms_norm does.
+      size_t next = 3;
+      if (instr.hasAttr("operandSegmentSizes")) {
+        TRY(segments, instr.intArrayAttr("operandSegmentSizes"));
+        for (auto [i, t] : {std::pair<size_t, HostTensor *>{3, &q},
+                            std::pair<size_t, HostTensor *>{4, &k}}) {
+          if (segments.size() != 5 || segments[i] == 0)
+            continue;
+          TRY(gamma, in.tensor(next++));
+          TRY(normed, ref::headRmsNorm(*t, gamma));
+          *t = normed;
+        }
+      }
       return single(ref::attention(q, k, v, float(scale)));
     }
     if (op == "trellis.timestep_embedding") {
@@ -580,27 +640,43 @@ Status CpuExecutor::runFlowSample(Frame &frame, const Instr &instr) {
       if (m->find(known) != std::string::npos)
         mode = known;
   }
-  if (instr.regions.size() != 1 || instr.regions[0].argTypes.size() != 3 ||
-      instr.regions[0].argTypes[1].shape.size() != 1)
+  // One region (x, τ, c), or the two-region form of
+  // trellis-specialize-guidance: (x, τ) -> v_c and (x, τ) -> v_u with the
+  // conditions used from above (already in their slots).
+  bool specialized = instr.regions.size() == 2;
+  size_t numArgs = specialized ? 2 : 3;
+  if (instr.regions.empty() || instr.regions.size() > 2 ||
+      (specialized && mode != "none"))
     return fail("malformed sampler body");
+  for (const Region &r : instr.regions)
+    if (r.argTypes.size() != numArgs || r.argTypes[1].shape.size() != 1)
+      return fail("malformed sampler body");
   const Region &body = instr.regions[0];
   // The model batch B: the body's τ argument is tensor<B×f32>.
   int64_t batch = body.argTypes[1].shape[0];
   int64_t images = cond->dim(0);
 
-  auto evalBody = [&](const HostTensor &x, float tau,
-                      const HostTensor &c) -> Result<HostTensor> {
+  auto evalRegion = [&](const Region &region, const HostTensor &x, float tau,
+                        const HostTensor *c) -> Result<HostTensor> {
     HostTensor tauT(DType::F32, {batch});
     for (int64_t i = 0; i < batch; ++i)
       tauT.mutableData<float>()[i] = tau;
-    frame.slots[body.args.at(0)] = x;
-    frame.slots[body.args.at(1)] = tauT;
-    frame.slots[body.args.at(2)] = c;
-    if (Status s = runBody(frame, body.body); !s)
+    frame.slots[region.args.at(0)] = x;
+    frame.slots[region.args.at(1)] = tauT;
+    if (c)
+      frame.slots[region.args.at(2)] = *c;
+    if (Status s = runBody(frame, region.body); !s)
       return Error{s.message()};
-    if (auto *v = std::get_if<HostTensor>(&frame.slots[body.yield.at(0)]))
+    if (auto *v = std::get_if<HostTensor>(&frame.slots[region.yield.at(0)]))
       return *v;
     return Error{"the velocity model yielded no tensor"};
+  };
+  // v(x, τ, c) for c = cond_i or neg_cond (`conditional` says which).
+  auto evalBody = [&](const HostTensor &x, float tau, const HostTensor &c,
+                      bool conditional) -> Result<HostTensor> {
+    if (!specialized)
+      return evalRegion(body, x, tau, &c);
+    return evalRegion(instr.regions[conditional ? 0 : 1], x, tau, nullptr);
   };
 
   std::vector<double> grid = ref::timeGrid(int(steps), *rescale);
@@ -623,7 +699,7 @@ Status CpuExecutor::runFlowSample(Frame &frame, const Instr &instr) {
         auto cb = repeatBatch(*cj, batch);
         if (!cb)
           return fail(cb.message());
-        auto v = evalBody(x, tau, *cb);
+        auto v = evalBody(x, tau, *cb, true);
         if (!v)
           return Error{v.message()};
         if (j == 0) {
@@ -652,14 +728,14 @@ Status CpuExecutor::runFlowSample(Frame &frame, const Instr &instr) {
       auto cb = repeatBatch(c, batch);
       if (!cb)
         return fail(cb.message());
-      auto v = evalBody(x, tau, *cb);
+      auto v = evalBody(x, tau, *cb, true);
       if (!v)
         return Error{v.message()};
       vc = *v;
     }
     HostTensor v = vc;
     if (ref::isGuidedStep(t, (*interval)[0], (*interval)[1])) {
-      auto vu = evalBody(x, tau, *negB);
+      auto vu = evalBody(x, tau, *negB, false);
       if (!vu)
         return Error{vu.message()};
       auto combined = ref::cfgCombine(vc, *vu, w);

@@ -90,6 +90,21 @@ Result<HostTensor> layerNorm(const HostTensor &x, int axis, float eps,
   return out.take();
 }
 
+Result<HostTensor> layerNormModulate(const HostTensor &x,
+                                     const HostTensor &shift,
+                                     const HostTensor &scale, float eps) {
+  // The same kernels as the unfused pair, with the normalized rows kept in
+  // f32 instead of rounded to x's dtype in between.
+  Result<HostTensor> norm = layerNorm(x.toFloat32(), -1, eps);
+  if (!norm)
+    return norm.takeError();
+  Result<HostTensor> mod =
+      modulate(*norm, shift.toFloat32(), scale.toFloat32());
+  if (!mod)
+    return mod.takeError();
+  return cast(*mod, x.dtype());
+}
+
 Result<HostTensor> headRmsNorm(const HostTensor &x, const HostTensor &gamma) {
   const char *op = "head_rms_norm";
   if (Status s = expectFloat(op, "x", x); !s)

@@ -5,10 +5,28 @@
 //===----------------------------------------------------------------------===//
 #include "Common.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace trellis::ref {
 using namespace detail;
+
+Result<HostTensor> broadcastRows(const HostTensor &row, const Shape &shape) {
+  const char *op = "broadcast_rows";
+  int r = row.rank(), n = int(shape.size());
+  if (r < 2 || row.dim(0) != 1 || n < r ||
+      !std::equal(row.shape().begin() + 1, row.shape().end(),
+                  shape.end() - (r - 1)))
+    return opError(op, "row " + describe(row) + " does not repeat into " +
+                           shapeToString(shape));
+  HostTensor out(row.dtype(), shape);
+  size_t bytes = row.nbytes();
+  auto *dst = static_cast<char *>(out.mutableRaw());
+  for (int64_t i = 0, copies = out.numel() / std::max<int64_t>(1, row.numel());
+       i < copies; ++i)
+    std::memcpy(dst + size_t(i) * bytes, row.raw(), bytes);
+  return out;
+}
 
 Result<HostTensor> reshape(const HostTensor &x, const Shape &shape) {
   const char *op = "reshape";

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/TrellisDialect.h"
 #include "lib/Transforms/Passes.h"
+#include "trellis/Codegen/Codegen.h"
+#include "trellis/Conversion/Partition.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -15,6 +17,8 @@
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mlir::trellis::registerTrellisPasses();
+  trellis::codegen::registerCodegenPasses();
+  trellis::registerPartitionPass();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

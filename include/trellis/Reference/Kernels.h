@@ -107,6 +107,10 @@ Result<HostTensor> neg(const HostTensor &x);
 Result<HostTensor> sqrt(const HostTensor &x);
 Result<HostTensor> abs(const HostTensor &x);
 
+/// trellis.broadcast_rows: row [1, R...] -> `shape` = [N..., R...] with every
+/// result[n..., :] = row[0, ...]; any dtype.
+Result<HostTensor> broadcastRows(const HostTensor &row, const Shape &shape);
+
 /// trellis.cast: f16 <-> f32 (round to nearest even), i32/i64 -> f32/f16.
 Result<HostTensor> cast(const HostTensor &x, DType to);
 
@@ -131,6 +135,14 @@ Result<HostTensor> gatedResidual(const HostTensor &x, const HostTensor &h,
 Result<HostTensor> layerNorm(const HostTensor &x, int axis, float eps,
                              const HostTensor *gamma = nullptr,
                              const HostTensor *beta = nullptr);
+
+/// trellis.layer_norm_modulate: layerNorm over the last axis without affine,
+/// then modulate, both in f32 with one rounding to x's dtype at the end (the
+/// unfused pair also rounds the normalized value: at most about one ulp of
+/// the result apart).
+Result<HostTensor> layerNormModulate(const HostTensor &x,
+                                     const HostTensor &shift,
+                                     const HostTensor &scale, float eps);
 
 /// trellis.head_rms_norm (§3.6): x [..., H, d], γ [H, d];
 /// u / max(‖u‖₂, 1e-12) · γ[h] · √d per vector u (an L2 norm, no mean-square).

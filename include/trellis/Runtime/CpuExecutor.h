@@ -55,6 +55,13 @@ public:
   Result<std::vector<RtValue>> run(const std::string &name,
                                    std::vector<RtValue> args);
 
+  /// Evaluates one op (not a region op, not a call) on `inputs` (one per
+  /// operand) with the reference kernels; the GPU backend uses it to check
+  /// its results op by op and to run host ops. Weights are not available.
+  static Result<std::vector<RtValue>> evalOp(const Program &program,
+                                             const Instr &instr,
+                                             std::vector<RtValue> inputs);
+
 private:
   struct Frame;
   Result<std::vector<RtValue>> call(const Function &fn,

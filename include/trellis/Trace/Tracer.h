@@ -136,6 +136,17 @@ public:
   mlir::Location locationFor(const std::string &file, unsigned line,
                              unsigned column, llvm::StringRef kind);
 
+  /// A user's source position (the Python frontend's trace replay).
+  struct UserOrigin {
+    std::string file;
+    unsigned line = 0, column = 0;
+  };
+  /// While set, ops traced through the functional API get this "user"
+  /// location, and errors name it, instead of the C++ caller's line.
+  void setUserOrigin(std::optional<UserOrigin> origin) {
+    userOrigin_ = std::move(origin);
+  }
+
   //===--------------------------------------------------------------------===//
   // Functions, weights, errors
   //===--------------------------------------------------------------------===//
@@ -229,6 +240,7 @@ private:
   bool allFp32_ = false;
   std::vector<TraceError> errors_;
   mlir::func::FuncOp currentFunction_;
+  std::optional<UserOrigin> userOrigin_;
 };
 
 //===----------------------------------------------------------------------===//

@@ -2054,3 +2054,139 @@ func.func @flexicubes_result(%c: !trellis.coords<resolution = 256, bound = 10>, 
   %v, %t, %a = trellis.mesh.flexicubes %c, %f : (!trellis.coords<resolution = 256, bound = 10>, tensor<?x101xf32, #trellis.bounds<[10]>>) -> (tensor<?x3xf32, #trellis.bounds<[1080]>>, tensor<?x3xi32, #trellis.bounds<[1080]>>, tensor<?x6xf32, #trellis.bounds<[1080]>>)
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Fused ops and forms (lib/Transforms)
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @broadcast_rows_row_shape(%r: tensor<2x8xf16>) {
+  // expected-error @+1 {{row must be a static [1, R...] tensor of rank >= 2, found 'tensor<2x8xf16>'}}
+  %b = trellis.broadcast_rows %r : (tensor<2x8xf16>) -> tensor<2x4x8xf16>
+  return
+}
+
+// -----
+
+func.func @broadcast_rows_trailing(%r: tensor<1x8xf16>) {
+  // expected-error @+1 {{result must be [N..., 8] (row's dimensions after the first, after one or more leading ones), found 'tensor<2x4x6xf16>'}}
+  %b = trellis.broadcast_rows %r : (tensor<1x8xf16>) -> tensor<2x4x6xf16>
+  return
+}
+
+// -----
+
+func.func @broadcast_rows_no_leading(%r: tensor<1x8xf16>) {
+  // expected-error @+1 {{result must be [N..., 8]}}
+  %b = trellis.broadcast_rows %r : (tensor<1x8xf16>) -> tensor<8xf16>
+  return
+}
+
+// -----
+
+func.func @broadcast_rows_dtype(%r: tensor<1x8xf16>) {
+  // expected-error @+1 {{result element type 'f32' differs from row element type 'f16'}}
+  %b = trellis.broadcast_rows %r : (tensor<1x8xf16>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_modulate_eps(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>) {
+  // expected-error @+1 {{eps must be > 0, found 0}}
+  %h = trellis.layer_norm_modulate %x, %s, %s {eps = 0.0 : f64} : (tensor<2x16x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>) -> tensor<2x16x8xf16>
+  return
+}
+
+// -----
+
+func.func @layer_norm_modulate_scale(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>, %c: tensor<2x4xf16>) {
+  // expected-error @+1 {{scale must have the input's type 'tensor<2x16x8xf16>' or be a per-sample [B, C] = [2, 8], found 'tensor<2x4xf16>'}}
+  %h = trellis.layer_norm_modulate %x, %s, %c {eps = 1.0e-06 : f64} : (tensor<2x16x8xf16>, tensor<2x8xf16>, tensor<2x4xf16>) -> tensor<2x16x8xf16>
+  return
+}
+
+// -----
+
+func.func @linear_activation(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) {
+  // expected-error @+1 {{activation must be "gelu_tanh", found "relu"}}
+  %y = trellis.linear %x, %w {activation = "relu"} : (tensor<4x8xf16>, tensor<16x8xf16>) -> tensor<4x16xf16>
+  return
+}
+
+// -----
+
+func.func @attention_gamma_shape(%q: tensor<1x8x2x4xf16>, %g: tensor<4x2xf32>) {
+  // expected-error @+1 {{q_gamma must be [H, d] = [2, 4], found 'tensor<4x2xf32>'}}
+  %o = trellis.attention %q, %q, %q q_gamma %g {scale = 0.5 : f64} : (tensor<1x8x2x4xf16>, tensor<1x8x2x4xf16>, tensor<1x8x2x4xf16>, tensor<4x2xf32>) -> tensor<1x8x2x4xf16>
+  return
+}
+
+// -----
+
+func.func @attention_gamma_dtype(%q: tensor<1x8x2x4xf16>, %g: tensor<2x4xf16>) {
+  // expected-error @+1 {{operand #3 must be ranked tensor of 32-bit float values, but got 'tensor<2x4xf16>'}}
+  %o = trellis.attention %q, %q, %q k_gamma %g {scale = 0.5 : f64} : (tensor<1x8x2x4xf16>, tensor<1x8x2x4xf16>, tensor<1x8x2x4xf16>, tensor<2x4xf16>) -> tensor<1x8x2x4xf16>
+  return
+}
+
+// -----
+
+func.func @flow_two_region_mode(%n: tensor<1x8xf32>, %c: tensor<1x4x16xf32>) {
+  // expected-error @+1 {{the two-region form needs multi_image mode none}}
+  %x = trellis.flow_sample %n, %c, %c {cfg_interval = array<f64: 0.5, 1.0>, cfg_strength = 3.0 : f64, rescale_t = 3.0 : f64, steps = 25 : i64, multi_image = #trellis.multi_image<stochastic>}
+         : (tensor<1x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x8xf32> {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>):
+    trellis.yield %x : tensor<1x8xf32>
+  } uncond {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>):
+    trellis.yield %x : tensor<1x8xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @flow_two_region_args(%n: tensor<1x8xf32>, %c: tensor<1x4x16xf32>) {
+  // expected-error @+1 {{uncond region must take 2 arguments (x, tau) in the two-region form, found 3}}
+  %x = trellis.flow_sample %n, %c, %c {cfg_interval = array<f64: 0.5, 1.0>, cfg_strength = 3.0 : f64, rescale_t = 3.0 : f64, steps = 25 : i64}
+         : (tensor<1x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x8xf32> {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>):
+    trellis.yield %x : tensor<1x8xf32>
+  } uncond {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>, %cc: tensor<1x4x16xf32>):
+    trellis.yield %x : tensor<1x8xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @flow_two_region_batch(%n: tensor<2x8xf32>, %c: tensor<1x4x16xf32>) {
+  // expected-error @+1 {{cond must have batch B = 2 in the two-region form, found 'tensor<1x4x16xf32>'}}
+  %x = trellis.flow_sample %n, %c, %c {cfg_interval = array<f64: 0.5, 1.0>, cfg_strength = 3.0 : f64, rescale_t = 3.0 : f64, steps = 25 : i64}
+         : (tensor<2x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<2x8xf32> {
+  ^bb0(%x: tensor<2x8xf32>, %tau: tensor<2xf32>):
+    trellis.yield %x : tensor<2x8xf32>
+  } uncond {
+  ^bb0(%x: tensor<2x8xf32>, %tau: tensor<2xf32>):
+    trellis.yield %x : tensor<2x8xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @flow_two_region_yield(%n: tensor<1x8xf32>, %c: tensor<1x4x16xf32>, %o: tensor<1x4xf32>) {
+  %x = trellis.flow_sample %n, %c, %c {cfg_interval = array<f64: 0.5, 1.0>, cfg_strength = 3.0 : f64, rescale_t = 3.0 : f64, steps = 25 : i64}
+         : (tensor<1x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x8xf32> {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>):
+    trellis.yield %x : tensor<1x8xf32>
+  } uncond {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>):
+    // expected-error @+1 {{yields 'tensor<1x4xf32>' but the velocity must have x's type 'tensor<1x8xf32>'}}
+    trellis.yield %o : tensor<1x4xf32>
+  }
+  return
+}

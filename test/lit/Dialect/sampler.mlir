@@ -99,3 +99,30 @@ func.func @euler_cfg(%vc: tensor<1x8x16x16x16xf32>, %vu: tensor<1x8x16x16x16xf32
   %x2 = trellis.euler_update %r, %v2 {dt = 0.11111 : f64} : (tensor<?x8xf32, #trellis.bounds<[32768]>>, tensor<?x8xf32, #trellis.bounds<[32768]>>) -> tensor<?x8xf32, #trellis.bounds<[32768]>>
   return
 }
+
+// The two-region form of trellis-specialize-guidance: (x, tau) in both
+// regions, the conditions used from above.
+// CHECK-LABEL: func.func @ss_stage_specialized
+func.func @ss_stage_specialized(%noise: tensor<1x8x16x16x16xf32>, %cond: tensor<1x1374x1024xf32>, %neg: tensor<1x1374x1024xf32>) -> tensor<1x8x16x16x16xf32> {
+  // CHECK: trellis.flow_sample
+  // CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<1x8x16x16x16xf32>, %{{.*}}: tensor<1xf32>):
+  // CHECK-NEXT: %[[V:.*]] = trellis.neg %[[X]] : tensor<1x8x16x16x16xf32>
+  // CHECK-NEXT: trellis.yield %[[V]] : tensor<1x8x16x16x16xf32>
+  // CHECK-NEXT: } uncond {
+  // CHECK-NEXT: ^bb0(%[[XU:.*]]: tensor<1x8x16x16x16xf32>, %{{.*}}: tensor<1xf32>):
+  // CHECK-NEXT: trellis.yield %[[XU]] : tensor<1x8x16x16x16xf32>
+  // CHECK-NEXT: }
+  %x1 = trellis.flow_sample %noise, %cond, %neg
+          {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64,
+           rescale_t = 3.000000e+00 : f64, steps = 25 : i64}
+          : (tensor<1x8x16x16x16xf32>, tensor<1x1374x1024xf32>, tensor<1x1374x1024xf32>)
+          -> tensor<1x8x16x16x16xf32> {
+  ^bb0(%x: tensor<1x8x16x16x16xf32>, %tau: tensor<1xf32>):
+    %v = trellis.neg %x : tensor<1x8x16x16x16xf32>
+    trellis.yield %v : tensor<1x8x16x16x16xf32>
+  } uncond {
+  ^bb0(%x: tensor<1x8x16x16x16xf32>, %tau: tensor<1xf32>):
+    trellis.yield %x : tensor<1x8x16x16x16xf32>
+  }
+  return %x1 : tensor<1x8x16x16x16xf32>
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The issue-5 check-and-measure run on a GPU machine, in one go (bench/ss_gpu/README.md).
+# Needs build-gpu/ prepared by bench/ss_gpu/prepare.sh on the build machine:
+#   trellis-mkmodel, trellis-ss-bench, tiny.exe and large.exe (trellisc --target=cuda), lib/ (the
+#   Debian shared libraries the runtime links, for a machine without them).
+# Writes everything under $OUT (default ./out-gpu). Steps can be picked: run_device.sh tiny large bench
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=$ROOT/build-gpu
+OUT=${OUT:-$ROOT/out-gpu}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+STEPS=${*:-tiny memcheck large bench}
+log() { echo "== $* ==" | tee -a "$OUT/summary.txt"; }
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+nvidia-smi -L | tee "$OUT/device.txt"
+
+noise() { # noise FILE SHAPE...
+  python3 -c "import numpy as np,sys; np.save(sys.argv[1], np.random.default_rng(7).standard_normal([int(a) for a in sys.argv[2:]]).astype('float32'))" "$@"
+}
+compare() { # compare CPU_DIR GPU_DIR
+  python3 - "$1" "$2" <<'EOF' | tee -a "$OUT/summary.txt"
+import numpy as np, sys
+a, b = sys.argv[1], sys.argv[2]
+la, lb = np.load(a + "/ss_latent.npy"), np.load(b + "/ss_latent.npy")
+ca, cb = np.load(a + "/coords.npy"), np.load(b + "/coords.npy")
+rel = np.linalg.norm(la - lb) / np.linalg.norm(la)
+sa, sb = set(map(tuple, ca)), set(map(tuple, cb))
+print(f"latent rel L2 (GPU vs CPU reference) {rel:.3e}; voxels cpu {len(sa)} gpu {len(sb)}; "
+      f"identical {len(sa & sb)}; differing {len(sa ^ sb)}")
+EOF
+}
+
+if has tiny; then
+  log "tiny: GPU vs CPU reference"
+  M=/tmp/tiny
+  "$B/trellis-mkmodel" --preset tiny --seed 1 --out $M --force --quiet
+  noise /tmp/tiny_noise.npy 1 8 8 8 8
+  common=(--model $M --cond $M/cond.npy --ss-noise /tmp/tiny_noise.npy --stop-after ss)
+  "$B/tiny.exe" "${common[@]}" --out "$OUT/tiny_cpu" --gpu off > "$OUT/tiny_cpu.log" 2>&1
+  "$B/tiny.exe" "${common[@]}" --out "$OUT/tiny_gpu" --gpu require > "$OUT/tiny_gpu.log" 2>&1
+  echo "rc=$?"; tail -4 "$OUT/tiny_gpu.log" | tee -a "$OUT/summary.txt"
+  compare "$OUT/tiny_cpu" "$OUT/tiny_gpu"
+  log "tiny: every GPU op against the CPU reference (--gpu-check-ops)"
+  "$B/tiny.exe" "${common[@]}" --out "$OUT/tiny_check" --gpu require --gpu-check-ops \
+    > "$OUT/tiny_check.log" 2>&1
+  echo "rc=$?"; tail -3 "$OUT/tiny_check.log" | tee -a "$OUT/summary.txt"
+  log "tiny: full pipeline (GPU stage 1, CPU stages 2-3)"
+  "$B/tiny.exe" --model $M --cond $M/cond.npy --out "$OUT/tiny_full" --seed 1 > "$OUT/tiny_full.log" 2>&1
+  echo "rc=$?" | tee -a "$OUT/summary.txt"; ls "$OUT/tiny_full" | tr '\n' ' ' | tee -a "$OUT/summary.txt"; echo
+  log "tiny: parity against the PyTorch fp32 reference"
+  "$B/tiny.exe" "${common[@]}" --out "$OUT/tiny_1step" --gpu require --steps-ss 1 --cfg-ss 0 \
+    > "$OUT/tiny_1step.log" 2>&1
+  python3 "$ROOT/bench/ss_gpu/parity.py" --model $M --cond $M/cond.npy --noise /tmp/tiny_noise.npy \
+    --latent1 "$OUT/tiny_1step/ss_latent.npy" --coords1 "$OUT/tiny_1step/coords.npy" \
+    --full-latent "$OUT/tiny_gpu/ss_latent.npy" --full-coords "$OUT/tiny_gpu/coords.npy" \
+    --json "$OUT/tiny_parity.json" 2>&1 | tee -a "$OUT/summary.txt"
+fi
+
+if has memcheck; then
+  log "tiny: compute-sanitizer memcheck (graphs on, then eager)"
+  M=/tmp/tiny
+  for g in "" "--no-cuda-graphs"; do
+    /usr/local/cuda/bin/compute-sanitizer --tool memcheck --print-limit 20 \
+      "$B/tiny.exe" --model $M --cond $M/cond.npy --ss-noise /tmp/tiny_noise.npy --stop-after ss \
+      --out "$OUT/tiny_memcheck" --gpu require $g > "$OUT/memcheck$g.log" 2>&1
+    echo "rc=$? $g" | tee -a "$OUT/summary.txt"; grep -E "ERROR SUMMARY" "$OUT/memcheck$g.log" | tee -a "$OUT/summary.txt"
+  done
+fi
+
+if has large; then
+  log "image-large: weights (SS models only)"
+  M=/tmp/large
+  ( time "$B/trellis-mkmodel" --preset image-large --seed 1 --out $M --force --quiet \
+      --only sparse_structure_flow_model,sparse_structure_decoder ) 2>&1 | tail -3
+  noise /tmp/large_noise.npy 1 8 16 16 16
+  common=(--model $M --cond $M/cond.npy --ss-noise /tmp/large_noise.npy --stop-after ss --gpu require)
+  log "image-large: one SS-flow forward + decoder vs PyTorch fp32"
+  "$B/large.exe" "${common[@]}" --out "$OUT/large_1step" --steps-ss 1 --cfg-ss 0 > "$OUT/large_1step.log" 2>&1
+  echo "rc=$?"; tail -3 "$OUT/large_1step.log" | tee -a "$OUT/summary.txt"
+  "$B/large.exe" "${common[@]}" --out "$OUT/large_full" > "$OUT/large_full.log" 2>&1
+  echo "rc=$?"; tail -3 "$OUT/large_full.log" | tee -a "$OUT/summary.txt"
+  python3 "$ROOT/bench/ss_gpu/parity.py" --model $M --cond $M/cond.npy --noise /tmp/large_noise.npy \
+    --latent1 "$OUT/large_1step/ss_latent.npy" --coords1 "$OUT/large_1step/coords.npy" \
+    --full-latent "$OUT/large_full/ss_latent.npy" --full-coords "$OUT/large_full/coords.npy" \
+    --json "$OUT/large_parity.json" 2>&1 | tee -a "$OUT/summary.txt"
+fi
+
+if has bench; then
+  log "image-large: trellisc SS stage timing"
+  "$B/trellis-ss-bench" --exe "$B/large.exe" --model /tmp/large --reps 5 2>&1 | tee "$OUT/bench_trellis.txt" | tee -a "$OUT/summary.txt"
+  log "image-large: PyTorch eager and torch.compile, same math, same GPU"
+  python3 "$ROOT/bench/pytorch/ss_stage.py" --mode both 2>&1 | grep -v "^autotune\|^  triton" \
+    > "$OUT/bench_pytorch.txt"; tail -14 "$OUT/bench_pytorch.txt" | tee -a "$OUT/summary.txt"
+fi

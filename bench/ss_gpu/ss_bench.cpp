@@ -1,0 +1,142 @@
+//===- ss_bench.cpp - Times the compiled SS stage on the GPU ---------------===//
+//
+// trellis-ss-bench --exe trellis.exe --model DIR [--reps N] [--no-graphs]
+//
+// Loads the bundle embedded in a trellis.exe compiled for CUDA, runs its
+// ss_stage (the 25-step guided flow sampler + the SS decoder + occupancy) on
+// the model's cond.npy with seeded noise, once to warm up (module load, weight
+// staging, graph capture) and then N times, and prints a table: the GPU time
+// per run (CUDA events around the stage), the median, the staged weight bytes,
+// the arena, and the device memory in use. Not a test: a benchmark.
+//
+//===----------------------------------------------------------------------===//
+#include "trellis/Format/Npy.h"
+#include "trellis/Runtime/Runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace trellis;
+
+int main(int argc, char **argv) {
+  std::string exe, model;
+  int reps = 5;
+  bool graphs = true, profile = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--exe" && i + 1 < argc)
+      exe = argv[++i];
+    else if (a == "--model" && i + 1 < argc)
+      model = argv[++i];
+    else if (a == "--reps" && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
+    else if (a == "--no-graphs")
+      graphs = false;
+    else if (a == "--profile")
+      profile = true;
+    else {
+      std::fprintf(stderr, "usage: %s --exe trellis.exe --model DIR [--reps N] "
+                           "[--no-graphs] [--profile]\n", argv[0]);
+      return 2;
+    }
+  }
+  auto bundle = LoadedBundle::load(exe, /*embedded=*/true);
+  if (!bundle) {
+    std::fprintf(stderr, "error: %s\n", bundle.message().c_str());
+    return 1;
+  }
+  auto cond = readNpy(model + "/cond.npy");
+  if (!cond) {
+    std::fprintf(stderr, "error: %s\n", cond.message().c_str());
+    return 1;
+  }
+  const Function *ss = bundle->program.find("ss_stage");
+  if (!ss) {
+    std::fprintf(stderr, "error: the bundle has no ss_stage\n");
+    return 1;
+  }
+  HostTensor noise(DType::F32, ss->argTypes.back().shape);
+  std::mt19937 gen(1);
+  std::normal_distribution<float> normal;
+  for (int64_t i = 0; i < noise.numel(); ++i)
+    noise.mutableData<float>()[i] = normal(gen);
+
+  SessionOptions options;
+  options.gpu.mode = GpuMode::Require;
+  options.gpu.options.cudaGraphs = graphs;
+  options.gpu.options.profile = profile;
+  options.gpuCode = BundleGpuCode::from(*bundle);
+  options.notice = [](const std::string &l) {
+    std::fprintf(stderr, "%s\n", l.c_str());
+  };
+  Session session(bundle->program,
+                  modelDirectoryWeights(bundle->weights, model), options);
+  if (std::string(session.backend("ss_stage")) != "cuda") {
+    std::fprintf(stderr, "error: ss_stage does not run on the GPU here\n");
+    return 1;
+  }
+  std::vector<double> gpuMs;
+  double firstWallS = 0;
+  for (int r = 0; r <= reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<RtValue> args;
+    for (size_t i = 0; i + 1 < ss->argTypes.size(); ++i)
+      args.push_back(*cond);
+    args.push_back(noise);
+    auto out = session.call("ss_stage", std::move(args));
+    if (!out) {
+      std::fprintf(stderr, "error: %s\n", out.message().c_str());
+      return 1;
+    }
+    double wall = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - t0).count();
+    const GpuReport &g = *session.gpuReport();
+    if (r == 0) {
+      firstWallS = wall;
+      auto &coords = std::get<HostTensor>((*out)[1]);
+      std::printf("warm-up run: %.3f s wall (weights %zu MiB staged in %.3f "
+                  "s, arena %zu MiB); %lld occupied voxels\n",
+                  wall, g.weightBytes >> 20, g.weightUploadSeconds,
+                  g.arenaBytes >> 20, (long long)coords.dim(0));
+      continue;
+    }
+    gpuMs.push_back(g.runSeconds * 1e3);
+    std::printf("run %d: %.2f ms GPU (%.2f ms wall), %lld commands\n", r,
+                g.runSeconds * 1e3, wall * 1e3, (long long)g.commands);
+  }
+  std::vector<double> sorted = gpuMs;
+  std::sort(sorted.begin(), sorted.end());
+  const GpuReport &g = *session.gpuReport();
+  std::printf("\n| what | value |\n|---|---|\n");
+  std::printf("| device | %s |\n", g.device.c_str());
+  std::printf("| CUDA graphs | %s |\n", graphs ? "on" : "off");
+  std::printf("| SS stage median (GPU events, %d runs) | %.2f ms |\n", reps,
+              sorted.empty() ? 0.0 : sorted[sorted.size() / 2]);
+  std::printf("| SS stage min / max | %.2f / %.2f ms |\n",
+              sorted.empty() ? 0.0 : sorted.front(),
+              sorted.empty() ? 0.0 : sorted.back());
+  std::printf("| first run (load, staging, capture) | %.3f s |\n", firstWallS);
+  std::printf("| weights on device | %.1f MiB |\n", g.weightBytes / 1048576.0);
+  std::printf("| activation arena | %.1f MiB |\n", g.arenaBytes / 1048576.0);
+  std::printf("| device memory in use (incl. context) | %.1f MiB |\n",
+              g.deviceBytesInUse / 1048576.0);
+  if (profile) {
+    double total = 0;
+    for (const auto &e : g.profile)
+      total += e.ms;
+    std::printf("\nper-op GPU time of the last run (eager launches, events "
+                "per command; total %.2f ms):\n| ms | %% | count | op |\n"
+                "|---|---|---|---|\n",
+                total);
+    for (const auto &e : g.profile)
+      if (e.ms >= 0.002 * total)
+        std::printf("| %.2f | %.1f | %lld | %s |\n", e.ms, 100 * e.ms / total,
+                    (long long)e.count, e.what.c_str());
+  }
+  return 0;
+}

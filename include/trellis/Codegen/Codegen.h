@@ -1,0 +1,64 @@
+//===- Codegen.h - Generated GPU kernels of CUDA functions ------*- C++ -*-===//
+//
+// The codegen phase of --target=cuda (docs/design/gpu-backend.md): every op of
+// a function marked `trellis.device = "cuda"` is classified (library GEMM or
+// attention, conv, view, sampler, host, generated); the generated ops get one
+// `gpu.func` each (deduplicated by op name, types and attributes) in a
+// separate module, which is lowered gpu → NVVM → LLVM NVPTX to PTX. The ops
+// are annotated in place with `trellis.launch` (generated ops and the im2col
+// of conv3d), `trellis.scratch_bytes` (conv3d) and `trellis.update`
+// (flow_sample).
+//
+// Kernel parameters are raw device pointers, operands in op order then
+// results (the sampler update kernel also takes strength, dt, guided). Shapes
+// are static and baked in. Generated kernels use 16-byte vector accesses
+// where the innermost size allows, so every buffer must be 16-byte aligned.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRELLIS_CODEGEN_CODEGEN_H
+#define TRELLIS_CODEGEN_CODEGEN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
+
+#include <memory>
+#include <string>
+
+namespace mlir {
+class Pass;
+} // namespace mlir
+
+namespace trellis::codegen {
+
+struct CodegenOptions {
+  /// Also produce compute_75 PTX (the portable section).
+  bool portablePtx = true;
+  /// CUDA toolkit whose nvvm/libdevice/libdevice.10.bc is linked (math
+  /// functions). Empty: $CUDA_ROOT, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda.
+  std::string cudaPath;
+};
+
+struct GeneratedKernels {
+  std::string ptxSm90a;     ///< PTX text, `.target sm_90a`
+  std::string ptxCompute75; ///< PTX text, `.target sm_75`; empty if not asked
+  int numKernels = 0;       ///< distinct kernels (same names in both)
+};
+
+/// Classifies and annotates the ops of every CUDA function of `module` and
+/// lowers the generated kernels to PTX. Fails with a diagnostic at the op's
+/// location when an op of a CUDA function has no GPU implementation.
+mlir::FailureOr<GeneratedKernels>
+generateKernels(mlir::ModuleOp module, const CodegenOptions &options);
+
+/// The kernels' module before lowering (gpu.module @trellis_kernels), built
+/// and annotated as generateKernels does, without lowering. For tests and
+/// `trellis-gpu-codegen{dump-kernels}`.
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
+buildKernelModule(mlir::ModuleOp module);
+
+/// Registers `trellis-gpu-codegen` (options `ptx-out=FILE`, `dump-kernels`).
+void registerCodegenPasses();
+
+} // namespace trellis::codegen
+
+#endif // TRELLIS_CODEGEN_CODEGEN_H

@@ -1,0 +1,111 @@
+//===- GpuExecutor.h - Runs a host program's CUDA functions -----*- C++ -*-===//
+//
+// The CUDA backend of the runtime (docs/design/gpu-backend.md). For an entry
+// function the compiler placed on the GPU it:
+//   * inlines the call graph into one op tree (sampler bodies stay loops),
+//   * plans one device arena from the static shapes (liveness, first-fit),
+//   * stages the function's weights from the mapped safetensors to the device
+//     in bounded chunks through a pinned buffer,
+//   * resolves every op to a command: a generated PTX kernel (the compiler's
+//     `trellis.launch` annotation), a cuBLASLt GEMM, the attention kernel, a
+//     host op at the stage boundary (occupancy),
+//   * runs the sampler loop on the host, each velocity evaluation a captured
+//     CUDA graph.
+// Every CUDA call is checked; every failure names the op and its source
+// location from the bundle's location table. No CUDA library is linked: the
+// driver and cuBLASLt are loaded at run time, so GpuExecutor::create fails
+// with a reason (and the caller falls back to the CPU) where there is no GPU.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRELLIS_RUNTIME_GPUEXECUTOR_H
+#define TRELLIS_RUNTIME_GPUEXECUTOR_H
+
+#include "trellis/Runtime/CpuExecutor.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trellis {
+
+struct GpuOptions {
+  /// Capture each sampler body as a CUDA graph (off: eager launches).
+  bool cudaGraphs = true;
+  /// Compare every op's result with the CPU reference on the same inputs
+  /// (slow; implies eager launches). Fails on the first op whose relative L2
+  /// error exceeds `checkTolerance`.
+  bool checkOps = false;
+  double checkTolerance = 2e-2;
+  /// NaN/Inf check of every result (eager launches).
+  bool checkFinite = false;
+  /// Time every command with CUDA events (eager launches) and report the
+  /// totals per op kind in GpuReport::profile.
+  bool profile = false;
+  /// Release a function's device weights and arena when its run ends.
+  bool lowMemory = false;
+  /// Pinned staging buffer for weight uploads (two halves, double-buffered).
+  size_t stagingBytes = size_t(64) << 20;
+};
+
+/// The device code a bundle carries (sections of the same names).
+struct GpuImages {
+  std::string ptxSm90a;     // generated kernels, sm_90a
+  std::string ptxCompute75; // generated kernels, portable PTX
+  std::string attnSm90a;    // attention kernels, sm_90a cubin
+  std::string attnCompute80; // attention kernels, PTX
+  std::string attnCompute75; // attention kernels, PTX
+};
+
+/// What the last run did (for progress output and benchmarks).
+struct GpuReport {
+  std::string device;
+  int computeCapability = 0; // 90 for sm_90
+  size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
+  size_t deviceBytesInUse = 0; // cuMemGetInfo: total - free, after the run
+  double weightUploadSeconds = 0;
+  double runSeconds = 0; // the entry function, GPU events
+  int64_t commands = 0;  // per run, sampler bodies counted once per step
+  int64_t checkedOps = 0;
+  double worstCheckError = 0;
+  std::string worstCheckOp;
+  /// With GpuOptions::profile: per op kind (op name and kernel or GEMM
+  /// shape), the number of commands and their summed GPU milliseconds.
+  struct ProfileEntry {
+    std::string what;
+    int64_t count = 0;
+    double ms = 0;
+  };
+  std::vector<ProfileEntry> profile;
+};
+
+class GpuExecutor {
+public:
+  /// Loads the CUDA driver and cuBLASLt, creates the context and loads the
+  /// modules. Fails (with the reason) when no usable GPU is present.
+  static Result<std::unique_ptr<GpuExecutor>>
+  create(const Program &program, const GpuImages &images,
+         WeightProvider weights, GpuOptions options);
+  ~GpuExecutor();
+
+  /// Whether `function` can run here (every op has a GPU command). The reason
+  /// when not.
+  Status supports(const std::string &function);
+  void setSamplerOverrides(const std::string &function,
+                           SamplerRunOverrides overrides);
+  void setStepCallback(StepCallback callback);
+
+  /// Runs entry `name` on host arguments; results come back to the host.
+  Result<std::vector<RtValue>> run(const std::string &name,
+                                   std::vector<RtValue> args);
+  const GpuReport &report() const;
+
+  struct Impl;
+
+private:
+  explicit GpuExecutor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace trellis
+
+#endif // TRELLIS_RUNTIME_GPUEXECUTOR_H

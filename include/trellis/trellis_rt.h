@@ -1,0 +1,230 @@
+/*===- trellis_rt.h - The trellis runtime as a C library ----------*- C -*-===*
+ *
+ * libtrellis_rt.so runs what trellisc compiled (a bundle file, a trellis.exe
+ * with its embedded bundle, or bundle bytes) inside the caller's program:
+ *
+ *   trellis_run()            the whole TRELLIS pipeline, one call per
+ *                            inference (what trellis.exe does)
+ *   trellis_program_call()   one entry function of any compiled program
+ *                            (what the Python package's Executable uses)
+ *
+ * Rules of the boundary:
+ *  - plain C; nothing throws or aborts across it. Every call returns a
+ *    trellis_status; on failure `err` (may be NULL) gets the code and a
+ *    message naming the input, or the op and its source line;
+ *  - tensors are dense row-major; the caller keeps ownership of what it
+ *    passes in. An output tensor whose `data` is NULL is allocated by the
+ *    runtime (free it with trellis_tensor_free); one with `data` set is a
+ *    caller buffer of `capacity` bytes that must be large enough;
+ *  - structs that may grow carry `struct_size` (set it to sizeof).
+ *
+ * See docs/guide/c-abi.md and examples/c/trellis_example.c.
+ *===----------------------------------------------------------------------===*/
+#ifndef TRELLIS_TRELLIS_RT_H
+#define TRELLIS_TRELLIS_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TRELLIS_RT_API __attribute__((visibility("default")))
+#else
+#define TRELLIS_RT_API
+#endif
+
+#define TRELLIS_RT_ABI_VERSION 1
+
+typedef enum trellis_status {
+  TRELLIS_OK = 0,
+  TRELLIS_ERR_INVALID_ARGUMENT = 1, /* a bad input: names it, expected/found */
+  TRELLIS_ERR_BUNDLE = 2,           /* the bundle cannot be read or parsed */
+  TRELLIS_ERR_WEIGHTS = 3,          /* a weight is missing or mistyped */
+  TRELLIS_ERR_RUNTIME = 4,          /* an op failed (names op and source) */
+  TRELLIS_ERR_IO = 5,               /* writing out_dir failed */
+  TRELLIS_ERR_BUFFER_TOO_SMALL = 6, /* a caller output buffer is too small */
+  TRELLIS_ERR_UNSUPPORTED = 7,      /* asked for what this build cannot do */
+  TRELLIS_ERR_INTERNAL = 8
+} trellis_status;
+
+/* Error: code + message (malloc'ed; free with trellis_error_clear). */
+typedef struct trellis_error {
+  trellis_status code;
+  char *message;
+} trellis_error;
+
+typedef enum trellis_dtype {
+  TRELLIS_F32 = 0,
+  TRELLIS_F16 = 1,
+  TRELLIS_I32 = 2,
+  TRELLIS_I64 = 3,
+  TRELLIS_U8 = 4
+} trellis_dtype;
+
+#define TRELLIS_MAX_RANK 8
+
+typedef struct trellis_tensor {
+  trellis_dtype dtype;
+  int32_t rank;
+  int64_t shape[TRELLIS_MAX_RANK];
+  void *data;      /* input: the elements; output: NULL or a caller buffer */
+  size_t capacity; /* output caller buffers: their size in bytes */
+  int32_t owned;   /* set by the runtime: 1 if trellis_tensor_free frees it */
+} trellis_tensor;
+
+/* One checkpoint tensor: model key (a pipeline.json "models" key, or
+ * "params" for Python programs), tensor name, host memory (e.g. a mapped
+ * safetensors file; it must stay valid during the call). */
+typedef struct trellis_weight {
+  const char *model;
+  const char *name;
+  trellis_tensor tensor;
+} trellis_weight;
+
+/* Weights: a table, else (or for what the table lacks) the checkpoints the
+ * bundle names, relative to model_dir. */
+typedef struct trellis_weights {
+  const trellis_weight *entries;
+  size_t count;
+  const char *model_dir; /* may be NULL */
+} trellis_weights;
+
+/*--- Programs and single entry functions ---------------------------------*/
+
+typedef struct trellis_program trellis_program;
+
+/* A bundle file, or an executable with an embedded bundle (trellis.exe). */
+TRELLIS_RT_API trellis_status trellis_program_open(const char *path,
+                                                   trellis_program **out,
+                                                   trellis_error *err);
+/* Bundle bytes (copied). */
+TRELLIS_RT_API trellis_status trellis_program_from_memory(
+    const void *bytes, size_t size, trellis_program **out, trellis_error *err);
+TRELLIS_RT_API void trellis_program_close(trellis_program *program);
+/* The bundle's meta section (JSON, owned by the program). */
+TRELLIS_RT_API const char *trellis_program_meta(const trellis_program *p);
+
+typedef struct trellis_call_options {
+  uint32_t struct_size;
+  int32_t check_finite; /* stop at the first op producing NaN/Inf */
+  int32_t threads;      /* CPU threads; 0 = all */
+} trellis_call_options;
+
+/* Runs entry `function` on `inputs`; results go to `outputs` (exactly as
+ * many as the function returns). `options` may be NULL. */
+TRELLIS_RT_API trellis_status trellis_program_call(
+    trellis_program *program, const char *function,
+    const trellis_tensor *inputs, size_t num_inputs,
+    const trellis_weights *weights, const trellis_call_options *options,
+    trellis_tensor *outputs, size_t num_outputs, trellis_error *err);
+
+/*--- The TRELLIS pipeline -------------------------------------------------*/
+
+#define TRELLIS_TARGET_GS 1u
+#define TRELLIS_TARGET_RF 2u
+#define TRELLIS_TARGET_MESH 4u
+#define TRELLIS_TARGET_ALL 7u
+
+#define TRELLIS_FLAG_LOW_MEMORY 1u    /* GPU: stream weights (no-op on CPU) */
+#define TRELLIS_FLAG_DETERMINISTIC 2u /* CPU: always deterministic */
+#define TRELLIS_FLAG_GRAPHS 4u        /* GPU: CUDA graphs (no-op on CPU) */
+#define TRELLIS_FLAG_CHECK_FINITE 8u  /* stop at the first NaN/Inf op */
+
+/* Sampler settings of one stage. 0 (steps) or NaN (others) keep what was
+ * compiled. steps and cfg_strength change at run time; sigma_min,
+ * cfg_interval and rescale_t are compiled in (trellisc / tc.trellis
+ * options): a different value is TRELLIS_ERR_UNSUPPORTED. */
+typedef struct trellis_sampler_spec {
+  int32_t steps;
+  double sigma_min;
+  double cfg_strength;
+  double cfg_interval[2];
+  double rescale_t;
+} trellis_sampler_spec;
+
+typedef enum trellis_progress_kind {
+  TRELLIS_PROGRESS_STAGE_BEGIN = 0,
+  TRELLIS_PROGRESS_STAGE_END = 1,
+  TRELLIS_PROGRESS_STEP = 2,
+  TRELLIS_PROGRESS_COORDS = 3, /* stage 1's coordinates exist */
+  TRELLIS_PROGRESS_MESSAGE = 4 /* a line trellis.exe would print */
+} trellis_progress_kind;
+
+typedef struct trellis_progress {
+  trellis_progress_kind kind;
+  const char *stage; /* "ss_stage", "slat_stage", "decode_gs", ... */
+  int64_t step, steps;
+  double seconds;               /* STAGE_END */
+  const trellis_tensor *coords; /* COORDS: int32 [N, 4], valid in the call */
+  const char *message;          /* MESSAGE */
+} trellis_progress;
+
+typedef void (*trellis_progress_fn)(const trellis_progress *progress,
+                                    void *user_data);
+
+typedef struct trellis_run_spec {
+  uint32_t struct_size; /* sizeof(trellis_run_spec) */
+  /* The compiled pipeline: an open program, else a bundle/trellis.exe path. */
+  trellis_program *program;
+  const char *bundle_path;
+  uint64_t seed;
+  trellis_sampler_spec ss, slat;
+  uint32_t targets; /* TRELLIS_TARGET_*; 0 = all */
+  uint32_t flags;   /* TRELLIS_FLAG_* */
+  int32_t threads;  /* CPU threads; 0 = all */
+  /* Optional inputs (NULL: seeded noise / run stage 1). */
+  const trellis_tensor *ss_noise;   /* f32 [B, 8, R, R, R] */
+  const trellis_tensor *slat_noise; /* f32 [N, 8] */
+  const trellis_tensor *coords;     /* i32 [N, 4]: skip stage 1 */
+  /* If set, the files trellis.exe writes go here too. */
+  const char *out_dir;
+  trellis_progress_fn progress;
+  void *user_data;
+} trellis_run_spec;
+
+/* Fills a spec with the defaults (seed 42, everything as compiled). */
+TRELLIS_RT_API void trellis_run_spec_init(trellis_run_spec *spec);
+
+typedef struct trellis_embeddings {
+  trellis_tensor cond;            /* f32 (or f16) [images, Lc, Cc] */
+  const trellis_tensor *neg_cond; /* text pipelines: CLIP(""); else NULL */
+} trellis_embeddings;
+
+/* Every tensor the pipeline produces (all samples; see docs/guide/c-abi.md
+ * for the per-sample split). Tensors of stages not run stay rank 0 and
+ * NULL. */
+typedef struct trellis_outputs {
+  trellis_tensor ss_latent; /* f32 [B, 8, R, R, R] */
+  trellis_tensor coords;    /* i32 [N, 4] */
+  trellis_tensor slat;      /* f32 [N, 8] */
+  trellis_tensor gs_xyz, gs_features_dc, gs_scaling, gs_rotation, gs_opacity;
+  trellis_tensor rf_trivec, rf_density, rf_features_dc;
+  trellis_tensor mesh_cubes, mesh_fields; /* decode_mesh */
+  trellis_tensor mesh_vertices, mesh_faces; /* FlexiCubes (first sample) */
+} trellis_outputs;
+
+/* One inference: embeddings -> ss_stage -> slat_stage -> decoders. */
+TRELLIS_RT_API trellis_status trellis_run(const trellis_run_spec *spec,
+                                          const trellis_weights *weights,
+                                          const trellis_embeddings *embeddings,
+                                          trellis_outputs *outputs,
+                                          trellis_error *err);
+
+/*--- Memory ---------------------------------------------------------------*/
+
+/* Frees a runtime-allocated tensor's data (no-op for caller buffers). */
+TRELLIS_RT_API void trellis_tensor_free(trellis_tensor *t);
+TRELLIS_RT_API void trellis_outputs_free(trellis_outputs *outputs);
+TRELLIS_RT_API void trellis_error_clear(trellis_error *err);
+/* Bytes of one element. */
+TRELLIS_RT_API size_t trellis_dtype_size(trellis_dtype dtype);
+TRELLIS_RT_API int trellis_rt_abi_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TRELLIS_TRELLIS_RT_H */

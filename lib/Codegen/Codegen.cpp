@@ -1,0 +1,275 @@
+//===- Codegen.cpp - Classify, build and annotate the generated kernels ---===//
+//
+// Walks every function marked trellis.device = "cuda" (flow_sample bodies
+// included), classifies each op (docs/design/gpu-backend.md), builds one
+// gpu.func per distinct generated kernel (op name, types and inherent
+// attributes) and annotates the ops with the kernel and its launch.
+//
+//===----------------------------------------------------------------------===//
+#include "trellis/Codegen/Codegen.h"
+
+#include "CodegenInternal.h"
+#include "Kernels.h"
+
+#include "dialect/TrellisDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace trellis::codegen {
+namespace {
+
+using detail::Launch;
+using detail::OpClass;
+
+constexpr StringLiteral kDeviceAttr = "trellis.device";
+constexpr StringLiteral kLaunchAttr = "trellis.launch";
+constexpr StringLiteral kUpdateAttr = "trellis.update";
+constexpr StringLiteral kScratchAttr = "trellis.scratch_bytes";
+
+bool isCudaFunction(func::FuncOp f) {
+  auto dev = f->getAttrOfType<StringAttr>(kDeviceAttr);
+  return dev && dev.getValue() == "cuda";
+}
+
+std::string typeString(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+/// Dedup key: op name, operand and result types, inherent attributes
+/// (discardable trellis.* annotations excluded).
+std::string kernelKey(Operation *op, StringRef prefix) {
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  os << prefix << op->getName() << "(";
+  llvm::interleaveComma(op->getOperandTypes(), os);
+  os << ")->(";
+  llvm::interleaveComma(op->getResultTypes(), os);
+  os << "){";
+  for (NamedAttribute a : op->getAttrs()) {
+    if (a.getName().getValue().starts_with("trellis."))
+      continue;
+    os << a.getName().getValue() << "=" << a.getValue() << ";";
+  }
+  os << "}";
+  return key;
+}
+
+/// im2col key: input type, kernel size, padding (not the output channels).
+std::string convKey(Operation *conv, StringRef prefix) {
+  std::string key = (prefix + typeString(conv->getOperand(0).getType())).str();
+  if (auto w = dyn_cast<RankedTensorType>(conv->getOperand(1).getType());
+      w && w.getRank() == 5)
+    key += ",k=" + std::to_string(w.getDimSize(2));
+  auto pad = conv->getAttrOfType<IntegerAttr>("padding");
+  key += ",p=" + std::to_string(pad ? pad.getInt() : 1);
+  return key;
+}
+
+StringRef shortType(Type t) {
+  if (t.isF16())
+    return "f16";
+  if (t.isF32())
+    return "f32";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isInteger(64))
+    return "i64";
+  return "t";
+}
+
+/// `<op>_<dtype>_<d0>x<d1>..._k<n>`, e.g. layer_norm_f16_1x4096x1024_k3.
+std::string kernelName(StringRef base, Type elem, Type shaped, int index) {
+  std::string name = base.str();
+  for (char &c : name)
+    if (!isalnum(static_cast<unsigned char>(c)))
+      c = '_';
+  name += "_";
+  name += shortType(elem);
+  if (auto rt = dyn_cast<RankedTensorType>(shaped)) {
+    name += "_";
+    llvm::raw_string_ostream os(name);
+    llvm::interleave(
+        rt.getShape(), os,
+        [&](int64_t d) {
+          if (ShapedType::isDynamic(d))
+            os << "d";
+          else
+            os << d;
+        },
+        "x");
+  }
+  name += "_k";
+  name += std::to_string(index);
+  return name;
+}
+
+DictionaryAttr launchAttr(MLIRContext *ctx, StringRef name, const Launch &l) {
+  Builder b(ctx);
+  return b.getDictionaryAttr({
+      b.getNamedAttr("kernel", b.getStringAttr(name)),
+      b.getNamedAttr("grid", b.getDenseI64ArrayAttr(l.grid)),
+      b.getNamedAttr("block", b.getDenseI64ArrayAttr(l.block)),
+      b.getNamedAttr("smem", b.getI64IntegerAttr(l.smem)),
+  });
+}
+
+} // namespace
+
+void detail::loadKernelDialects(MLIRContext *ctx) {
+  ctx->loadDialect<arith::ArithDialect, gpu::GPUDialect, math::MathDialect,
+                   memref::MemRefDialect, scf::SCFDialect,
+                   vector::VectorDialect, func::FuncDialect>();
+}
+
+FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  loadKernelDialects(ctx);
+  Location loc = module.getLoc();
+  OwningOpRef<ModuleOp> kernels = ModuleOp::create(loc);
+  (*kernels)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                      UnitAttr::get(ctx));
+  OpBuilder b(ctx);
+  b.setInsertionPointToStart(kernels->getBody());
+  auto gpuModule = gpu::GPUModuleOp::create(b, loc, "trellis_kernels");
+
+  struct Entry {
+    std::string name;
+    Launch launch;
+    int64_t scratch = 0;
+  };
+  llvm::StringMap<Entry> seen;
+  int count = 0;
+  bool failedAny = false;
+
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (!isCudaFunction(fn))
+      continue;
+    fn.walk<WalkOrder::PreOrder>([&](Operation *op) {
+      if (op == fn.getOperation())
+        return;
+      OpClass cls = classify(op);
+      switch (cls) {
+      case OpClass::Library:
+      case OpClass::View:
+      case OpClass::Host:
+        return;
+      case OpClass::Unsupported:
+        op->emitError() << "'" << op->getName()
+                        << "' has no GPU implementation (in CUDA function @"
+                        << fn.getSymName() << ")";
+        failedAny = true;
+        return;
+      case OpClass::Generated:
+      case OpClass::Conv:
+      case OpClass::Sampler:
+        break;
+      }
+      StringRef prefix = cls == OpClass::Conv      ? "im2col:"
+                         : cls == OpClass::Sampler ? "update:"
+                                                   : "";
+      // The sampler's update depends on the sample type only, the im2col on
+      // the input type, the kernel size and the padding.
+      std::string key;
+      if (cls == OpClass::Sampler)
+        key = (prefix + typeString(op->getOperand(0).getType())).str();
+      else if (cls == OpClass::Conv)
+        key = convKey(op, prefix);
+      else
+        key = kernelKey(op, prefix);
+      auto it = seen.find(key);
+      if (it == seen.end()) {
+        Entry e;
+        FailureOr<Launch> l = failure();
+        if (cls == OpClass::Conv) {
+          e.name = kernelName("im2col", getElementTypeOrSelf(op->getOperand(0)),
+                              op->getOperand(0).getType(), count);
+          l = emitIm2colKernel(op, gpuModule, e.name, e.scratch);
+        } else if (cls == OpClass::Sampler) {
+          e.name =
+              kernelName("flow_update", getElementTypeOrSelf(op->getOperand(0)),
+                         op->getOperand(0).getType(), count);
+          l = emitFlowUpdateKernel(op, gpuModule, e.name);
+        } else {
+          StringRef base = op->getName().getStringRef();
+          base.consume_front("trellis.");
+          std::string b2 = base.str();
+          Value shaped = op->getNumResults() ? op->getResult(0) : Value();
+          Type elem = shaped ? getElementTypeOrSelf(shaped) : Type();
+          if (base == "cast") {
+            b2 += "_";
+            b2 += shortType(getElementTypeOrSelf(op->getOperand(0)));
+            b2 += "_to";
+          }
+          if (base == "split")
+            shaped = op->getOperand(0);
+          e.name = kernelName(b2, elem, shaped.getType(), count);
+          l = emitOpKernel(op, gpuModule, e.name);
+        }
+        if (failed(l)) {
+          failedAny = true;
+          return;
+        }
+        ++count;
+        e.launch = *l;
+        it = seen.insert({key, e}).first;
+      }
+      const Entry &e = it->second;
+      DictionaryAttr attr = launchAttr(ctx, e.name, e.launch);
+      if (cls == OpClass::Sampler) {
+        op->setAttr(kUpdateAttr, attr);
+        return;
+      }
+      op->setAttr(kLaunchAttr, attr);
+      if (cls == OpClass::Conv)
+        op->setAttr(kScratchAttr, Builder(ctx).getI64IntegerAttr(e.scratch));
+    });
+  }
+  if (failedAny)
+    return failure();
+  if (failed(verify(*kernels)))
+    return emitError(loc) << "internal error: the generated kernels do not "
+                             "verify";
+  KernelModule result;
+  result.module = std::move(kernels);
+  result.numKernels = count;
+  return result;
+}
+
+FailureOr<OwningOpRef<ModuleOp>> buildKernelModule(ModuleOp module) {
+  FailureOr<detail::KernelModule> k = detail::buildKernels(module);
+  if (failed(k))
+    return failure();
+  return std::move(k->module);
+}
+
+FailureOr<GeneratedKernels> generateKernels(ModuleOp module,
+                                            const CodegenOptions &options) {
+  FailureOr<detail::KernelModule> k = detail::buildKernels(module);
+  if (failed(k))
+    return failure();
+  GeneratedKernels out;
+  out.numKernels = k->numKernels;
+  if (failed(detail::lowerToPtx(*k->module, options.portablePtx,
+                                options.cudaPath, out.ptxSm90a,
+                                out.ptxCompute75)))
+    return failure();
+  return out;
+}
+
+} // namespace trellis::codegen

@@ -1,0 +1,1344 @@
+//===- Kernels.cpp - gpu.func emitters of the generated ops ---------------===//
+//
+// Every kernel is 1-D: 256 threads per block, one element group per thread.
+// Index math is on `index` (lowered to i32: every generated tensor has fewer
+// than 2^31 elements, checked here). The math of each op is the CPU
+// reference's (runtime/reference): f32 arithmetic in the same order, one
+// rounding to the result dtype at the store. Families:
+//  * elementwise (casts, unary, binary with NumPy broadcasting, modulation,
+//    the sampler update): V consecutive elements per thread with 16-byte
+//    vector loads/stores when the innermost size allows; broadcast operands
+//    are loaded as scalars and splatted;
+//  * row reductions over the last axis (layer_norm, head_rms_norm, softmax,
+//    layer_norm_modulate): G lanes (≤ 32, a power of two) per row, each
+//    holding K vectors of V elements in registers, statistics in f32 reduced
+//    with gpu.shuffle xor; rows too long for registers loop over the row;
+//  * reductions over another axis (the SS decoder's channel layer norm):
+//    one thread per (outer, inner) position looping over the axis, which
+//    keeps the accesses coalesced across threads;
+//  * data movement (split, concat, permute, pixel shuffle, im2col);
+//  * timestep embedding, with its frequency table baked in as the reference
+//    computes it.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+
+#include "dialect/TrellisOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+using namespace mlir;
+
+namespace trellis::codegen::detail {
+namespace {
+
+constexpr int64_t kBlock = 256;
+constexpr int64_t kMaxElements = (int64_t(1) << 31) - 1;
+
+int64_t elemBytes(Type t) { return (t.getIntOrFloatBitWidth() + 7) / 8; }
+
+int64_t product(ArrayRef<int64_t> s) {
+  return std::accumulate(s.begin(), s.end(), int64_t(1),
+                         std::multiplies<int64_t>());
+}
+
+/// Largest power of two <= cap dividing n (1 for n = 0).
+int64_t pow2Divisor(int64_t n, int64_t cap) {
+  int64_t v = 1;
+  while (v * 2 <= cap && n % (v * 2) == 0)
+    v *= 2;
+  return v;
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+Launch launch1d(int64_t threads) {
+  Launch l;
+  l.block = {kBlock, 1, 1};
+  l.grid = {std::max<int64_t>(1, ceilDiv(threads, kBlock)), 1, 1};
+  return l;
+}
+
+/// Builds one gpu.func and offers the value helpers the emitters share.
+class KernelBuilder {
+public:
+  KernelBuilder(gpu::GPUModuleOp module, StringRef name,
+                ArrayRef<Type> argTypes, Location loc)
+      : b(module.getContext()), loc(loc) {
+    b.setInsertionPointToEnd(module.getBody());
+    auto fnType = b.getFunctionType(argTypes, {});
+    func = gpu::GPUFuncOp::create(b, loc, name, fnType);
+    func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({int32_t(kBlock), 1, 1}));
+    Block &entry = func.getBody().front();
+    b.setInsertionPointToStart(&entry);
+    gpu::ReturnOp::create(b, loc);
+    b.setInsertionPointToStart(&entry);
+  }
+
+  Value arg(unsigned i) { return func.getArgument(i); }
+
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value i32(int32_t v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+  }
+
+  /// An f32 constant of the shape of `like` (scalar or vector).
+  Value f32(double v, Type like) {
+    Type f = b.getF32Type();
+    if (auto vt = dyn_cast<VectorType>(like))
+      return arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(vt, b.getFloatAttr(f, v)));
+    return arith::ConstantOp::create(b, loc, b.getFloatAttr(f, v));
+  }
+  Value zeroOf(Type t) {
+    if (auto vt = dyn_cast<VectorType>(t))
+      return arith::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(vt, b.getZeroAttr(vt.getElementType())));
+    return arith::ConstantOp::create(b, loc, b.getZeroAttr(t));
+  }
+
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value mul(Value x, int64_t c) {
+    if (c == 1)
+      return x;
+    return arith::MulIOp::create(b, loc, x, idx(c));
+  }
+  Value div(Value x, int64_t c) {
+    if (c == 1)
+      return x;
+    return arith::DivUIOp::create(b, loc, x, idx(c));
+  }
+  Value rem(Value x, int64_t c) {
+    if (c == 1)
+      return idx(0);
+    return arith::RemUIOp::create(b, loc, x, idx(c));
+  }
+  Value ult(Value x, int64_t c) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, idx(c));
+  }
+
+  /// blockIdx.x · 256 + threadIdx.x.
+  Value globalId() {
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    return add(mul(bid, kBlock), tid);
+  }
+
+  /// Moves the insertion point into `if (cond) { ... }`.
+  void guard(Value cond) {
+    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+  }
+
+  /// Loads V elements at `off` (a vector when V > 1, aligned to its size up
+  /// to 16 bytes: offsets are multiples of V and buffers 16-byte aligned).
+  Value load(Value mem, Value off, int64_t v) {
+    Type et = cast<MemRefType>(mem.getType()).getElementType();
+    if (v == 1)
+      return memref::LoadOp::create(b, loc, mem, ValueRange{off});
+    auto vt = VectorType::get({v}, et);
+    return vector::LoadOp::create(
+        b, loc, vt, mem, ValueRange{off}, /*nontemporal=*/false,
+        llvm::MaybeAlign(std::min<int64_t>(16, v * elemBytes(et))));
+  }
+  void store(Value val, Value mem, Value off) {
+    auto vt = dyn_cast<VectorType>(val.getType());
+    if (!vt) {
+      memref::StoreOp::create(b, loc, val, mem, ValueRange{off});
+      return;
+    }
+    int64_t bytes = vt.getNumElements() * elemBytes(vt.getElementType());
+    vector::StoreOp::create(b, loc, val, mem, ValueRange{off},
+                            /*nontemporal=*/false,
+                            llvm::MaybeAlign(std::min<int64_t>(16, bytes)));
+  }
+  /// A scalar splatted to V lanes (V = 1: the scalar).
+  Value splat(Value s, int64_t v) {
+    if (v == 1)
+      return s;
+    return vector::BroadcastOp::create(b, loc,
+                                       VectorType::get({v}, s.getType()), s);
+  }
+
+  /// Widens f16 (exactly) or converts integers (round to nearest) to f32.
+  Value toF32(Value x) {
+    Type t = getElementTypeOrSelf(x.getType());
+    Type f = b.getF32Type();
+    Type target = f;
+    if (auto vt = dyn_cast<VectorType>(x.getType()))
+      target = VectorType::get(vt.getShape(), f);
+    if (t.isF32())
+      return x;
+    if (isa<FloatType>(t))
+      return arith::ExtFOp::create(b, loc, target, x);
+    return arith::SIToFPOp::create(b, loc, target, x);
+  }
+  /// Rounds f32 to `et` (f16: to nearest even); f32 stays.
+  Value fromF32(Value x, Type et) {
+    if (et.isF32())
+      return x;
+    Type target = et;
+    if (auto vt = dyn_cast<VectorType>(x.getType()))
+      target = VectorType::get(vt.getShape(), et);
+    return arith::TruncFOp::create(b, loc, target, x);
+  }
+
+  Value lane(Value vec, int64_t i) {
+    if (!isa<VectorType>(vec.getType()))
+      return vec;
+    return vector::ExtractOp::create(b, loc, vec, ArrayRef<int64_t>{i});
+  }
+
+  OpBuilder b;
+  Location loc;
+  gpu::GPUFuncOp func;
+};
+
+MemRefType flatMemRef(Type t) {
+  auto rt = cast<RankedTensorType>(t);
+  return MemRefType::get({rt.getNumElements()}, rt.getElementType());
+}
+
+/// Kernel argument types: one flat memref per tensor operand, then result.
+SmallVector<Type> tensorArgs(Operation *op) {
+  SmallVector<Type> types;
+  for (Type t : op->getOperandTypes())
+    types.push_back(flatMemRef(t));
+  for (Type t : op->getResultTypes())
+    types.push_back(flatMemRef(t));
+  return types;
+}
+
+LogicalResult checkStatic(Operation *op) {
+  auto check = [&](Type t) -> LogicalResult {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    if (!rt)
+      return op->emitError() << "has no GPU implementation: operand type " << t
+                             << " is not a tensor";
+    if (!rt.hasStaticShape())
+      return op->emitError()
+             << "has no GPU implementation for the dynamic shape " << t
+             << " (sparse tensors run on the host)";
+    if (rt.getNumElements() > kMaxElements)
+      return op->emitError() << "has no GPU implementation: " << t
+                             << " has 2^31 or more elements";
+    Type et = rt.getElementType();
+    if (!et.isF16() && !et.isF32() && !et.isInteger(32) && !et.isInteger(64))
+      return op->emitError()
+             << "has no GPU implementation for element type " << et;
+    return success();
+  };
+  for (Type t : op->getOperandTypes())
+    if (failed(check(t)))
+      return failure();
+  for (Type t : op->getResultTypes())
+    if (failed(check(t)))
+      return failure();
+  return success();
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+Type elemOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+double floatAttrOr(Operation *op, StringRef name, double dflt) {
+  if (auto a = op->getAttrOfType<FloatAttr>(name))
+    return a.getValueAsDouble();
+  return dflt;
+}
+int64_t intAttrOr(Operation *op, StringRef name, int64_t dflt) {
+  if (auto a = op->getAttrOfType<IntegerAttr>(name))
+    return a.getInt();
+  return dflt;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+/// An operand of an elementwise kernel: the kernel argument and its element
+/// strides over the output's dimensions (0 where broadcast).
+struct EwOperand {
+  unsigned arg;
+  SmallVector<int64_t> strides;
+};
+
+/// NumPy broadcasting of `in` against `out` (trailing dimensions aligned).
+SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> in,
+                                      ArrayRef<int64_t> out) {
+  SmallVector<int64_t> strides(out.size(), 0);
+  int64_t s = 1;
+  for (size_t k = 0; k < in.size() && k < out.size(); ++k) {
+    size_t di = in.size() - 1 - k, d = out.size() - 1 - k;
+    strides[d] = in[di] == 1 && out[d] != 1 ? 0 : s;
+    s *= in[di];
+  }
+  return strides;
+}
+
+/// [B, C] broadcast over the tokens of x [B, ..., C], or x's own shape.
+SmallVector<int64_t> perSampleStrides(ArrayRef<int64_t> v,
+                                      ArrayRef<int64_t> x) {
+  if (v == x)
+    return broadcastStrides(v, x);
+  SmallVector<int64_t> strides(x.size(), 0);
+  strides.front() = x.back();
+  strides.back() = 1;
+  return strides;
+}
+
+/// The f32 (or integer) result from the operands' values at the group that
+/// starts at flat output offset `flat`.
+using EwBody = std::function<Value(
+    KernelBuilder &, ArrayRef<Value> /*operands*/, Value /*flat*/)>;
+
+/// out[i] = body(operands at i): V consecutive elements per thread.
+/// `computeF32`: operands are widened to f32 and the result rounded once.
+Launch emitElementwise(KernelBuilder &kb, ArrayRef<int64_t> outShape,
+                       ArrayRef<EwOperand> operands, unsigned outArg,
+                       bool computeF32, const EwBody &body) {
+  // Drop size-1 dimensions and merge dimensions contiguous in every operand.
+  SmallVector<int64_t> shape;
+  SmallVector<SmallVector<int64_t>> strides(operands.size());
+  for (size_t d = 0; d < outShape.size(); ++d) {
+    if (outShape[d] == 1)
+      continue;
+    bool merge = !shape.empty();
+    for (size_t i = 0; merge && i < operands.size(); ++i)
+      merge = strides[i].back() == operands[i].strides[d] * outShape[d];
+    if (merge) {
+      shape.back() *= outShape[d];
+      for (size_t i = 0; i < operands.size(); ++i)
+        strides[i].back() = operands[i].strides[d];
+      continue;
+    }
+    shape.push_back(outShape[d]);
+    for (size_t i = 0; i < operands.size(); ++i)
+      strides[i].push_back(operands[i].strides[d]);
+  }
+  if (shape.empty()) {
+    shape.push_back(1);
+    for (auto &s : strides)
+      s.push_back(0);
+  }
+  // Vector width: 16 bytes of the narrowest type accessed contiguously.
+  auto memTy = [&](unsigned a) {
+    return cast<MemRefType>(kb.arg(a).getType()).getElementType();
+  };
+  int64_t minBytes = elemBytes(memTy(outArg));
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (strides[i].back() == 1)
+      minBytes = std::min(minBytes, elemBytes(memTy(operands[i].arg)));
+  const int64_t v = pow2Divisor(shape.back(), 16 / minBytes);
+  const int64_t total = product(shape);
+  const int64_t groups = total / v;
+
+  Value gid = kb.globalId();
+  kb.guard(kb.ult(gid, groups));
+  Value flat = kb.mul(gid, v);
+  // Multi-index of the group's first element, innermost first.
+  SmallVector<Value> index(shape.size());
+  Value rest = flat;
+  for (int d = int(shape.size()) - 1; d >= 0; --d) {
+    index[d] = d == 0 ? rest : kb.rem(rest, shape[d]);
+    if (d > 0)
+      rest = kb.div(rest, shape[d]);
+  }
+  SmallVector<Value> vals;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    Value off = kb.idx(0);
+    bool first = true;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (strides[i][d] == 0)
+        continue;
+      Value term = kb.mul(index[d], strides[i][d]);
+      off = first ? term : kb.add(off, term);
+      first = false;
+    }
+    Value mem = kb.arg(operands[i].arg);
+    Value x = strides[i].back() == 1 ? kb.load(mem, off, v)
+                                     : kb.splat(kb.load(mem, off, 1), v);
+    vals.push_back(computeF32 ? kb.toF32(x) : x);
+  }
+  Value r = body(kb, vals, flat);
+  if (computeF32)
+    r = kb.fromF32(r, memTy(outArg));
+  kb.store(r, kb.arg(outArg), flat);
+  return launch1d(groups);
+}
+
+/// The reference's f32 formula of a unary op (runtime/reference/Elementwise).
+Value unaryF32(KernelBuilder &kb, StringRef name, Value x) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type t = x.getType();
+  auto one = [&] { return kb.f32(1.0, t); };
+  auto sigmoidDenom = [&] { // 1 + exp(-x)
+    Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+    return arith::AddFOp::create(b, loc, one(), e);
+  };
+  if (name == "silu")
+    return arith::DivFOp::create(b, loc, x, sigmoidDenom());
+  if (name == "sigmoid")
+    return arith::DivFOp::create(b, loc, one(), sigmoidDenom());
+  if (name == "gelu") {
+    // 0.5·x·(1 + tanh(β·(x + κ·x·x·x))), in the reference's order.
+    Value k = arith::MulFOp::create(b, loc, kb.f32(double(0.044715f), t), x);
+    k = arith::MulFOp::create(b, loc, k, x);
+    k = arith::MulFOp::create(b, loc, k, x);
+    Value inner = arith::AddFOp::create(b, loc, x, k);
+    inner = arith::MulFOp::create(
+        b, loc, kb.f32(double(float(0.79788456080286535588)), t), inner);
+    Value th = math::TanhOp::create(b, loc, inner);
+    Value h = arith::MulFOp::create(b, loc, kb.f32(0.5, t), x);
+    return arith::MulFOp::create(b, loc, h,
+                                 arith::AddFOp::create(b, loc, one(), th));
+  }
+  if (name == "tanh")
+    return math::TanhOp::create(b, loc, x);
+  if (name == "softplus") {
+    Value lin = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x,
+                                      kb.f32(20.0, t));
+    Value sp = math::Log1pOp::create(b, loc, math::ExpOp::create(b, loc, x));
+    return arith::SelectOp::create(b, loc, lin, x, sp);
+  }
+  if (name == "atanh")
+    return math::AtanhOp::create(b, loc, x);
+  if (name == "exp")
+    return math::ExpOp::create(b, loc, x);
+  if (name == "log")
+    return math::LogOp::create(b, loc, x);
+  if (name == "sin")
+    return math::SinOp::create(b, loc, x);
+  if (name == "cos")
+    return math::CosOp::create(b, loc, x);
+  if (name == "neg")
+    return arith::NegFOp::create(b, loc, x);
+  if (name == "sqrt")
+    return math::SqrtOp::create(b, loc, x);
+  if (name == "abs")
+    return math::AbsFOp::create(b, loc, x);
+  return {};
+}
+
+bool isUnaryName(StringRef n) {
+  return llvm::is_contained({"silu", "gelu", "sigmoid", "tanh", "softplus",
+                             "atanh", "exp", "log", "sin", "cos", "neg", "sqrt",
+                             "abs"},
+                            n);
+}
+
+Value binary(KernelBuilder &kb, StringRef name, Value x, Value y, bool isInt) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  if (isInt) {
+    if (name == "add")
+      return arith::AddIOp::create(b, loc, x, y);
+    if (name == "sub")
+      return arith::SubIOp::create(b, loc, x, y);
+    if (name == "mul")
+      return arith::MulIOp::create(b, loc, x, y);
+    if (name == "maximum")
+      return arith::MaxSIOp::create(b, loc, x, y);
+    return {};
+  }
+  if (name == "add")
+    return arith::AddFOp::create(b, loc, x, y);
+  if (name == "sub")
+    return arith::SubFOp::create(b, loc, x, y);
+  if (name == "mul")
+    return arith::MulFOp::create(b, loc, x, y);
+  if (name == "div")
+    return arith::DivFOp::create(b, loc, x, y);
+  if (name == "maximum") // NaN propagates, as torch.maximum
+    return arith::MaximumFOp::create(b, loc, x, y);
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+enum class RowKind { LayerNorm, HeadRms, Softmax, LayerNormModulate };
+
+struct RowSpec {
+  RowKind kind;
+  int64_t rows, n;            ///< rows of n elements (the reduced axis)
+  float eps = 0;              ///< layer norms
+  int gamma = -1, beta = -1;  ///< argument numbers of the f32 affine vectors
+  int64_t heads = 1;          ///< head_rms_norm: gamma row = row % heads
+  int shift = -1, scale = -1; ///< layer_norm_modulate
+  int64_t tokens = 1;         ///< rows per sample (modulate's [B, C] vectors)
+  bool modPerRow = false;     ///< shift/scale have x's shape
+  unsigned x = 0, out = 1;
+};
+
+Value warpAllReduce(KernelBuilder &kb, Value v, int64_t lanes, bool isMax) {
+  for (int64_t off = lanes / 2; off >= 1; off /= 2) {
+    auto sh = gpu::ShuffleOp::create(kb.b, kb.loc, v, int32_t(off), 32,
+                                     gpu::ShuffleMode::XOR);
+    Value o = sh.getShuffleResult();
+    v = isMax ? Value(arith::MaximumFOp::create(kb.b, kb.loc, v, o))
+              : Value(arith::AddFOp::create(kb.b, kb.loc, v, o));
+  }
+  return v;
+}
+
+/// The per-element output of a row kernel from the f32 value x, the row
+/// statistics and the column `col` (index of the first of the V elements).
+struct RowStats {
+  Value mean, rstd; ///< layer norms
+  Value denom;      ///< head_rms_norm: max(‖u‖, 1e-12)
+  Value max, sum;   ///< softmax
+};
+
+Value rowOutput(KernelBuilder &kb, const RowSpec &s, Value x,
+                const RowStats &st, Value row, Value col, int64_t v) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type t = x.getType();
+  auto bc = [&](Value scalar) { return kb.splat(scalar, v); };
+  switch (s.kind) {
+  case RowKind::LayerNorm:
+  case RowKind::LayerNormModulate: {
+    Value y = arith::MulFOp::create(
+        b, loc, arith::SubFOp::create(b, loc, x, bc(st.mean)), bc(st.rstd));
+    if (s.gamma >= 0)
+      y = arith::MulFOp::create(b, loc, y, kb.load(kb.arg(s.gamma), col, v));
+    if (s.beta >= 0)
+      y = arith::AddFOp::create(b, loc, y, kb.load(kb.arg(s.beta), col, v));
+    if (s.kind == RowKind::LayerNormModulate) {
+      Value off = s.modPerRow ? kb.add(kb.mul(row, s.n), col)
+                              : kb.add(kb.mul(kb.div(row, s.tokens), s.n), col);
+      Value sc = kb.toF32(kb.load(kb.arg(s.scale), off, v));
+      Value sh = kb.toF32(kb.load(kb.arg(s.shift), off, v));
+      y = arith::MulFOp::create(
+          b, loc, y, arith::AddFOp::create(b, loc, kb.f32(1, t), sc));
+      y = arith::AddFOp::create(b, loc, y, sh);
+    }
+    return y;
+  }
+  case RowKind::HeadRms: {
+    // u / max(‖u‖, 1e-12) · γ[h] · √d, in that order.
+    Value g = kb.load(kb.arg(s.gamma),
+                      kb.add(kb.mul(kb.rem(row, s.heads), s.n), col), v);
+    Value y = arith::DivFOp::create(b, loc, x, bc(st.denom));
+    y = arith::MulFOp::create(b, loc, y, g);
+    return arith::MulFOp::create(
+        b, loc, y, kb.f32(double(float(std::sqrt(double(s.n)))), t));
+  }
+  case RowKind::Softmax: {
+    Value e = math::ExpOp::create(b, loc,
+                                  arith::SubFOp::create(b, loc, x, bc(st.max)));
+    return arith::DivFOp::create(b, loc, e, bc(st.sum));
+  }
+  }
+  return {};
+}
+
+/// Sum (or max) of the V lanes of x, in lane order.
+Value horizontal(KernelBuilder &kb, Value x, int64_t v, bool isMax) {
+  Value acc = kb.lane(x, 0);
+  for (int64_t i = 1; i < v; ++i) {
+    Value e = kb.lane(x, i);
+    acc = isMax ? Value(arith::MaximumFOp::create(kb.b, kb.loc, acc, e))
+                : Value(arith::AddFOp::create(kb.b, kb.loc, acc, e));
+  }
+  return acc;
+}
+
+Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type xTy = cast<MemRefType>(kb.arg(s.x).getType()).getElementType();
+  Type outTy = cast<MemRefType>(kb.arg(s.out).getType()).getElementType();
+  // Register path: G lanes per row, K vectors of V elements per lane.
+  int64_t v = pow2Divisor(s.n, 16 / elemBytes(xTy));
+  int64_t g = pow2Divisor(s.n / v, 32);
+  int64_t k = s.n / (v * g);
+  if (k > 16 && v > 1 && g < 32) { // prefer more lanes to longer vectors
+    while (k > 16 && v > 1 && g < 32 && (s.n / (v / 2)) % (g * 2) == 0) {
+      v /= 2;
+      g *= 2;
+      k = s.n / (v * g);
+    }
+  }
+  const bool inRegisters = k <= 32;
+  if (!inRegisters) {
+    v = 1;
+    g = 32;
+  }
+  const int64_t rowsPerBlockThreads = s.rows * g;
+
+  Value gid = kb.globalId();
+  Value row = kb.div(gid, g);
+  Value laneId = kb.rem(gid, g);
+  // Every lane takes part in the shuffles: rows past the end are clamped and
+  // only the stores are guarded.
+  Value valid = kb.ult(row, s.rows);
+  Value rowc = arith::MinUIOp::create(b, loc, row, kb.idx(s.rows - 1));
+  Value base = kb.mul(rowc, s.n);
+  Value f32Ty0 = kb.f32(0, b.getF32Type());
+  Type vecF32 = v == 1 ? Type(b.getF32Type())
+                       : Type(VectorType::get({v}, b.getF32Type()));
+
+  RowStats st;
+  const bool isSoftmax = s.kind == RowKind::Softmax;
+  if (inRegisters) {
+    SmallVector<Value> xs, cols;
+    for (int64_t j = 0; j < k; ++j) {
+      Value col = kb.add(kb.mul(laneId, v), kb.idx(j * g * v));
+      cols.push_back(col);
+      xs.push_back(kb.toF32(kb.load(kb.arg(s.x), kb.add(base, col), v)));
+    }
+    auto reduce = [&](function_ref<Value(Value)> f, bool isMax) {
+      Value acc;
+      for (Value x : xs) {
+        Value h = horizontal(kb, f(x), v, isMax);
+        acc = !acc    ? h
+              : isMax ? Value(arith::MaximumFOp::create(b, loc, acc, h))
+                      : Value(arith::AddFOp::create(b, loc, acc, h));
+      }
+      return warpAllReduce(kb, acc, g, isMax);
+    };
+    Value nF = kb.f32(double(s.n), b.getF32Type());
+    switch (s.kind) {
+    case RowKind::LayerNorm:
+    case RowKind::LayerNormModulate: {
+      Value sum = reduce([](Value x) { return x; }, false);
+      st.mean = arith::DivFOp::create(b, loc, sum, nF);
+      Value meanV = kb.splat(st.mean, v);
+      Value sq = reduce(
+          [&](Value x) {
+            Value d = arith::SubFOp::create(b, loc, x, meanV);
+            return Value(arith::MulFOp::create(b, loc, d, d));
+          },
+          false);
+      Value var = arith::DivFOp::create(b, loc, sq, nF);
+      Value sd = math::SqrtOp::create(
+          b, loc,
+          arith::AddFOp::create(b, loc, var,
+                                kb.f32(double(s.eps), b.getF32Type())));
+      st.rstd = arith::DivFOp::create(b, loc, kb.f32(1.0, b.getF32Type()), sd);
+      break;
+    }
+    case RowKind::HeadRms: {
+      Value ss = reduce(
+          [&](Value x) { return Value(arith::MulFOp::create(b, loc, x, x)); },
+          false);
+      Value norm = math::SqrtOp::create(b, loc, ss);
+      st.denom = arith::MaximumFOp::create(
+          b, loc, norm, kb.f32(double(1e-12f), b.getF32Type()));
+      break;
+    }
+    case RowKind::Softmax: {
+      st.max = reduce([](Value x) { return x; }, true);
+      Value maxV = kb.splat(st.max, v);
+      st.sum = reduce(
+          [&](Value x) {
+            return Value(math::ExpOp::create(
+                b, loc, arith::SubFOp::create(b, loc, x, maxV)));
+          },
+          false);
+      break;
+    }
+    }
+    kb.guard(valid);
+    for (int64_t j = 0; j < k; ++j) {
+      Value y = rowOutput(kb, s, xs[j], st, rowc, cols[j], v);
+      kb.store(kb.fromF32(y, outTy), kb.arg(s.out), kb.add(base, cols[j]));
+    }
+    return launch1d(rowsPerBlockThreads);
+  }
+
+  // Loop path (long rows): 32 lanes stride over the row, reading it again
+  // for each statistic.
+  auto loopReduce = [&](function_ref<Value(Value)> f, bool isMax) {
+    Value init = isMax ? kb.f32(-INFINITY, b.getF32Type()) : f32Ty0;
+    auto loop = scf::ForOp::create(
+        b, loc, laneId, kb.idx(s.n), kb.idx(g), ValueRange{init},
+        [&](OpBuilder &nb, Location l, Value j, ValueRange acc) {
+          OpBuilder::InsertionGuard ig(kb.b);
+          kb.b.setInsertionPoint(nb.getInsertionBlock(),
+                                 nb.getInsertionPoint());
+          Value x = kb.toF32(kb.load(kb.arg(s.x), kb.add(base, j), 1));
+          Value fx = f(x);
+          Value next =
+              isMax ? Value(arith::MaximumFOp::create(kb.b, l, acc[0], fx))
+                    : Value(arith::AddFOp::create(kb.b, l, acc[0], fx));
+          scf::YieldOp::create(kb.b, l, next);
+        });
+    return warpAllReduce(kb, loop.getResult(0), g, isMax);
+  };
+  Value nF = kb.f32(double(s.n), b.getF32Type());
+  switch (s.kind) {
+  case RowKind::LayerNorm:
+  case RowKind::LayerNormModulate: {
+    st.mean = arith::DivFOp::create(
+        b, loc, loopReduce([](Value x) { return x; }, false), nF);
+    Value mean = st.mean;
+    Value sq = loopReduce(
+        [&](Value x) {
+          Value d = arith::SubFOp::create(kb.b, kb.loc, x, mean);
+          return Value(arith::MulFOp::create(kb.b, kb.loc, d, d));
+        },
+        false);
+    Value var = arith::DivFOp::create(b, loc, sq, nF);
+    Value sd = math::SqrtOp::create(
+        b, loc,
+        arith::AddFOp::create(b, loc, var,
+                              kb.f32(double(s.eps), b.getF32Type())));
+    st.rstd = arith::DivFOp::create(b, loc, kb.f32(1.0, b.getF32Type()), sd);
+    break;
+  }
+  case RowKind::HeadRms: {
+    Value ss = loopReduce(
+        [&](Value x) {
+          return Value(arith::MulFOp::create(kb.b, kb.loc, x, x));
+        },
+        false);
+    st.denom =
+        arith::MaximumFOp::create(b, loc, math::SqrtOp::create(b, loc, ss),
+                                  kb.f32(double(1e-12f), b.getF32Type()));
+    break;
+  }
+  case RowKind::Softmax: {
+    st.max = loopReduce([](Value x) { return x; }, true);
+    Value mx = st.max;
+    st.sum = loopReduce(
+        [&](Value x) {
+          return Value(math::ExpOp::create(
+              kb.b, kb.loc, arith::SubFOp::create(kb.b, kb.loc, x, mx)));
+        },
+        false);
+    break;
+  }
+  }
+  (void)isSoftmax;
+  (void)vecF32;
+  kb.guard(valid);
+  scf::ForOp::create(
+      b, loc, laneId, kb.idx(s.n), kb.idx(g), ValueRange{},
+      [&](OpBuilder &nb, Location l, Value j, ValueRange) {
+        OpBuilder::InsertionGuard ig(kb.b);
+        kb.b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        Value x = kb.toF32(kb.load(kb.arg(s.x), kb.add(base, j), 1));
+        Value y = rowOutput(kb, s, x, st, rowc, j, 1);
+        kb.store(kb.fromF32(y, outTy), kb.arg(s.out), kb.add(base, j));
+        scf::YieldOp::create(kb.b, l);
+      });
+  return launch1d(rowsPerBlockThreads);
+}
+
+/// Normalization / softmax over a non-last axis of x viewed as
+/// [outer, n, inner]: one thread per (outer, inner) position.
+Launch emitAxisKernel(KernelBuilder &kb, const RowSpec &s, int64_t outer,
+                      int64_t inner) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type outTy = cast<MemRefType>(kb.arg(s.out).getType()).getElementType();
+  const int64_t items = outer * inner;
+  Value gid = kb.globalId();
+  kb.guard(kb.ult(gid, items));
+  Value base =
+      kb.add(kb.mul(kb.div(gid, inner), s.n * inner), kb.rem(gid, inner));
+  Type f32 = b.getF32Type();
+  auto at = [&](Value j) { return kb.add(base, kb.mul(j, inner)); };
+  auto loopReduce = [&](function_ref<Value(Value)> f, bool isMax) {
+    Value init = kb.f32(isMax ? -INFINITY : 0.0, f32);
+    auto loop = scf::ForOp::create(
+        b, loc, kb.idx(0), kb.idx(s.n), kb.idx(1), ValueRange{init},
+        [&](OpBuilder &nb, Location l, Value j, ValueRange acc) {
+          OpBuilder::InsertionGuard ig(kb.b);
+          kb.b.setInsertionPoint(nb.getInsertionBlock(),
+                                 nb.getInsertionPoint());
+          Value fx = f(kb.toF32(kb.load(kb.arg(s.x), at(j), 1)));
+          Value next =
+              isMax ? Value(arith::MaximumFOp::create(kb.b, l, acc[0], fx))
+                    : Value(arith::AddFOp::create(kb.b, l, acc[0], fx));
+          scf::YieldOp::create(kb.b, l, next);
+        });
+    return loop.getResult(0);
+  };
+  Value nF = kb.f32(double(s.n), f32);
+  RowStats st;
+  if (s.kind == RowKind::Softmax) {
+    st.max = loopReduce([](Value x) { return x; }, true);
+    Value mx = st.max;
+    st.sum = loopReduce(
+        [&](Value x) {
+          return Value(math::ExpOp::create(
+              kb.b, kb.loc, arith::SubFOp::create(kb.b, kb.loc, x, mx)));
+        },
+        false);
+  } else {
+    st.mean = arith::DivFOp::create(
+        b, loc, loopReduce([](Value x) { return x; }, false), nF);
+    Value mean = st.mean;
+    Value sq = loopReduce(
+        [&](Value x) {
+          Value d = arith::SubFOp::create(kb.b, kb.loc, x, mean);
+          return Value(arith::MulFOp::create(kb.b, kb.loc, d, d));
+        },
+        false);
+    Value var = arith::DivFOp::create(b, loc, sq, nF);
+    Value sd = math::SqrtOp::create(
+        b, loc, arith::AddFOp::create(b, loc, var, kb.f32(double(s.eps), f32)));
+    st.rstd = arith::DivFOp::create(b, loc, kb.f32(1.0, f32), sd);
+  }
+  scf::ForOp::create(b, loc, kb.idx(0), kb.idx(s.n), kb.idx(1), ValueRange{},
+                     [&](OpBuilder &nb, Location l, Value j, ValueRange) {
+                       OpBuilder::InsertionGuard ig(kb.b);
+                       kb.b.setInsertionPoint(nb.getInsertionBlock(),
+                                              nb.getInsertionPoint());
+                       Value x = kb.toF32(kb.load(kb.arg(s.x), at(j), 1));
+                       Value y = rowOutput(kb, s, x, st, Value(), j, 1);
+                       kb.store(kb.fromF32(y, outTy), kb.arg(s.out), at(j));
+                       scf::YieldOp::create(kb.b, l);
+                     });
+  return launch1d(items);
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+/// Split (toPieces) or concat along `axis` of a row-major tensor viewed as
+/// [outer, dim, inner]: the thread walks the whole (input or output) tensor
+/// in groups of V elements and picks its piece with an if-chain.
+Launch emitSplitConcat(KernelBuilder &kb, bool toPieces, unsigned whole,
+                       ArrayRef<unsigned> pieces, ArrayRef<int64_t> sizes,
+                       int64_t outer, int64_t inner) {
+  const int64_t dim = std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
+  Type et = cast<MemRefType>(kb.arg(whole).getType()).getElementType();
+  int64_t v = 16 / elemBytes(et);
+  for (int64_t s : sizes)
+    v = pow2Divisor(s * inner, v);
+  const int64_t rowLen = dim * inner;
+  const int64_t groups = outer * rowLen / v;
+  Value gid = kb.globalId();
+  kb.guard(kb.ult(gid, groups));
+  Value flat = kb.mul(gid, v);
+  Value o = kb.div(flat, rowLen);
+  Value col = kb.rem(flat, rowLen);
+  Value data;
+  if (toPieces)
+    data = kb.load(kb.arg(whole), flat, v);
+  std::function<void(size_t, int64_t)> piece = [&](size_t i, int64_t at) {
+    const int64_t len = sizes[i] * inner;
+    auto emit = [&] {
+      Value local = kb.add(
+          kb.mul(o, len), arith::SubIOp::create(kb.b, kb.loc, col, kb.idx(at)));
+      if (toPieces)
+        kb.store(data, kb.arg(pieces[i]), local);
+      else
+        kb.store(kb.load(kb.arg(pieces[i]), local, v), kb.arg(whole), flat);
+    };
+    if (i + 1 == pieces.size()) {
+      emit();
+      return;
+    }
+    auto ifOp = scf::IfOp::create(kb.b, kb.loc, kb.ult(col, at + len),
+                                  /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard ig(kb.b);
+    kb.b.setInsertionPointToStart(ifOp.thenBlock());
+    emit();
+    kb.b.setInsertionPointToStart(ifOp.elseBlock());
+    piece(i + 1, at + len);
+  };
+  piece(0, 0);
+  return launch1d(groups);
+}
+
+/// out[i] = in[src(i)] for every output element (V elements per thread when
+/// `v` > 1: src(i) of a group's first element, the group contiguous in both).
+Launch emitGather(KernelBuilder &kb, ArrayRef<int64_t> outShape, int64_t v,
+                  function_ref<Value(ArrayRef<Value>)> src) {
+  const int64_t groups = product(outShape) / v;
+  Value gid = kb.globalId();
+  kb.guard(kb.ult(gid, groups));
+  Value flat = kb.mul(gid, v);
+  SmallVector<Value> index(outShape.size());
+  Value rest = flat;
+  for (int d = int(outShape.size()) - 1; d >= 0; --d) {
+    index[d] = d == 0 ? rest : kb.rem(rest, outShape[d]);
+    if (d > 0)
+      rest = kb.div(rest, outShape[d]);
+  }
+  kb.store(kb.load(kb.arg(0), src(index), v), kb.arg(1), flat);
+  return launch1d(groups);
+}
+
+//===----------------------------------------------------------------------===//
+// Per-op dispatch
+//===----------------------------------------------------------------------===//
+
+FailureOr<Launch> emitLayerNorm(Operation *op, KernelBuilder &kb) {
+  ArrayRef<int64_t> shape = shapeOf(op->getOperand(0));
+  int64_t rank = int64_t(shape.size());
+  int64_t axis = intAttrOr(op, "axis", -1);
+  if (axis < 0)
+    axis += rank;
+  RowSpec s{RowKind::LayerNorm, 0, shape[axis]};
+  s.eps = float(floatAttrOr(op, "eps", 1e-5));
+  if (op->getNumOperands() == 3) {
+    s.gamma = 1;
+    s.beta = 2;
+  }
+  s.x = 0;
+  s.out = op->getNumOperands();
+  int64_t outer = product(shape.take_front(axis));
+  int64_t inner = product(shape.drop_front(axis + 1));
+  if (inner == 1) {
+    s.rows = outer;
+    return emitRowKernel(kb, s);
+  }
+  return emitAxisKernel(kb, s, outer, inner);
+}
+
+FailureOr<Launch> emitTimestepEmbedding(Operation *op, KernelBuilder &kb,
+                                        gpu::GPUModuleOp module,
+                                        StringRef name) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  const int64_t batch = shapeOf(op->getOperand(0))[0];
+  const int64_t dim = intAttrOr(op, "dim", 256);
+  const double maxPeriod = floatAttrOr(op, "max_period", 10000.0);
+  const int64_t half = dim / 2;
+  // The reference's table: (f32(−ln P)·j)/half in f32, exp in double,
+  // rounded once to f32.
+  SmallVector<float> freq;
+  const float negLog = float(-std::log(maxPeriod));
+  for (int64_t j = 0; j < half; ++j)
+    freq.push_back(float(std::exp(double((negLog * float(j)) / float(half)))));
+  std::string table = (name + "_freq").str();
+  {
+    OpBuilder mb(module.getContext());
+    mb.setInsertionPointToStart(module.getBody());
+    auto ty = MemRefType::get({std::max<int64_t>(1, half)}, mb.getF32Type());
+    if (freq.empty())
+      freq.push_back(0.0f);
+    memref::GlobalOp::create(
+        mb, loc, table, mb.getStringAttr("private"), ty,
+        DenseElementsAttr::get(
+            RankedTensorType::get(ty.getShape(), mb.getF32Type()),
+            ArrayRef<float>(freq)),
+        /*constant=*/true, /*alignment=*/IntegerAttr());
+  }
+  Value gid = kb.globalId();
+  kb.guard(kb.ult(gid, batch * half));
+  Value bi = kb.div(gid, half), j = kb.rem(gid, half);
+  auto ty = MemRefType::get({std::max<int64_t>(1, half)}, b.getF32Type());
+  Value tab = memref::GetGlobalOp::create(b, loc, ty, table);
+  Value f = memref::LoadOp::create(b, loc, tab, ValueRange{j});
+  Value t = memref::LoadOp::create(b, loc, kb.arg(0), ValueRange{bi});
+  Value arg = arith::MulFOp::create(b, loc, t, f); // the f32 product τ·f_j
+  // cos/sin of the f32 argument in double, rounded once (as the reference).
+  Value argD = arith::ExtFOp::create(b, loc, b.getF64Type(), arg);
+  Value c = arith::TruncFOp::create(b, loc, b.getF32Type(),
+                                    math::CosOp::create(b, loc, argD));
+  Value sn = arith::TruncFOp::create(b, loc, b.getF32Type(),
+                                     math::SinOp::create(b, loc, argD));
+  Value row = kb.mul(bi, dim);
+  kb.store(c, kb.arg(1), kb.add(row, j));
+  kb.store(sn, kb.arg(1), kb.add(row, kb.add(j, kb.idx(half))));
+  if (dim % 2 == 1) { // the reference's zero pad column
+    Value first =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, j, kb.idx(0));
+    kb.guard(first);
+    kb.store(kb.f32(0, b.getF32Type()), kb.arg(1),
+             kb.add(row, kb.idx(dim - 1)));
+  }
+  return launch1d(batch * half);
+}
+
+FailureOr<Launch> emitPermute(Operation *op, KernelBuilder &kb) {
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  auto permAttr = op->getAttrOfType<DenseI64ArrayAttr>("perm");
+  if (!permAttr)
+    return op->emitError() << "has no GPU implementation: missing 'perm'";
+  ArrayRef<int64_t> perm = permAttr.asArrayRef();
+  const int64_t rank = int64_t(in.size());
+  SmallVector<int64_t> inStride(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    inStride[d] = inStride[d + 1] * in[d + 1];
+  int64_t v = 1;
+  if (rank > 0 && perm.back() == rank - 1)
+    v = pow2Divisor(out.back(), 16 / elemBytes(elemOf(op->getOperand(0))));
+  return emitGather(kb, out, v, [&](ArrayRef<Value> index) {
+    Value off = kb.idx(0);
+    for (int64_t d = 0; d < rank; ++d)
+      if (out[d] != 1)
+        off = kb.add(off, kb.mul(index[d], inStride[perm[d]]));
+    return off;
+  });
+}
+
+FailureOr<Launch> emitPixelShuffle(Operation *op, KernelBuilder &kb) {
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  const int64_t f = intAttrOr(op, "factor", 2);
+  const int64_t c = out[1], d = in[2], h = in[3], w = in[4];
+  // out[b, c, f·x+s1, f·y+s2, f·z+s3] = in[b, c·f³ + s1·f² + s2·f + s3, x, y,
+  // z]
+  return emitGather(kb, out, 1, [&](ArrayRef<Value> i) {
+    Value ic =
+        kb.add(kb.mul(i[1], f * f * f),
+               kb.add(kb.mul(kb.rem(i[2], f), f * f),
+                      kb.add(kb.mul(kb.rem(i[3], f), f), kb.rem(i[4], f))));
+    Value ch = kb.add(kb.mul(i[0], c * f * f * f), ic);
+    Value off =
+        kb.add(kb.mul(ch, d * h * w),
+               kb.add(kb.mul(kb.div(i[2], f), h * w),
+                      kb.add(kb.mul(kb.div(i[3], f), w), kb.div(i[4], f))));
+    return off;
+  });
+}
+
+} // namespace
+
+OpClass classify(Operation *op) {
+  StringRef n = op->getName().getStringRef();
+  if (isa<func::CallOp, func::ReturnOp>(op))
+    return OpClass::View;
+  if (!n.consume_front("trellis."))
+    return OpClass::Unsupported;
+  if (n == "linear" || n == "matmul" || n == "attention")
+    return OpClass::Library;
+  if (n == "conv3d")
+    return OpClass::Conv;
+  if (n == "reshape" || n == "weight" || n == "constant" || n == "yield")
+    return OpClass::View;
+  if (n == "flow_sample")
+    return OpClass::Sampler;
+  if (n == "occupancy" || n.starts_with("sparse.") || n.starts_with("mesh."))
+    return OpClass::Host;
+  if (isUnaryName(n) || llvm::is_contained({"cast",
+                                            "add",
+                                            "sub",
+                                            "mul",
+                                            "div",
+                                            "maximum",
+                                            "modulate",
+                                            "gated_residual",
+                                            "cfg_combine",
+                                            "euler_update",
+                                            "layer_norm",
+                                            "head_rms_norm",
+                                            "softmax",
+                                            "timestep_embedding",
+                                            "pixel_shuffle_3d",
+                                            "permute",
+                                            "concat",
+                                            "split",
+                                            "layer_norm_modulate",
+                                            "broadcast_rows"},
+                                           n))
+    return OpClass::Generated;
+  return OpClass::Unsupported;
+}
+
+FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
+                               StringRef name) {
+  if (failed(checkStatic(op)))
+    return failure();
+  StringRef n = op->getName().getStringRef();
+  n.consume_front("trellis.");
+  KernelBuilder kb(module, name, tensorArgs(op), op->getLoc());
+  const unsigned nIn = op->getNumOperands();
+  ArrayRef<int64_t> outShape = shapeOf(op->getResult(0));
+  auto same = [&](unsigned i) {
+    return EwOperand{i, broadcastStrides(shapeOf(op->getOperand(i)), outShape)};
+  };
+
+  if (n == "cast")
+    return emitElementwise(
+        kb, outShape, {same(0)}, 1, true,
+        [](KernelBuilder &, ArrayRef<Value> x, Value) { return x[0]; });
+  if (isUnaryName(n))
+    return emitElementwise(kb, outShape, {same(0)}, 1, true,
+                           [n](KernelBuilder &k, ArrayRef<Value> x, Value) {
+                             return unaryF32(k, n, x[0]);
+                           });
+  if (llvm::is_contained({"add", "sub", "mul", "div", "maximum"}, n)) {
+    bool isInt = isa<IntegerType>(elemOf(op->getResult(0)));
+    return emitElementwise(
+        kb, outShape, {same(0), same(1)}, 2, !isInt,
+        [n, isInt](KernelBuilder &k, ArrayRef<Value> x, Value) {
+          return binary(k, n, x[0], x[1], isInt);
+        });
+  }
+  if (n == "broadcast_rows") {
+    ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+    EwOperand row{0, broadcastStrides(in, outShape)};
+    if (in.size() == 1 || product(in) == outShape.back()) {
+      row.strides.assign(outShape.size(), 0);
+      row.strides.back() = 1;
+    }
+    return emitElementwise(
+        kb, outShape, {row}, 1, false,
+        [](KernelBuilder &, ArrayRef<Value> x, Value) { return x[0]; });
+  }
+  if (n == "modulate" || n == "gated_residual") {
+    ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
+    SmallVector<EwOperand> ops = {same(0)};
+    for (unsigned i = 1; i < 3; ++i)
+      ops.push_back({i, perSampleStrides(shapeOf(op->getOperand(i)), x)});
+    bool mod = n == "modulate";
+    return emitElementwise(
+        kb, outShape, ops, 3, true,
+        [mod](KernelBuilder &k, ArrayRef<Value> v, Value) {
+          OpBuilder &b = k.b;
+          if (mod) { // x·(1 + scale) + shift
+            Value s =
+                arith::AddFOp::create(b, k.loc, k.f32(1, v[2].getType()), v[2]);
+            return Value(arith::AddFOp::create(
+                b, k.loc, arith::MulFOp::create(b, k.loc, v[0], s), v[1]));
+          }
+          // x + gate·h
+          return Value(arith::AddFOp::create(
+              b, k.loc, v[0], arith::MulFOp::create(b, k.loc, v[2], v[1])));
+        });
+  }
+  if (n == "cfg_combine") {
+    double w = floatAttrOr(op, "strength", 0);
+    return emitElementwise(
+        kb, outShape, {same(0), same(1)}, 2, true,
+        [w](KernelBuilder &k, ArrayRef<Value> v, Value) {
+          Type t = v[0].getType();
+          Value a = arith::MulFOp::create(
+              k.b, k.loc, k.f32(double(float(1.0 + w)), t), v[0]);
+          Value c = arith::MulFOp::create(k.b, k.loc,
+                                          k.f32(double(float(w)), t), v[1]);
+          return Value(arith::SubFOp::create(k.b, k.loc, a, c));
+        });
+  }
+  if (n == "euler_update") {
+    double dt = floatAttrOr(op, "dt", 0);
+    return emitElementwise(
+        kb, outShape, {same(0), same(1)}, 2, true,
+        [dt](KernelBuilder &k, ArrayRef<Value> v, Value) {
+          Value s = arith::MulFOp::create(
+              k.b, k.loc, k.f32(double(float(dt)), v[1].getType()), v[1]);
+          return Value(arith::SubFOp::create(k.b, k.loc, v[0], s));
+        });
+  }
+  if (n == "layer_norm")
+    return emitLayerNorm(op, kb);
+  if (n == "layer_norm_modulate") {
+    ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
+    RowSpec s{RowKind::LayerNormModulate, product(x) / x.back(), x.back()};
+    s.eps = float(floatAttrOr(op, "eps", 1e-6));
+    s.shift = 1;
+    s.scale = 2;
+    s.x = 0;
+    s.out = nIn;
+    s.modPerRow = shapeOf(op->getOperand(1)) == x;
+    s.tokens = s.rows / x.front();
+    return emitRowKernel(kb, s);
+  }
+  if (n == "head_rms_norm") {
+    ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
+    RowSpec s{RowKind::HeadRms, product(x) / x.back(), x.back()};
+    s.gamma = 1;
+    s.heads = x[x.size() - 2];
+    s.x = 0;
+    s.out = 2;
+    return emitRowKernel(kb, s);
+  }
+  if (n == "softmax") {
+    ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
+    int64_t axis = intAttrOr(op, "axis", -1);
+    if (axis < 0)
+      axis += int64_t(x.size());
+    RowSpec s{RowKind::Softmax, 0, x[axis]};
+    s.x = 0;
+    s.out = 1;
+    int64_t outer = product(x.take_front(axis));
+    int64_t inner = product(x.drop_front(axis + 1));
+    if (inner == 1) {
+      s.rows = outer;
+      return emitRowKernel(kb, s);
+    }
+    return emitAxisKernel(kb, s, outer, inner);
+  }
+  if (n == "timestep_embedding")
+    return emitTimestepEmbedding(op, kb, module, name);
+  if (n == "permute")
+    return emitPermute(op, kb);
+  if (n == "pixel_shuffle_3d")
+    return emitPixelShuffle(op, kb);
+  if (n == "split" || n == "concat") {
+    bool isSplit = n == "split";
+    Value whole = isSplit ? op->getOperand(0) : op->getResult(0);
+    ArrayRef<int64_t> shape = shapeOf(whole);
+    int64_t axis = intAttrOr(op, "axis", 0);
+    if (axis < 0)
+      axis += int64_t(shape.size());
+    SmallVector<int64_t> sizes;
+    SmallVector<unsigned> pieces;
+    if (isSplit) {
+      for (unsigned i = 0; i < op->getNumResults(); ++i) {
+        sizes.push_back(shapeOf(op->getResult(i))[axis]);
+        pieces.push_back(1 + i);
+      }
+    } else {
+      for (unsigned i = 0; i < nIn; ++i) {
+        sizes.push_back(shapeOf(op->getOperand(i))[axis]);
+        pieces.push_back(i);
+      }
+    }
+    return emitSplitConcat(kb, isSplit, isSplit ? 0 : nIn, pieces, sizes,
+                           product(shape.take_front(axis)),
+                           product(shape.drop_front(axis + 1)));
+  }
+  kb.func.erase();
+  return op->emitError() << "has no GPU implementation";
+}
+
+FailureOr<Launch> emitIm2colKernel(Operation *conv, gpu::GPUModuleOp module,
+                                   StringRef name, int64_t &scratchBytes) {
+  if (failed(checkStatic(conv)))
+    return failure();
+  ArrayRef<int64_t> x = shapeOf(conv->getOperand(0));
+  ArrayRef<int64_t> w = shapeOf(conv->getOperand(1));
+  ArrayRef<int64_t> y = shapeOf(conv->getResult(0));
+  Type et = elemOf(conv->getOperand(0));
+  const int64_t batch = x[0], cin = x[1], d = x[2], h = x[3], wd = x[4];
+  const int64_t k = w[2], pad = intAttrOr(conv, "padding", 1);
+  const int64_t od = y[2], oh = y[3], ow = y[4];
+  const int64_t taps = k * k * k, plane = od * oh * ow;
+  const int64_t colElems = batch * cin * taps * plane;
+  if (colElems > kMaxElements)
+    return conv->emitError() << "has no GPU implementation: its im2col buffer "
+                                "has 2^31 or more elements";
+  scratchBytes = colElems * elemBytes(et);
+  auto xTy = MemRefType::get({product(x)}, et);
+  auto colTy = MemRefType::get({colElems}, et);
+  KernelBuilder kb(module, name, {xTy, colTy}, conv->getLoc());
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  // col[b][(ci·k³ + (a·k + β)·k + γ)][(z·H' + y)·W' + x]
+  //   = x[b, ci, z+a−p, y+β−p, x+γ−p] (0 outside): V output columns of one
+  // output row per thread, stored as one vector.
+  const int64_t v = pow2Divisor(ow, 16 / elemBytes(et));
+  const int64_t groups = colElems / v;
+  Value gid = kb.globalId();
+  kb.guard(kb.ult(gid, groups));
+  Value flat = kb.mul(gid, v);
+  Value ox = kb.rem(flat, ow);
+  Value r = kb.div(flat, ow);
+  Value oy = kb.rem(r, oh);
+  r = kb.div(r, oh);
+  Value oz = kb.rem(r, od);
+  r = kb.div(r, od);
+  Value tap = kb.rem(r, taps);
+  Value bc = kb.div(r, taps); // b·Cin + ci
+  Value ka = kb.div(tap, k * k), kbeta = kb.rem(kb.div(tap, k), k),
+        kg = kb.rem(tap, k);
+  // Signed coordinates: index arithmetic wraps, compare as signed.
+  auto shifted = [&](Value o, Value kk) {
+    return arith::SubIOp::create(b, loc, kb.add(o, kk), kb.idx(pad));
+  };
+  auto inside = [&](Value c, int64_t size) {
+    Value ge =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, c, kb.idx(0));
+    Value lt = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, c,
+                                     kb.idx(size));
+    return arith::AndIOp::create(b, loc, ge, lt);
+  };
+  Value iz = shifted(oz, ka), iy = shifted(oy, kbeta);
+  Value rowOk = arith::AndIOp::create(b, loc, inside(iz, d), inside(iy, h));
+  Value rowBase = kb.add(kb.mul(bc, d * h * wd),
+                         kb.add(kb.mul(iz, h * wd), kb.mul(iy, wd)));
+  Value zero = kb.zeroOf(et);
+  SmallVector<Value> elems;
+  for (int64_t i = 0; i < v; ++i) {
+    Value ix = shifted(kb.add(ox, kb.idx(i)), kg);
+    Value ok = arith::AndIOp::create(b, loc, rowOk, inside(ix, wd));
+    // Read a clamped, always valid address; select zero outside.
+    Value off =
+        arith::SelectOp::create(b, loc, ok, kb.add(rowBase, ix), kb.idx(0));
+    Value e = kb.load(kb.arg(0), off, 1);
+    elems.push_back(arith::SelectOp::create(b, loc, ok, e, zero));
+  }
+  Value out = v == 1 ? elems[0]
+                     : Value(vector::FromElementsOp::create(
+                           b, loc, VectorType::get({v}, et), elems));
+  kb.store(out, kb.arg(1), flat);
+  return launch1d(groups);
+}
+
+FailureOr<Launch> emitFlowUpdateKernel(Operation *flow, gpu::GPUModuleOp module,
+                                       StringRef name) {
+  Value noise = flow->getOperand(0);
+  auto rt = dyn_cast<RankedTensorType>(noise.getType());
+  if (!rt || !rt.hasStaticShape() || !rt.getElementType().isF32())
+    return flow->emitError()
+           << "has no GPU implementation of its update for the sample type "
+           << noise.getType() << " (a static f32 tensor is needed)";
+  auto mt = MemRefType::get({rt.getNumElements()}, rt.getElementType());
+  Builder tb(flow->getContext());
+  KernelBuilder kb(
+      module, name,
+      {mt, mt, mt, mt, tb.getF32Type(), tb.getF32Type(), tb.getI32Type()},
+      flow->getLoc());
+  // Operands 0..2 are (x, v_cond, v_uncond); v_uncond is read only when
+  // guided (it may be null otherwise).
+  ArrayRef<int64_t> shape = rt.getShape();
+  EwOperand x{0, broadcastStrides(shape, shape)};
+  EwOperand vc{1, broadcastStrides(shape, shape)};
+  return emitElementwise(
+      kb, shape, {x, vc}, 3, true,
+      [&](KernelBuilder &k, ArrayRef<Value> v, Value flat) {
+        OpBuilder &b = k.b;
+        Location loc = k.loc;
+        Type t = v[1].getType();
+        int64_t width =
+            isa<VectorType>(t) ? cast<VectorType>(t).getNumElements() : 1;
+        Value w = k.splat(k.arg(4), width);
+        Value dt = k.splat(k.arg(5), width);
+        Value guided = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                             k.arg(6), k.i32(0));
+        auto ifOp = scf::IfOp::create(b, loc, TypeRange{t}, guided,
+                                      /*withElseRegion=*/true);
+        {
+          OpBuilder::InsertionGuard ig(b);
+          b.setInsertionPointToStart(ifOp.thenBlock());
+          // (1 + w)·vc − w·vu (ref::cfgCombine), w as f32.
+          Value vu = k.load(k.arg(2), flat, width);
+          Value a = arith::AddFOp::create(b, loc, k.f32(1, t), w);
+          Value g = arith::SubFOp::create(
+              b, loc, arith::MulFOp::create(b, loc, a, v[1]),
+              arith::MulFOp::create(b, loc, w, vu));
+          scf::YieldOp::create(b, loc, g);
+          b.setInsertionPointToStart(ifOp.elseBlock());
+          scf::YieldOp::create(b, loc, v[1]);
+        }
+        // x − dt·v (ref::eulerUpdate)
+        return Value(arith::SubFOp::create(
+            b, loc, v[0],
+            arith::MulFOp::create(b, loc, dt, ifOp.getResult(0))));
+      });
+}
+
+} // namespace trellis::codegen::detail

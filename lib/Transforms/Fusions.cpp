@@ -1,0 +1,125 @@
+//===- Fusions.cpp - Producer/consumer fusions into fused trellis ops
+//-------===//
+//
+// trellis-fuse-norm-modulate, trellis-fuse-linear-activation and
+// trellis-form-attention: each merges a single-use producer into its consumer
+// (docs/design/gpu-backend.md, "Fused ops"), at the fused location of both.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Transforms/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::trellis {
+#define GEN_PASS_DEF_TRELLISFUSENORMMODULATE
+#define GEN_PASS_DEF_TRELLISFUSELINEARACTIVATION
+#define GEN_PASS_DEF_TRELLISFORMATTENTION
+#include "dialect/Passes.h.inc"
+} // namespace mlir::trellis
+
+using namespace mlir;
+using namespace mlir::trellis;
+
+namespace {
+
+Location fuse(Operation *a, Operation *b) {
+  return FusedLoc::get(a->getContext(), {a->getLoc(), b->getLoc()});
+}
+
+/// modulate(layer_norm(x) {last axis, no affine}, shift, scale).
+struct NormModulate : OpRewritePattern<ModulateOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ModulateOp op,
+                                PatternRewriter &rewriter) const override {
+    auto norm = op.getInput().getDefiningOp<LayerNormOp>();
+    if (!norm || !norm->hasOneUse() || norm.getWeight() || norm.getBias())
+      return failure();
+    int64_t rank = norm.getInput().getType().getRank();
+    if (norm.getAxis() != -1 && norm.getAxis() != rank - 1)
+      return failure();
+    rewriter
+        .replaceOpWithNewOp<LayerNormModulateOp>(
+            op, op.getResult().getType(), norm.getInput(), op.getShift(),
+            op.getScale(), norm.getEpsAttr())
+        ->setLoc(fuse(norm, op));
+    return success();
+  }
+};
+
+/// gelu(linear(...)) with a linear of no activation.
+struct LinearGelu : OpRewritePattern<GeluOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GeluOp op,
+                                PatternRewriter &rewriter) const override {
+    auto linear = op.getInput().getDefiningOp<LinearOp>();
+    if (!linear || !linear->hasOneUse() || linear.getActivation())
+      return failure();
+    rewriter
+        .replaceOpWithNewOp<LinearOp>(
+            op, op.getResult().getType(), linear.getInput(), linear.getWeight(),
+            linear.getBias(), rewriter.getStringAttr("gelu_tanh"))
+        ->setLoc(fuse(linear, op));
+    return success();
+  }
+};
+
+/// attention(head_rms_norm(q), head_rms_norm(k), v): the norms become gains.
+struct AttentionNorms : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    auto normOf = [](Value v, Value gamma) {
+      auto norm = v.getDefiningOp<HeadRmsNormOp>();
+      return !gamma && norm && norm->hasOneUse() ? norm : HeadRmsNormOp();
+    };
+    HeadRmsNormOp qn = normOf(op.getQ(), op.getQGamma()),
+                  kn = normOf(op.getK(), op.getKGamma());
+    if (!qn && !kn)
+      return failure();
+    SmallVector<Location> locs{op.getLoc()};
+    for (HeadRmsNormOp n : {qn, kn})
+      if (n)
+        locs.push_back(n.getLoc());
+    auto fused = AttentionOp::create(
+        rewriter, FusedLoc::get(op.getContext(), locs),
+        op.getResult().getType(), qn ? qn.getInput() : op.getQ(),
+        kn ? kn.getInput() : op.getK(), op.getV(),
+        qn ? qn.getGamma() : op.getQGamma(),
+        kn ? kn.getGamma() : op.getKGamma(), op.getScaleAttr());
+    rewriter.replaceOp(op, fused.getResult());
+    return success();
+  }
+};
+
+template <typename Pattern> LogicalResult applyOne(Operation *root) {
+  RewritePatternSet patterns(root->getContext());
+  patterns.add<Pattern>(root->getContext());
+  return applyPatternsGreedily(root, std::move(patterns));
+}
+
+struct FuseNormModulatePass
+    : trellis::impl::TrellisFuseNormModulateBase<FuseNormModulatePass> {
+  void runOnOperation() override {
+    if (failed(applyOne<NormModulate>(getOperation())))
+      signalPassFailure();
+  }
+};
+
+struct FuseLinearActivationPass
+    : trellis::impl::TrellisFuseLinearActivationBase<FuseLinearActivationPass> {
+  void runOnOperation() override {
+    if (failed(applyOne<LinearGelu>(getOperation())))
+      signalPassFailure();
+  }
+};
+
+struct FormAttentionPass
+    : trellis::impl::TrellisFormAttentionBase<FormAttentionPass> {
+  void runOnOperation() override {
+    if (failed(applyOne<AttentionNorms>(getOperation())))
+      signalPassFailure();
+  }
+};
+
+} // namespace

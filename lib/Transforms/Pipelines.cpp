@@ -1,0 +1,28 @@
+//===- Pipelines.cpp - Pass pipelines of the trellis compiler
+//---------------===//
+#include "lib/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+void mlir::trellis::buildFusionPipeline(OpPassManager &pm,
+                                        int64_t mlpChunkTokens) {
+  pm.addPass(createTrellisSpecializeGuidance());
+  // Cond-only work (the cast of the condition, the cross-attention K/V
+  // projections and their weights) leaves both sampler regions.
+  pm.addPass(createLoopInvariantCodeMotionPass());
+  pm.addPass(createTrellisFoldZeroConditioning());
+  // The folded unconditional cross-attention (one GEMV per block) is
+  // loop invariant in its turn.
+  pm.addPass(createLoopInvariantCodeMotionPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createTrellisFuseNormModulate());
+  pm.addPass(createTrellisFuseLinearActivation());
+  pm.addPass(createTrellisFormAttention());
+  // After the GELU fusion: the chunks are linear {gelu_tanh} → linear.
+  if (mlpChunkTokens > 0)
+    pm.addPass(createTrellisChunkMlp(TrellisChunkMlpOptions{mlpChunkTokens}));
+  pm.addPass(createCSEPass());
+  pm.addPass(createTrellisVerifyLocations());
+}

@@ -1,0 +1,38 @@
+"""trellisc for Python: trace functions of lazy tensors, compile them with the
+trellisc compiler, run them on NumPy arrays.
+
+    import numpy as np
+    import trellisc as tc
+
+    def f(x):
+        return tc.gelu(x @ w)
+
+    exe = tc.compile(f, args=[tc.InputInfo(((1, 8, 64), 32), tc.float32)])
+    y = exe(np.ones((5, 32), np.float32))
+
+The native libraries (libtrellisc.so, libtrellis_rt.so) are loaded from
+``$TRELLISC_BUILD_DIR/lib`` (default: the repository's ``build``). See
+docs/guide/python.md.
+"""
+from . import trellis
+from ._errors import TrellisError
+from ._trace import Tensor
+from .compile import Executable, compile
+from .dtypes import dtype, float16, float32, int32, int64
+from .input_info import InputInfo
+from .module import LayerNorm, Linear, Module, Parameter, read_safetensors
+from .ops.attention import attention
+from .ops.elementwise import (abs, add, div, exp, gelu, log, maximum, mul, neg,
+                              sigmoid, silu, sqrt, sub, tanh)
+from .ops.linalg import linear, matmul
+from .ops.normalization import layer_norm, softmax
+from .ops.shape import cast, concat, permute, reshape, split
+
+__all__ = [
+    "TrellisError", "Tensor", "Executable", "compile", "dtype", "float16",
+    "float32", "int32", "int64", "InputInfo", "LayerNorm", "Linear", "Module",
+    "Parameter", "read_safetensors", "attention", "abs", "add", "div", "exp",
+    "gelu", "log", "maximum", "mul", "neg", "sigmoid", "silu", "sqrt", "sub",
+    "tanh", "linear", "matmul", "layer_norm", "softmax", "cast", "concat",
+    "permute", "reshape", "split", "trellis",
+]

@@ -1,0 +1,135 @@
+"""``tc.compile``: trace a function, compile it, get an Executable."""
+import inspect
+import json
+
+import numpy as np
+
+from . import _bundle, _native
+from . import dtypes as _dt
+from ._errors import SourceLoc, TrellisError, runtime_error, user_location
+from ._trace import Node, Tensor, Trace
+from .input_info import InputInfo
+
+
+def compile(fn, args, check_finite=False, name="main"):
+    """Traces ``fn`` on placeholders described by ``args`` (a list of
+    :class:`InputInfo`), compiles it with the trellisc phases for the CPU
+    reference backend and returns an :class:`Executable`.
+
+    >>> def f(x):
+    ...     return tc.gelu(x) * 2.0
+    >>> exe = tc.compile(f, args=[tc.InputInfo(((1, 2, 4),), tc.float32)])
+    >>> exe(np.array([0.0, 1.0, 2.0], np.float32)).round(3)
+    array([0.   , 1.682, 3.909], dtype=float32)
+    """
+    where = user_location()
+    if not isinstance(args, (list, tuple)) or not all(isinstance(a, InputInfo) for a in args):
+        raise TrellisError("compile: args must be a list of tc.InputInfo", where)
+    try:
+        from .module import Module
+        target = fn.forward if isinstance(fn, Module) else fn
+        names = list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        names = []
+    placeholders = []
+    for i, info in enumerate(args):
+        node = Node("input", loc=info.loc, dtypes=[info.dtype])
+        node.info, node.index = info, i
+        if info.name is None and i < len(names):
+            info.name = names[i]
+        placeholders.append(Tensor._make(node))
+    out = fn(*placeholders)
+    single = isinstance(out, Tensor)
+    outs = [out] if single else list(out)
+    if not outs or not all(isinstance(t, Tensor) for t in outs):
+        raise TrellisError("compile: the function must return a tc.Tensor or a "
+                           "tuple of them", where)
+    return _compile_graph(outs, [p._node for p in placeholders], name=name,
+                          check_finite=check_finite, single=single)
+
+
+def _compile_graph(outputs, input_nodes, name="main", check_finite=False, single=True):
+    trace = Trace(outputs, input_nodes, name=name)
+    result = _native.compile_trace(trace.json, {"target": "cpu"})
+    if result.code == 2:
+        raise TrellisError("internal error in the trace: " +
+                           "; ".join(d["message"] for d in result.diagnostics))
+    if result.code != 0:
+        raise trace.errors(result.diagnostics)
+    signature = {"function": name, "single": single,
+                 "inputs": [n.info.to_json() for n in input_nodes],
+                 "outputs": result.info.get("outputs", []),
+                 "locs": trace.locs, "check_finite": check_finite}
+    params = {n: a for (_, n), a in trace.weights.items()}
+    return Executable(result.bundle, signature, params)
+
+
+class Executable:
+    """A compiled function: call it on NumPy arrays; ``save``/``load`` it.
+
+    >>> exe = tc.compile(lambda x: x + 1.0, args=[tc.InputInfo((2,))])
+    >>> exe(np.zeros(2, np.float32))
+    array([1., 1.], dtype=float32)
+    """
+
+    def __init__(self, bundle, signature, params):
+        self._bundle, self._sig, self._params = bundle, signature, params
+        self._program = _native.Program(data=bundle)
+        self.input_infos = [InputInfo.from_json(j) for j in signature["inputs"]]
+        self.check_finite = signature.get("check_finite", False)
+
+    @property
+    def bundle(self):
+        """The compiled bundle (bytes)."""
+        return self._bundle
+
+    def _locs(self):
+        return [SourceLoc(l["file"], l["line"], l["col"], l.get("end_col"))
+                for l in self._sig.get("locs", [])]
+
+    def __call__(self, *arrays):
+        where = user_location()
+        infos = self.input_infos
+        if len(arrays) != len(infos):
+            raise TrellisError(f"the executable takes {len(infos)} inputs, "
+                               f"{len(arrays)} given", where)
+        checked = []
+        for i, (a, info) in enumerate(zip(arrays, infos)):
+            a = np.asarray(a)
+            what = f"input {i}" + (f" ('{info.name}')" if info.name else "")
+            problem = info.check(a, what)
+            if problem:
+                raise TrellisError(problem + " (declared by this InputInfo)", info.loc,
+                                   details=f"  called at {where}")
+            checked.append(np.ascontiguousarray(a))
+        weights = {("params", n): a for n, a in self._params.items()}
+        try:
+            outs = self._program.call(self._sig["function"], checked,
+                                      len(self._sig["outputs"]), weights,
+                                      check_finite=self.check_finite)
+        except _native.RuntimeFailure as f:
+            raise runtime_error(f.message, self._locs()) from None
+        return outs[0] if self._sig.get("single", True) else tuple(outs)
+
+    def save(self, path):
+        """Writes one file: the bundle plus the signature and parameters."""
+        sections = _bundle.parse(self._bundle)
+        sections["tc.signature"] = json.dumps(self._sig).encode()
+        sections["tc.params"] = _bundle.safetensors_bytes(self._params)
+        with open(path, "wb") as f:
+            f.write(_bundle.serialize(sections))
+
+    @staticmethod
+    def load(path):
+        """Reads what :meth:`save` wrote."""
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            sections = _bundle.parse(data)
+        except ValueError as e:
+            raise TrellisError(f"{path}: {e}") from None
+        if "tc.signature" not in sections:
+            raise TrellisError(f"{path}: not saved by Executable.save (no signature)")
+        sig = json.loads(sections.pop("tc.signature"))
+        params = _bundle.read_safetensors_bytes(sections.pop("tc.params", (2).to_bytes(8, "little") + b"{}"))
+        return Executable(_bundle.serialize(sections), sig, params)

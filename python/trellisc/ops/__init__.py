@@ -1,0 +1,1 @@
+"""The functional ops of trellisc, one file per op family."""

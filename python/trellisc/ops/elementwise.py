@@ -1,0 +1,143 @@
+"""Elementwise ops with NumPy broadcasting: ``+ - * /``, activations."""
+from .._trace import as_tensor, make_op
+
+
+def _binary(op, a, b):
+    if not hasattr(a, "_node"):
+        b = as_tensor(b)
+        a = as_tensor(a, like=b)
+    else:
+        b = as_tensor(b, like=a)
+    return make_op(op, [a, b])
+
+
+def add(a, b):
+    """``a + b`` with NumPy broadcasting (same element type).
+
+    >>> (tc.Tensor([1.0, 2.0]) + tc.Tensor([[10.0], [20.0]])).eval()
+    array([[11., 12.],
+           [21., 22.]], dtype=float32)
+    """
+    return _binary("add", a, b)
+
+
+def sub(a, b):
+    """``a - b`` with NumPy broadcasting.
+
+    >>> (tc.Tensor([5.0, 7.0]) - 1.0).eval()
+    array([4., 6.], dtype=float32)
+    """
+    return _binary("sub", a, b)
+
+
+def mul(a, b):
+    """``a * b`` with NumPy broadcasting.
+
+    >>> (tc.Tensor([1.0, 2.0]) * 3.0).eval()
+    array([3., 6.], dtype=float32)
+    """
+    return _binary("mul", a, b)
+
+
+def div(a, b):
+    """``a / b`` with NumPy broadcasting.
+
+    >>> (tc.Tensor([1.0, 3.0]) / 2.0).eval()
+    array([0.5, 1.5], dtype=float32)
+    """
+    return _binary("div", a, b)
+
+
+def maximum(a, b):
+    """Elementwise maximum.
+
+    >>> tc.maximum(tc.Tensor([1.0, -2.0]), 0.0).eval()
+    array([1., 0.], dtype=float32)
+    """
+    return _binary("maximum", a, b)
+
+
+def _unary(op, x):
+    return make_op(op, [as_tensor(x)])
+
+
+def gelu(x):
+    """GELU, tanh approximation (as TRELLIS uses):
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+
+    >>> tc.gelu(tc.Tensor([-1.0, 0.0, 2.0])).eval().round(4)
+    array([-0.1588,  0.    ,  1.9546], dtype=float32)
+    """
+    return _unary("gelu", x)
+
+
+def silu(x):
+    """SiLU: ``x * sigmoid(x)``.
+
+    >>> tc.silu(tc.Tensor([0.0, 1.0])).eval().round(4)
+    array([0.    , 0.7311], dtype=float32)
+    """
+    return _unary("silu", x)
+
+
+def sigmoid(x):
+    """Logistic sigmoid.
+
+    >>> tc.sigmoid(tc.Tensor([0.0])).eval()
+    array([0.5], dtype=float32)
+    """
+    return _unary("sigmoid", x)
+
+
+def tanh(x):
+    """Hyperbolic tangent.
+
+    >>> tc.tanh(tc.Tensor([0.0])).eval()
+    array([0.], dtype=float32)
+    """
+    return _unary("tanh", x)
+
+
+def exp(x):
+    """Elementwise e**x.
+
+    >>> tc.exp(tc.Tensor([0.0])).eval()
+    array([1.], dtype=float32)
+    """
+    return _unary("exp", x)
+
+
+def log(x):
+    """Natural logarithm (NaN below 0: see ``check_finite``).
+
+    >>> tc.log(tc.Tensor([1.0])).eval()
+    array([0.], dtype=float32)
+    """
+    return _unary("log", x)
+
+
+def sqrt(x):
+    """Square root.
+
+    >>> tc.sqrt(tc.Tensor([4.0])).eval()
+    array([2.], dtype=float32)
+    """
+    return _unary("sqrt", x)
+
+
+def abs(x):
+    """Absolute value.
+
+    >>> tc.abs(tc.Tensor([-3.0])).eval()
+    array([3.], dtype=float32)
+    """
+    return _unary("abs", x)
+
+
+def neg(x):
+    """``-x``.
+
+    >>> (-tc.Tensor([1.0])).eval()
+    array([-1.], dtype=float32)
+    """
+    return _unary("neg", x)

@@ -1,0 +1,29 @@
+"""Normalizations: ``layer_norm``, ``softmax``."""
+from .._trace import as_tensor, make_op
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5, axis=-1):
+    """LayerNorm over ``axis`` (biased variance, f32 statistics), then
+    ``* weight + bias`` (float32 ``[C]``, both or neither).
+
+    >>> tc.layer_norm(tc.Tensor([[1.0, 3.0]])).eval().round(3)
+    array([[-1.,  1.]], dtype=float32)
+    """
+    x = as_tensor(x)
+    ins = [x]
+    if (weight is None) != (bias is None):
+        from .._errors import TrellisError, user_location
+        raise TrellisError("layer_norm: pass both weight and bias, or neither",
+                           user_location())
+    if weight is not None:
+        ins += [as_tensor(weight), as_tensor(bias)]
+    return make_op("layer_norm", ins, {"eps": float(eps), "axis": int(axis)})
+
+
+def softmax(x, axis=-1):
+    """Softmax over ``axis``.
+
+    >>> tc.softmax(tc.Tensor([0.0, 0.0])).eval()
+    array([0.5, 0.5], dtype=float32)
+    """
+    return make_op("softmax", [as_tensor(x)], {"axis": int(axis)})

@@ -1,0 +1,154 @@
+"""The TRELLIS pipeline from the C++ model builders, through the C APIs.
+
+``tc.trellis.compile_pipeline(".../pipeline.json")`` compiles it (as
+``trellisc --target=cpu`` does) and returns a :class:`Pipeline` that runs it
+with ``trellis_run`` (libtrellis_rt.so).
+"""
+import ctypes
+import math
+from pathlib import Path
+
+import numpy as np
+
+from . import _native
+from ._errors import TrellisError, user_location
+
+TARGETS = {"gs": 1, "rf": 2, "mesh": 4}
+
+
+def compile_pipeline(path, batch=1, cond_tokens=0, images=1, multi_image="none",
+                     precision="trellis"):
+    """Compiles a TRELLIS ``pipeline.json`` to a :class:`Pipeline`.
+
+    Errors (config values, checkpoint shapes) raise :class:`TrellisError`
+    naming the config file and line.
+    """
+    options = {"target": "cpu", "batch": batch, "cond_tokens": cond_tokens,
+               "images": images, "multi_image": multi_image,
+               "precision": precision}
+    result = _native.compile_pipeline(path, options)
+    if result.code != 0:
+        from ._errors import SourceLoc, combine
+        errors = []
+        for d in result.diagnostics:
+            if d["severity"] != "error":
+                continue
+            loc = SourceLoc(d["file"], d["line"], d["column"], None, d["module"]) \
+                if d["file"] and d["line"] else None
+            extra = f"  shaped by config value: {d['config_path']} ({d['config']})" \
+                if d.get("config") else None
+            reason = d["message"]
+            if d.get("kind") == "config" and d.get("config_path"):
+                reason = f"{d['config_path']}: {reason}"
+            errors.append(TrellisError(reason, loc, extra))
+        raise combine(errors or [TrellisError("compile failed")])
+    return Pipeline(result.bundle, Path(path).resolve().parent)
+
+
+class Pipeline:
+    """A compiled TRELLIS pipeline (bundle bytes) and its model directory."""
+
+    def __init__(self, bundle, model_dir=None):
+        self.bundle = bundle
+        self.model_dir = str(model_dir) if model_dir else None
+        self._program = _native.Program(data=bundle)
+
+    def save(self, path):
+        """Writes the bundle (run it with ``trellis-runtime --bundle``)."""
+        Path(path).write_bytes(self.bundle)
+
+    def run(self, cond, neg_cond=None, seed=42, model_dir=None, weights=None,
+            formats=("gs", "rf", "mesh"), ss_steps=0, slat_steps=0,
+            ss_cfg=None, slat_cfg=None, ss_noise=None, slat_noise=None,
+            coords=None, out_dir=None, check_finite=False, threads=0,
+            progress=None):
+        """One inference; returns {name: array} (names of trellis_outputs).
+
+        ``weights``: {(model key, tensor name): array} (e.g. mapped
+        safetensors); what it lacks comes from ``model_dir`` (default: the
+        directory of pipeline.json). ``progress(kind, stage, step, steps,
+        coords)`` is called per stage and sampler step; ``kind == "coords"``
+        brings stage 1's coordinates as soon as they exist.
+        """
+        return run(self._program.handle, cond, neg_cond=neg_cond, seed=seed,
+                   model_dir=model_dir or self.model_dir, weights=weights,
+                   formats=formats, ss_steps=ss_steps, slat_steps=slat_steps,
+                   ss_cfg=ss_cfg, slat_cfg=slat_cfg, ss_noise=ss_noise,
+                   slat_noise=slat_noise, coords=coords, out_dir=out_dir,
+                   check_finite=check_finite, threads=threads, progress=progress)
+
+
+_KINDS = {0: "stage_begin", 1: "stage_end", 2: "step", 3: "coords", 4: "message"}
+
+
+def run(program_handle=None, cond=None, *, bundle_path=None, neg_cond=None, seed=42,
+        model_dir=None, weights=None, formats=("gs", "rf", "mesh"), ss_steps=0,
+        slat_steps=0, ss_cfg=None, slat_cfg=None, ss_noise=None, slat_noise=None,
+        coords=None, out_dir=None, check_finite=False, threads=0, progress=None):
+    """trellis_run through ctypes (see :meth:`Pipeline.run`)."""
+    lib = _native.runtime()
+    spec = _native.RunSpec()
+    lib.trellis_run_spec_init(ctypes.byref(spec))
+    spec.program = program_handle
+    spec.bundle_path = str(bundle_path).encode() if bundle_path else None
+    spec.seed = seed
+    spec.ss.steps, spec.slat.steps = ss_steps, slat_steps
+    spec.ss.cfg_strength = math.nan if ss_cfg is None else ss_cfg
+    spec.slat.cfg_strength = math.nan if slat_cfg is None else slat_cfg
+    spec.targets = sum(TARGETS[f] for f in formats)
+    if check_finite:
+        spec.flags |= 8
+    spec.threads = threads
+    keep = []
+
+    def opt_tensor(a, dtype):
+        if a is None:
+            return None
+        a = np.ascontiguousarray(a, dtype=dtype)
+        keep.append(a)
+        t = _native.tensor_of(a)
+        keep.append(t)
+        return ctypes.pointer(t)
+
+    spec.ss_noise = opt_tensor(ss_noise, np.float32)
+    spec.slat_noise = opt_tensor(slat_noise, np.float32)
+    spec.coords = opt_tensor(coords, np.int32)
+    spec.out_dir = str(out_dir).encode() if out_dir else None
+    if progress is not None:
+        def cb(p, _user):
+            p = p.contents
+            c = _native.array_of(p.coords.contents, free=False) if p.kind == 3 else None
+            progress(_KINDS.get(p.kind, "?"), (p.stage or b"").decode(), p.step,
+                     p.steps, c if p.kind == 3 else (p.message or b"").decode())
+        spec.progress = _native.PROGRESS_FN(cb)
+        keep.append(spec.progress)
+    emb = _native.Embeddings()
+    cond = np.ascontiguousarray(cond)
+    emb.cond = _native.tensor_of(cond)
+    emb.neg_cond = opt_tensor(neg_cond, np.float32)
+    table = _native.Weights()
+    table.model_dir = str(model_dir).encode() if model_dir else None
+    if weights:
+        entries = (_native.Weight * len(weights))()
+        for i, ((model, name), a) in enumerate(weights.items()):
+            entries[i].model = model.encode()
+            entries[i].name = name.encode()
+            entries[i].tensor = _native.tensor_of(a)
+            keep.append(a)
+        table.entries, table.count = entries, len(weights)
+        keep.append(entries)
+    outs = _native.Outputs()
+    err = _native.Error()
+    status = lib.trellis_run(ctypes.byref(spec), ctypes.byref(table), ctypes.byref(emb),
+                             ctypes.byref(outs), ctypes.byref(err))
+    try:
+        _native.check(status, err)
+    except _native.RuntimeFailure as f:
+        lib.trellis_outputs_free(ctypes.byref(outs))
+        raise TrellisError(f.message, user_location()) from None
+    result = {}
+    for name in _native.OUTPUT_NAMES:
+        t = getattr(outs, name)
+        if t.data:
+            result[name] = _native.array_of(t)
+    return result

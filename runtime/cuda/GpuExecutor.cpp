@@ -1,0 +1,1631 @@
+//===- GpuExecutor.cpp - Runs a host program's CUDA functions -------------===//
+//
+// See include/trellis/Runtime/GpuExecutor.h for the shape of it and
+// docs/design/gpu-backend.md for the contract with the compiler.
+//
+//===----------------------------------------------------------------------===//
+#include "trellis/Runtime/GpuExecutor.h"
+
+#include "CudaApi.h"
+
+#include "runtime/kernels/attention.h"
+#include "trellis/Reference/Kernels.h"
+#include "trellis/Support/Half.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace trellis {
+
+using cuda::Api;
+using json = nlohmann::json;
+using CoordsPtr = std::shared_ptr<const ref::CoordSet>;
+
+namespace {
+
+constexpr size_t kAlign = 256;
+constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
+
+size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+size_t bytesOf(const ValueType &t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape)
+    n *= d;
+  return size_t(n) * dtypeSize(t.dtype);
+}
+
+bool isStatic(const ValueType &t) {
+  if (t.kind != ValueType::Kind::Tensor)
+    return false;
+  for (int64_t d : t.shape)
+    if (d < 0)
+      return false;
+  return true;
+}
+
+/// The ops that run on the host at a stage boundary (their inputs are
+/// downloaded, their outputs stay on the host).
+bool isHostOp(const std::string &op) {
+  return op == "trellis.occupancy" || op == "trellis.sparse.to_tensor";
+}
+
+/// The optional head-norm gain operands of trellis.attention (operand
+/// segments q, k, v, q_gamma?, k_gamma?): indices into the operand list, or
+/// -1.
+std::pair<int, int> attentionGammas(const Instr &instr) {
+  auto seg = instr.attrs.find("operandSegmentSizes");
+  if (seg == instr.attrs.end() || !seg->is_array() || seg->size() != 5)
+    return {-1, -1};
+  int next = 3, q = -1, k = -1;
+  if ((*seg)[3].get<int>() == 1)
+    q = next++;
+  if ((*seg)[4].get<int>() == 1)
+    k = next++;
+  return {q, k};
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The inlined op tree of one entry function
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct Node;
+
+/// A region body (or the function body): ops, block arguments, yields.
+struct Body {
+  std::vector<Node> nodes;
+  std::vector<int> args, yields;
+  int endPos = 0; // position of the body's last use point (its yields)
+};
+
+/// One op with its operand/result slots in the instantiation's global
+/// numbering. Sampler ops keep their regions as nested bodies.
+struct Node {
+  const Instr *instr = nullptr;
+  std::vector<int> in, out;
+  std::vector<Body> regions;
+  int pos = 0, endPos = 0;           // endPos > pos for loops
+  std::function<Status()> command;   // enqueues the op's work on the stream
+  std::string what;                  // profile category
+  int scratch = -1;                  // conv3d: the im2col buffer's slot
+  int loopState = -1;                // flow_sample: v_cond, v_uncond, tau...
+  std::vector<int> loopSlots;        // flow_sample: [vc, vu, tau0, tau1]
+};
+
+struct SlotInfo {
+  ValueType type;
+  enum class Where { Unset, Arena, Weight, Constant, Host } where =
+      Where::Unset;
+  int root = -1;       // the slot whose storage this one aliases (or itself)
+  int def = -1, last = -1;
+  size_t offset = 0;   // in the arena / weight pool / constant pool
+  CUdeviceptr ptr = 0; // resolved address
+  std::string weightModel, weightName;
+};
+
+} // namespace
+
+struct GpuExecutor::Impl {
+  const Api *api = nullptr;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  int sm = 0;
+  CUmodule generated = nullptr, attention = nullptr;
+  int attentionFamily = 0;
+  std::map<std::string, CUfunction> functions;
+  cublasLtHandle_t lt = nullptr;
+  CUdeviceptr gemmWorkspace = 0;
+
+  const Program &program;
+  WeightProvider weights;
+  GpuOptions options;
+  std::map<std::string, SamplerRunOverrides> overrides;
+  StepCallback onStep;
+  GpuReport report;
+  /// Profiling: (category, start, stop) per timed command of the run.
+  std::vector<std::tuple<const std::string *, CUevent, CUevent>> timings;
+  std::vector<CUevent> eventPool;
+  size_t eventsUsed = 0;
+  CUevent nextEvent() {
+    if (eventsUsed == eventPool.size()) {
+      CUevent e = nullptr;
+      api->cuEventCreate(&e, CU_EVENT_DEFAULT);
+      eventPool.push_back(e);
+    }
+    return eventPool[eventsUsed++];
+  }
+
+  /// One prepared entry function.
+  struct Prepared {
+    std::string name;
+    Body body;
+    std::vector<SlotInfo> slots;
+    std::vector<int> args, results;
+    size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
+    CUdeviceptr arena = 0, weightPool = 0, constantPool = 0;
+    std::vector<RtValue> hostSlots; // host values (coords)
+    std::vector<std::vector<uint8_t>> constantBytesHost;
+    std::map<const Body *, CUgraphExec> graphs;
+    std::vector<cublasLtMatmulDesc_t> descs;
+    std::vector<cublasLtMatrixLayout_t> layouts;
+    int positions = 0;
+    bool resident = false;
+  };
+  std::map<std::string, std::unique_ptr<Prepared>> prepared;
+
+  Impl(const Program &p, WeightProvider w, GpuOptions o)
+      : program(p), weights(std::move(w)), options(o) {}
+  ~Impl();
+
+  // -- errors ---------------------------------------------------------------
+  Error opError(const Instr &instr, const std::string &message) const {
+    return Error{"error in '" + instr.op + "' " +
+                 program.describe(instr.loc) + ": " + message};
+  }
+  Status check(CUresult r, const char *what) const {
+    if (r == CUDA_SUCCESS)
+      return Status::ok();
+    return Error{std::string(what) + " failed: " + api->describe(r)};
+  }
+  Status check(cublasStatus_t s, const char *what) const {
+    if (s == CUBLAS_STATUS_SUCCESS)
+      return Status::ok();
+    return Error{std::string(what) + " failed: " + api->describe(s)};
+  }
+
+  Status init(const GpuImages &images);
+  Status loadModule(CUmodule &module, const std::string &image,
+                    const char *what);
+
+  // -- preparation ----------------------------------------------------------
+  Result<Prepared *> prepare(const std::string &name);
+  Status instantiate(Prepared &p, const Function &fn,
+                     const std::vector<int> &argSlots,
+                     std::vector<int> &resultSlots, Body &into);
+  Status instantiateBody(Prepared &p, const std::vector<Instr> &instrs,
+                         std::vector<int> &map, Body &into);
+  int newSlot(Prepared &p, const ValueType &type) {
+    SlotInfo s;
+    s.type = type;
+    s.root = int(p.slots.size());
+    p.slots.push_back(s);
+    return s.root;
+  }
+  int root(const Prepared &p, int s) const {
+    while (p.slots[s].root != s)
+      s = p.slots[s].root;
+    return s;
+  }
+  void number(Prepared &p, Body &body, int &pos);
+  void liveness(Prepared &p, Body &body, std::vector<const Node *> &loops);
+  void use(Prepared &p, int slot, int pos,
+           const std::vector<const Node *> &loops);
+  Status plan(Prepared &p);
+  Status stageWeights(Prepared &p);
+  Status buildCommands(Prepared &p, Body &body);
+  Status buildCommand(Prepared &p, Node &node);
+  Status buildGemm(Prepared &p, Node &node, CUdeviceptr a, CUdeviceptr b,
+                   CUdeviceptr d, CUdeviceptr bias, DType dtype, int64_t m,
+                   int64_t n, int64_t k, bool transA, const std::string &act,
+                   std::function<Status()> &out);
+
+  // -- running --------------------------------------------------------------
+  Status runBody(Prepared &p, Body &body, bool allowGraph);
+  Status runNode(Prepared &p, Node &node);
+  Status runSampler(Prepared &p, Node &node);
+  Status checkNode(Prepared &p, const Node &node);
+  Result<HostTensor> download(const Prepared &p, int slot);
+  Status upload(const Prepared &p, int slot, const HostTensor &t);
+  void release(Prepared &p);
+};
+
+//===----------------------------------------------------------------------===//
+// Context, modules
+//===----------------------------------------------------------------------===//
+
+GpuExecutor::Impl::~Impl() {
+  if (!api)
+    return;
+  for (auto &[name, p] : prepared)
+    release(*p);
+  if (gemmWorkspace)
+    api->cuMemFree(gemmWorkspace);
+  if (lt)
+    api->cublasLtDestroy(lt);
+  if (generated)
+    api->cuModuleUnload(generated);
+  if (attention)
+    api->cuModuleUnload(attention);
+  if (stream)
+    api->cuStreamDestroy(stream);
+  if (context)
+    api->cuDevicePrimaryCtxRelease(device);
+}
+
+Status GpuExecutor::Impl::loadModule(CUmodule &module,
+                                     const std::string &image,
+                                     const char *what) {
+  char log[8192] = {0};
+  CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER,
+                         CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, reinterpret_cast<void *>(sizeof(log))};
+  CUresult r = api->cuModuleLoadDataEx(&module, image.c_str(), 2, opts,
+                                       values);
+  if (r != CUDA_SUCCESS)
+    return Error{std::string("loading the ") + what +
+                 " module failed: " + api->describe(r) +
+                 (log[0] ? std::string("\n") + log : "")};
+  return Status::ok();
+}
+
+Status GpuExecutor::Impl::init(const GpuImages &images) {
+  auto loaded = cuda::loadApi();
+  if (!loaded)
+    return Error{loaded.message()};
+  api = *loaded;
+  if (Status s = check(api->cuDeviceGet(&device, 0), "cuDeviceGet"); !s)
+    return s;
+  char name[256] = {0};
+  api->cuDeviceGetName(name, sizeof(name), device);
+  int major = 0, minor = 0;
+  api->cuDeviceGetAttribute(
+      &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  api->cuDeviceGetAttribute(
+      &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  sm = major * 10 + minor;
+  report.device = name;
+  report.computeCapability = sm;
+  if (sm < 75)
+    return Error{std::string("the GPU '") + name + "' is sm_" +
+                 std::to_string(sm) + "; trellis needs sm_75 or newer"};
+  if (Status s = check(api->cuDevicePrimaryCtxRetain(&context, device),
+                       "cuDevicePrimaryCtxRetain");
+      !s)
+    return s;
+  if (Status s = check(api->cuCtxSetCurrent(context), "cuCtxSetCurrent"); !s)
+    return s;
+  if (Status s = check(api->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+                       "cuStreamCreate");
+      !s)
+    return s;
+  // Generated kernels: sm_90a PTX on Hopper, the portable PTX elsewhere.
+  const std::string &ptx = sm == 90 && !images.ptxSm90a.empty()
+                               ? images.ptxSm90a
+                               : images.ptxCompute75;
+  if (!ptx.empty())
+    if (Status s = loadModule(generated, ptx, "generated-kernel"); !s)
+      return s;
+  // Attention: the wgmma cubin on sm_90, else the mma.sync PTX.
+  if (sm == 90 && !images.attnSm90a.empty()) {
+    attentionFamily = TRELLIS_ATTN_SM90A;
+    if (Status s = loadModule(attention, images.attnSm90a, "attention"); !s)
+      return s;
+  } else if (sm >= 80 && !images.attnCompute80.empty()) {
+    attentionFamily = TRELLIS_ATTN_SM80;
+    if (Status s = loadModule(attention, images.attnCompute80, "attention");
+        !s)
+      return s;
+  } else if (!images.attnCompute75.empty()) {
+    attentionFamily = TRELLIS_ATTN_SM75;
+    if (Status s = loadModule(attention, images.attnCompute75, "attention");
+        !s)
+      return s;
+  }
+  if (Status s = check(api->cublasLtCreate(&lt), "cublasLtCreate"); !s)
+    return s;
+  if (Status s = check(api->cuMemAlloc(&gemmWorkspace, kGemmWorkspaceBytes),
+                       "cuMemAlloc (GEMM workspace)");
+      !s)
+    return s;
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Instantiation: inline calls, global slots
+//===----------------------------------------------------------------------===//
+
+Status GpuExecutor::Impl::instantiate(Prepared &p, const Function &fn,
+                                      const std::vector<int> &argSlots,
+                                      std::vector<int> &resultSlots,
+                                      Body &into) {
+  std::vector<int> map(size_t(fn.numSlots), -1);
+  for (size_t i = 0; i < fn.args.size(); ++i)
+    map[fn.args[i]] = argSlots[i];
+  if (Status s = instantiateBody(p, fn.body, map, into); !s)
+    return s;
+  resultSlots.clear();
+  for (int r : fn.results) {
+    if (r < 0 || map[r] < 0)
+      return Error{"function '" + fn.name + "' returns an undefined value"};
+    resultSlots.push_back(map[r]);
+  }
+  return Status::ok();
+}
+
+Status GpuExecutor::Impl::instantiateBody(Prepared &p,
+                                          const std::vector<Instr> &instrs,
+                                          std::vector<int> &map, Body &into) {
+  auto mapped = [&](int local) -> Result<int> {
+    if (local < 0 || size_t(local) >= map.size() || map[local] < 0)
+      return Error{"uses a value that is not defined before it"};
+    return map[local];
+  };
+  for (const Instr &instr : instrs) {
+    if (instr.op == "func.call") {
+      auto callee = instr.stringAttr("callee");
+      if (!callee)
+        return opError(instr, callee.message());
+      const Function *fn = program.find(*callee);
+      if (!fn)
+        return opError(instr, "calls '" + *callee + "', which is missing");
+      std::vector<int> args, results;
+      for (int s : instr.in) {
+        auto g = mapped(s);
+        if (!g)
+          return opError(instr, g.message());
+        args.push_back(*g);
+      }
+      if (Status s = instantiate(p, *fn, args, results, into); !s)
+        return s;
+      for (size_t i = 0; i < instr.out.size(); ++i)
+        map[instr.out[i]] = results.at(i);
+      continue;
+    }
+    Node node;
+    node.instr = &instr;
+    for (int s : instr.in) {
+      auto g = mapped(s);
+      if (!g)
+        return opError(instr, g.message());
+      node.in.push_back(*g);
+    }
+    for (size_t i = 0; i < instr.out.size(); ++i) {
+      int g = newSlot(p, instr.types.at(i));
+      map[instr.out[i]] = g;
+      node.out.push_back(g);
+    }
+    for (const Region &region : instr.regions) {
+      Body body;
+      for (size_t i = 0; i < region.args.size(); ++i) {
+        int g = newSlot(p, region.argTypes.at(i));
+        map[region.args[i]] = g;
+        body.args.push_back(g);
+      }
+      if (Status s = instantiateBody(p, region.body, map, body); !s)
+        return s;
+      for (int y : region.yield) {
+        auto g = mapped(y);
+        if (!g)
+          return opError(instr, "yields " + g.message());
+        body.yields.push_back(*g);
+      }
+      node.regions.push_back(std::move(body));
+    }
+    into.nodes.push_back(std::move(node));
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// The memory plan
+//===----------------------------------------------------------------------===//
+
+void GpuExecutor::Impl::number(Prepared &p, Body &body, int &pos) {
+  for (Node &node : body.nodes) {
+    node.pos = pos++;
+    for (Body &region : node.regions)
+      number(p, region, pos);
+    node.endPos = pos++;
+  }
+  body.endPos = pos++;
+}
+
+/// Records a use of `slot` at `pos`. A use inside a loop of a value defined
+/// before the loop keeps the value alive to the end of the loop.
+void GpuExecutor::Impl::use(Prepared &p, int slot, int pos,
+                            const std::vector<const Node *> &loops) {
+  int r = root(p, slot);
+  int at = pos;
+  for (auto it = loops.rbegin(); it != loops.rend(); ++it)
+    if (p.slots[r].def < (*it)->pos)
+      at = std::max(at, (*it)->endPos);
+  p.slots[r].last = std::max(p.slots[r].last, at);
+}
+
+void GpuExecutor::Impl::liveness(Prepared &p, Body &body,
+                                 std::vector<const Node *> &loops) {
+  for (int a : body.args) {
+    int r = root(p, a);
+    if (p.slots[r].def < 0)
+      p.slots[r].def = loops.empty() ? 0 : loops.back()->pos;
+  }
+  for (Node &node : body.nodes) {
+    for (int s : node.in)
+      use(p, s, node.pos, loops);
+    for (int s : node.out) {
+      int r = root(p, s);
+      if (p.slots[r].def < 0)
+        p.slots[r].def = node.pos;
+      p.slots[r].last = std::max(p.slots[r].last, node.pos);
+    }
+    for (int s : node.loopSlots) {
+      p.slots[s].def = node.pos;
+      p.slots[s].last = node.endPos;
+    }
+    if (node.scratch >= 0) {
+      p.slots[node.scratch].def = node.pos;
+      p.slots[node.scratch].last = node.pos;
+    }
+    if (!node.regions.empty()) {
+      // The sampler state (the op's result) lives through the loop.
+      for (int s : node.out)
+        p.slots[root(p, s)].last =
+            std::max(p.slots[root(p, s)].last, node.endPos);
+      loops.push_back(&node);
+      for (Body &region : node.regions)
+        liveness(p, region, loops);
+      loops.pop_back();
+    }
+  }
+  for (int y : body.yields)
+    use(p, y, body.endPos, loops);
+}
+
+Status GpuExecutor::Impl::plan(Prepared &p) {
+  // Which storage each root uses, and the aliases (views, sampler state).
+  std::function<Status(Body &)> classify = [&](Body &body) -> Status {
+    for (Node &node : body.nodes) {
+      const Instr &instr = *node.instr;
+      if (instr.op == "trellis.reshape") {
+        p.slots[node.out[0]].root = root(p, node.in[0]);
+        continue;
+      }
+      if (instr.op == "trellis.weight") {
+        SlotInfo &s = p.slots[node.out[0]];
+        s.where = SlotInfo::Where::Weight;
+        auto model = instr.stringAttr("model");
+        auto name = instr.stringAttr("name");
+        if (!model || !name)
+          return opError(instr, "malformed weight op");
+        s.weightModel = *model;
+        s.weightName = *name;
+        continue;
+      }
+      if (instr.op == "trellis.constant") {
+        p.slots[node.out[0]].where = SlotInfo::Where::Constant;
+        continue;
+      }
+      if (isHostOp(instr.op)) {
+        for (int s : node.out)
+          p.slots[s].where = SlotInfo::Where::Host;
+        continue;
+      }
+      for (int s : node.out) {
+        if (!isStatic(p.slots[s].type))
+          return opError(instr, "produces " + p.slots[s].type.str() +
+                                    ", which is not a static tensor; the "
+                                    "GPU backend plans static shapes only");
+        p.slots[s].where = SlotInfo::Where::Arena;
+      }
+      if (instr.op == "trellis.flow_sample") {
+        // Regions' x argument = the sampler state (the op's result).
+        const ValueType &state = p.slots[node.out[0]].type;
+        for (Body &region : node.regions) {
+          if (region.args.size() < 2)
+            return opError(instr, "malformed sampler body");
+          p.slots[region.args[0]].root = node.out[0];
+          for (size_t i = 1; i < region.args.size(); ++i)
+            p.slots[region.args[i]].where = SlotInfo::Where::Arena;
+        }
+        node.loopSlots = {newSlot(p, state), newSlot(p, state)};
+        for (int s : node.loopSlots)
+          p.slots[s].where = SlotInfo::Where::Arena;
+      }
+      if (instr.op == "trellis.attention" &&
+          attentionGammas(instr).second >= 0) {
+        // k is normalized once into a scratch copy (the fused k prologue
+        // repeats the norm in every query tile: bench/attention/NOTES.md).
+        node.scratch = newSlot(p, p.slots[node.in[1]].type);
+        p.slots[node.scratch].where = SlotInfo::Where::Arena;
+      }
+      if (instr.op == "trellis.conv3d" && instr.hasAttr("trellis.launch")) {
+        auto bytes = instr.intAttr("trellis.scratch_bytes");
+        if (!bytes)
+          return opError(instr, "the im2col annotation lacks "
+                                "trellis.scratch_bytes");
+        ValueType t;
+        t.dtype = DType::U8;
+        t.shape = {*bytes};
+        node.scratch = newSlot(p, t);
+        p.slots[node.scratch].where = SlotInfo::Where::Arena;
+      }
+      for (Body &region : node.regions)
+        if (Status s = classify(region); !s)
+          return s;
+    }
+    return Status::ok();
+  };
+  for (int a : p.args)
+    p.slots[a].where = SlotInfo::Where::Arena;
+  if (Status s = classify(p.body); !s)
+    return s;
+
+  int pos = 1;
+  number(p, p.body, pos);
+  p.positions = pos;
+  std::vector<const Node *> loops;
+  for (int a : p.args)
+    p.slots[root(p, a)].def = 0;
+  liveness(p, p.body, loops);
+  for (int r : p.results)
+    p.slots[root(p, r)].last = pos;
+
+  // First-fit over the arena roots, in order of definition.
+  std::vector<int> order;
+  for (size_t s = 0; s < p.slots.size(); ++s)
+    if (p.slots[s].root == int(s) &&
+        p.slots[s].where == SlotInfo::Where::Arena && p.slots[s].def >= 0)
+      order.push_back(int(s));
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return std::make_pair(p.slots[a].def, a) <
+           std::make_pair(p.slots[b].def, b);
+  });
+  std::vector<int> placed;
+  for (int s : order) {
+    SlotInfo &info = p.slots[s];
+    size_t size = alignUp(std::max<size_t>(bytesOf(info.type), 1));
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (int o : placed) {
+      const SlotInfo &other = p.slots[o];
+      if (other.last < info.def || info.last < other.def)
+        continue;
+      busy.push_back({other.offset,
+                      other.offset + alignUp(std::max<size_t>(
+                                         bytesOf(other.type), 1))});
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    for (auto [b, e] : busy) {
+      if (offset + size <= b)
+        break;
+      offset = std::max(offset, e);
+    }
+    info.offset = offset;
+    p.arenaBytes = std::max(p.arenaBytes, offset + size);
+    placed.push_back(s);
+  }
+  // Weights (one pool, each tensor once) and constants.
+  std::map<std::pair<std::string, std::string>, size_t> weightOffsets;
+  for (size_t s = 0; s < p.slots.size(); ++s) {
+    SlotInfo &info = p.slots[s];
+    if (info.where == SlotInfo::Where::Weight) {
+      auto key = std::make_pair(info.weightModel, info.weightName);
+      auto [it, inserted] = weightOffsets.try_emplace(key, p.weightBytes);
+      if (inserted)
+        p.weightBytes += alignUp(bytesOf(info.type));
+      info.offset = it->second;
+    } else if (info.where == SlotInfo::Where::Constant) {
+      info.offset = p.constantBytes;
+      p.constantBytes += alignUp(std::max<size_t>(bytesOf(info.type), 1));
+    }
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Weights: mapped safetensors -> pinned chunks -> device
+//===----------------------------------------------------------------------===//
+
+Status GpuExecutor::Impl::stageWeights(Prepared &p) {
+  auto start = std::chrono::steady_clock::now();
+  if (p.weightBytes == 0)
+    return Status::ok();
+  if (Status s = check(api->cuMemAlloc(&p.weightPool, p.weightBytes),
+                       "cuMemAlloc (weights)");
+      !s)
+    return Error{"cannot allocate " + std::to_string(p.weightBytes >> 20) +
+                 " MiB of device memory for the weights of '" + p.name +
+                 "': " + s.message()};
+  size_t half = std::max<size_t>(options.stagingBytes / 2, 1 << 20);
+  void *pinned = nullptr;
+  if (Status s = check(api->cuMemAllocHost(&pinned, 2 * half),
+                       "cuMemAllocHost (staging buffer)");
+      !s)
+    return s;
+  CUevent done[2] = {nullptr, nullptr};
+  for (CUevent &e : done)
+    api->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+  bool used[2] = {false, false};
+  int buffer = 0;
+  std::set<size_t> uploaded;
+  Status status = Status::ok();
+  for (size_t s = 0; s < p.slots.size() && status; ++s) {
+    const SlotInfo &info = p.slots[s];
+    if (info.where != SlotInfo::Where::Weight ||
+        !uploaded.insert(info.offset).second)
+      continue;
+    auto t = weights(info.weightModel, info.weightName);
+    if (!t) {
+      status = Error{t.message()};
+      break;
+    }
+    if (t->dtype() != info.type.dtype || t->shape() != info.type.shape) {
+      status = Error{"weight '" + info.weightName + "' of '" +
+                     info.weightModel + "': the bundle expects " +
+                     info.type.str() + ", the file holds " +
+                     shapeToString(t->shape()) + " " +
+                     std::string(dtypeName(t->dtype()))};
+      break;
+    }
+    const char *src = static_cast<const char *>(t->raw());
+    size_t n = t->nbytes();
+    for (size_t done_ = 0; done_ < n;) {
+      size_t chunk = std::min(half, n - done_);
+      if (used[buffer])
+        api->cuEventSynchronize(done[buffer]);
+      char *dst = static_cast<char *>(pinned) + buffer * half;
+      std::memcpy(dst, src + done_, chunk);
+      if (Status c = check(api->cuMemcpyHtoDAsync(p.weightPool + info.offset +
+                                                      done_,
+                                                  dst, chunk, stream),
+                           "cuMemcpyHtoDAsync (weights)");
+          !c) {
+        status = c;
+        break;
+      }
+      api->cuEventRecord(done[buffer], stream);
+      used[buffer] = true;
+      buffer ^= 1;
+      done_ += chunk;
+    }
+  }
+  api->cuStreamSynchronize(stream);
+  for (CUevent e : done)
+    api->cuEventDestroy(e);
+  api->cuMemFreeHost(pinned);
+  report.weightUploadSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return status;
+}
+
+//===----------------------------------------------------------------------===//
+// Commands
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+cudaDataType_t cudaType(DType t) {
+  switch (t) {
+  case DType::F16:
+    return CUDA_R_16F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  default:
+    return CUDA_R_32F;
+  }
+}
+
+} // namespace
+
+Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
+                                    CUdeviceptr b, CUdeviceptr d,
+                                    CUdeviceptr bias, DType dtype, int64_t m,
+                                    int64_t n, int64_t k, bool transA,
+                                    const std::string &act,
+                                    std::function<Status()> &out) {
+  // Column-major D[m, n] = op(A)[m, k] · B[k, n] (+ bias[m]) (GELU).
+  const Instr &instr = *node.instr;
+  auto fail = [&](Status s) { return opError(instr, s.message()); };
+  cublasLtMatmulDesc_t desc = nullptr;
+  if (Status s = check(api->cublasLtMatmulDescCreate(
+                           &desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                       "cublasLtMatmulDescCreate");
+      !s)
+    return fail(s);
+  p.descs.push_back(desc);
+  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = CUBLAS_OP_N;
+  api->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA,
+                                      sizeof(opA));
+  api->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB,
+                                      sizeof(opB));
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (act == "gelu_tanh")
+    epilogue = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  else if (!act.empty())
+    return opError(instr, "activation '" + act + "' has no GEMM epilogue");
+  else if (bias)
+    epilogue = CUBLASLT_EPILOGUE_BIAS;
+  api->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                      &epilogue, sizeof(epilogue));
+  if (bias)
+    api->cublasLtMatmulDescSetAttribute(
+        desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+  cudaDataType_t type = cudaType(dtype);
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  if (transA)
+    api->cublasLtMatrixLayoutCreate(&la, type, uint64_t(k), uint64_t(m), k);
+  else
+    api->cublasLtMatrixLayoutCreate(&la, type, uint64_t(m), uint64_t(k), m);
+  api->cublasLtMatrixLayoutCreate(&lb, type, uint64_t(k), uint64_t(n), k);
+  api->cublasLtMatrixLayoutCreate(&ld, type, uint64_t(m), uint64_t(n), m);
+  p.layouts.insert(p.layouts.end(), {la, lb, ld});
+  cublasLtMatmulPreference_t pref = nullptr;
+  api->cublasLtMatmulPreferenceCreate(&pref);
+  size_t ws = kGemmWorkspaceBytes;
+  api->cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  cublasStatus_t hs = api->cublasLtMatmulAlgoGetHeuristic(
+      lt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
+  api->cublasLtMatmulPreferenceDestroy(pref);
+  if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
+    return opError(instr, "cuBLASLt has no algorithm for this GEMM (m=" +
+                              std::to_string(m) + ", n=" + std::to_string(n) +
+                              ", k=" + std::to_string(k) + ", " +
+                              api->describe(hs) + ")");
+  cublasLtMatmulAlgo_t algo = heuristic.algo;
+  out = [this, desc, la, lb, ld, algo, a, b, d, &instr]() -> Status {
+    static const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t s = api->cublasLtMatmul(
+        lt, desc, &one, reinterpret_cast<const void *>(a), la,
+        reinterpret_cast<const void *>(b), lb, &zero,
+        reinterpret_cast<void *>(d), ld, reinterpret_cast<void *>(d), ld,
+        &algo, reinterpret_cast<void *>(gemmWorkspace), kGemmWorkspaceBytes,
+        stream);
+    if (s != CUBLAS_STATUS_SUCCESS)
+      return opError(instr, "cublasLtMatmul failed: " + api->describe(s));
+    return Status::ok();
+  };
+  return Status::ok();
+}
+
+Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
+  const Instr &instr = *node.instr;
+  const std::string &op = instr.op;
+  auto ptr = [&](int slot) { return p.slots[root(p, slot)].ptr; };
+  auto type = [&](int slot) -> const ValueType & {
+    return p.slots[slot].type;
+  };
+  if (op == "trellis.weight" || op == "trellis.constant" ||
+      op == "trellis.reshape" || isHostOp(op) || op == "trellis.flow_sample")
+    return Status::ok(); // no device command (host ops run in runNode)
+
+  if (op == "trellis.linear") {
+    const ValueType &x = type(node.in[0]), &w = type(node.in[1]);
+    if (w.dtype != x.dtype || (node.in.size() > 2 &&
+                               type(node.in[2]).dtype != x.dtype))
+      return opError(instr, "the GPU GEMM needs x, W and b of one dtype");
+    int64_t k = w.shape[1], n = w.shape[0];
+    int64_t m = int64_t(bytesOf(x) / dtypeSize(x.dtype)) / k;
+    std::string act;
+    if (auto a = instr.stringAttr("activation"))
+      act = *a;
+    // Row-major out[m_tok, n] is column-major [n, m_tok]: D = Wᵀᵀ·xᵀ.
+    return buildGemm(p, node, ptr(node.in[1]), ptr(node.in[0]),
+                     ptr(node.out[0]),
+                     node.in.size() > 2 ? ptr(node.in[2]) : 0, x.dtype, n, m,
+                     k, /*transA=*/true, act, node.command);
+  }
+
+  if (op == "trellis.conv3d") {
+    auto launch = instr.attrs.find("trellis.launch");
+    if (launch == instr.attrs.end())
+      return opError(instr, "the compiler did not annotate this conv3d "
+                            "with its im2col kernel");
+    if (node.in.size() > 2)
+      return opError(instr, "conv3d with a bias operand: the compiler's "
+                            "partition step should have split the bias off");
+    const ValueType &x = type(node.in[0]), &w = type(node.in[1]);
+    if (x.shape[0] != 1)
+      return opError(instr, "the GPU conv3d handles batch 1 only");
+    int64_t cout = w.shape[0];
+    int64_t k = w.shape[1] * w.shape[2] * w.shape[3] * w.shape[4];
+    const ValueType &o = type(node.out[0]);
+    int64_t positions = o.shape[2] * o.shape[3] * o.shape[4];
+    std::function<Status()> im2col, gemm;
+    // im2col launch: reuse the generic launcher with (x, col).
+    {
+      const json &l = *launch;
+      auto name = l.value("kernel", std::string());
+      auto it = functions.find(name);
+      CUfunction f = nullptr;
+      if (it == functions.end()) {
+        if (!generated ||
+            api->cuModuleGetFunction(&f, generated, name.c_str()) !=
+                CUDA_SUCCESS)
+          return opError(instr, "kernel '" + name +
+                                    "' is not in the generated module");
+        functions[name] = f;
+      } else {
+        f = it->second;
+      }
+      auto grid = l.at("grid").get<std::vector<int64_t>>();
+      auto block = l.at("block").get<std::vector<int64_t>>();
+      unsigned smem = unsigned(l.value("smem", int64_t(0)));
+      CUdeviceptr xp = ptr(node.in[0]), col = ptr(node.scratch);
+      im2col = [this, f, grid, block, smem, xp, col, &instr]() -> Status {
+        CUdeviceptr args[2] = {xp, col};
+        void *params[2] = {&args[0], &args[1]};
+        CUresult r = api->cuLaunchKernel(
+            f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]),
+            unsigned(block[0]), unsigned(block[1]), unsigned(block[2]), smem,
+            stream, params, nullptr);
+        if (r != CUDA_SUCCESS)
+          return opError(instr, "launching im2col: " + api->describe(r));
+        return Status::ok();
+      };
+    }
+    // out[cout, P] row-major = column-major [P, cout] = col[P, k]ᶜᵐ · W[k,
+    // cout]ᶜᵐ.
+    if (Status s = buildGemm(p, node, ptr(node.scratch), ptr(node.in[1]),
+                             ptr(node.out[0]), 0, x.dtype, positions, cout, k,
+                             /*transA=*/false, "", gemm);
+        !s)
+      return s;
+    node.command = [im2col, gemm]() -> Status {
+      if (Status s = im2col(); !s)
+        return s;
+      return gemm();
+    };
+    return Status::ok();
+  }
+
+  if (op == "trellis.attention") {
+    if (!attention)
+      return opError(instr, "the bundle has no attention kernels for sm_" +
+                                std::to_string(sm));
+    const ValueType &q = type(node.in[0]), &k = type(node.in[1]),
+                    &v = type(node.in[2]);
+    if (q.dtype != DType::F16 || q.shape.size() != 4)
+      return opError(instr, "the attention kernel takes fp16 [B, L, H, d]");
+    auto scale = instr.floatAttr("scale");
+    if (!scale)
+      return opError(instr, scale.message());
+    // Optional head-norm gains (trellis-form-attention).
+    auto [qIndex, kIndex] = attentionGammas(instr);
+    int qGamma = qIndex >= 0 ? node.in.at(qIndex) : -1;
+    int kGamma = kIndex >= 0 ? node.in.at(kIndex) : -1;
+    int64_t heads = q.shape[2], d = q.shape[3];
+    const TrellisAttnConfig *config = nullptr;
+    static const std::map<int64_t, std::string> sm90Defaults = {
+        {64, "trellis_attn_sm90_d64_m128_n64_s4"},
+        {80, "trellis_attn_sm90_d80_m128_n64_s4"},
+        {128, "trellis_attn_sm90_d128_m128_n128_s3"}};
+    for (int i = 0; i < trellis_attn_num_configs && !config; ++i) {
+      const TrellisAttnConfig &c = trellis_attn_configs[i];
+      if (c.family != attentionFamily || c.head_dim != d)
+        continue;
+      if (attentionFamily == TRELLIS_ATTN_SM90A &&
+          sm90Defaults.count(d) && sm90Defaults.at(d) != c.name)
+        continue;
+      config = &c;
+    }
+    if (!config)
+      return opError(instr, "no attention kernel for head dim " +
+                                std::to_string(d));
+    CUfunction f = functions[config->name];
+    if (!f) {
+      if (Status s = check(api->cuModuleGetFunction(&f, attention,
+                                                    config->name),
+                           "cuModuleGetFunction");
+          !s)
+        return opError(instr, s.message());
+      if (config->smem_bytes > 48 * 1024)
+        api->cuFuncSetAttribute(
+            f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            config->smem_bytes);
+      functions[config->name] = f;
+    }
+    TrellisAttnParams params{};
+    params.q = reinterpret_cast<const void *>(ptr(node.in[0]));
+    params.k = reinterpret_cast<const void *>(ptr(node.in[1]));
+    params.v = reinterpret_cast<const void *>(ptr(node.in[2]));
+    params.o = reinterpret_cast<void *>(ptr(node.out[0]));
+    auto strides = [&](const ValueType &t, int64_t &b, int64_t &r,
+                       int64_t &h) {
+      h = t.shape[3];
+      r = t.shape[2] * t.shape[3];
+      b = t.shape[1] * r;
+    };
+    strides(q, params.q_batch_stride, params.q_row_stride,
+            params.q_head_stride);
+    strides(k, params.k_batch_stride, params.k_row_stride,
+            params.k_head_stride);
+    strides(v, params.v_batch_stride, params.v_row_stride,
+            params.v_head_stride);
+    strides(type(node.out[0]), params.o_batch_stride, params.o_row_stride,
+            params.o_head_stride);
+    if (k.shape[0] == 1 && q.shape[0] > 1) // one context for the batch
+      params.k_batch_stride = params.v_batch_stride = 0;
+    params.q_gamma =
+        qGamma >= 0 ? reinterpret_cast<const float *>(ptr(qGamma)) : nullptr;
+    std::function<Status()> normalizeK;
+    if (kGamma >= 0) {
+      static const std::map<int64_t, const char *> normKernels = {
+          {64, "trellis_head_rmsnorm_d64"},
+          {80, "trellis_head_rmsnorm_d80"},
+          {128, "trellis_head_rmsnorm_d128"}};
+      auto name = normKernels.find(d);
+      CUfunction nf = nullptr;
+      if (name == normKernels.end() ||
+          api->cuModuleGetFunction(&nf, attention, name->second) !=
+              CUDA_SUCCESS)
+        return opError(instr, "no head RMS-norm kernel for head dim " +
+                                  std::to_string(d));
+      TrellisHeadRmsNormParams np{};
+      np.x = params.k;
+      np.y = reinterpret_cast<void *>(ptr(node.scratch));
+      np.x_row_stride = np.y_row_stride = params.k_row_stride;
+      np.x_head_stride = np.y_head_stride = params.k_head_stride;
+      np.gamma = reinterpret_cast<const float *>(ptr(kGamma));
+      np.rows = int32_t(k.shape[0] * k.shape[1]);
+      np.heads = int32_t(heads);
+      np.head_dim = int32_t(d);
+      unsigned blocks = trellis_head_rmsnorm_grid(&np);
+      normalizeK = [this, nf, np, blocks, &instr]() mutable -> Status {
+        void *args[1] = {&np};
+        CUresult r = api->cuLaunchKernel(nf, blocks, 1, 1,
+                                         TRELLIS_HEAD_RMSNORM_THREADS, 1, 1, 0,
+                                         stream, args, nullptr);
+        if (r != CUDA_SUCCESS)
+          return opError(instr, "launching the k head norm: " +
+                                    api->describe(r));
+        return Status::ok();
+      };
+      params.k = np.y;
+    }
+    params.k_gamma = nullptr;
+    params.num_seqs = int32_t(q.shape[0]);
+    params.heads = int32_t(heads);
+    params.seqlen_q = int32_t(q.shape[1]);
+    params.seqlen_k = int32_t(k.shape[1]);
+    params.head_dim = int32_t(d);
+    params.softmax_scale = float(*scale);
+    if (const char *why = trellis_attn_check(config, &params))
+      return opError(instr, std::string("attention parameters: ") + why);
+    unsigned grid[3], block[3];
+    trellis_attn_grid(config, &params, grid, block);
+    unsigned smem = unsigned(config->smem_bytes);
+    node.command = [this, f, params, grid0 = grid[0], grid1 = grid[1],
+                    block0 = block[0], smem, normalizeK,
+                    &instr]() mutable -> Status {
+      if (normalizeK)
+        if (Status s = normalizeK(); !s)
+          return s;
+      void *args[1] = {&params};
+      CUresult r = api->cuLaunchKernel(f, grid0, grid1, 1, block0, 1, 1, smem,
+                                       stream, args, nullptr);
+      if (r != CUDA_SUCCESS)
+        return opError(instr, "launching attention: " + api->describe(r));
+      return Status::ok();
+    };
+    return Status::ok();
+  }
+
+  // Generated kernels.
+  auto launch = instr.attrs.find("trellis.launch");
+  if (launch == instr.attrs.end() || !launch->is_object())
+    return opError(instr, "has no GPU implementation (no trellis.launch "
+                          "annotation from the compiler)");
+  const json &l = *launch;
+  std::string name = l.value("kernel", std::string());
+  CUfunction f = functions[name];
+  if (!f) {
+    if (!generated ||
+        api->cuModuleGetFunction(&f, generated, name.c_str()) != CUDA_SUCCESS)
+      return opError(instr,
+                     "kernel '" + name + "' is not in the generated module");
+    functions[name] = f;
+  }
+  auto grid = l.at("grid").get<std::vector<int64_t>>();
+  auto block = l.at("block").get<std::vector<int64_t>>();
+  unsigned smem = unsigned(l.value("smem", int64_t(0)));
+  if (smem > 48 * 1024)
+    api->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                            int(smem));
+  auto args = std::make_shared<std::vector<CUdeviceptr>>();
+  for (int s : node.in)
+    args->push_back(ptr(s));
+  for (int s : node.out)
+    args->push_back(ptr(s));
+  node.command = [this, f, grid, block, smem, args, &instr]() -> Status {
+    std::vector<void *> params;
+    for (CUdeviceptr &a : *args)
+      params.push_back(&a);
+    CUresult r = api->cuLaunchKernel(
+        f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]),
+        unsigned(block[0]), unsigned(block[1]), unsigned(block[2]), smem,
+        stream, params.data(), nullptr);
+    if (r != CUDA_SUCCESS)
+      return opError(instr, "launching its kernel: " + api->describe(r));
+    return Status::ok();
+  };
+  return Status::ok();
+}
+
+Status GpuExecutor::Impl::buildCommands(Prepared &p, Body &body) {
+  for (Node &node : body.nodes) {
+    if (Status s = buildCommand(p, node); !s)
+      return s;
+    const Instr &instr = *node.instr;
+    node.what = instr.op;
+    if (auto l = instr.attrs.find("trellis.launch"); l != instr.attrs.end())
+      node.what += " " + l->value("kernel", std::string());
+    else if (instr.op == "trellis.linear" || instr.op == "trellis.attention")
+      for (int s : node.in)
+        node.what += " " + p.slots[s].type.str();
+    for (Body &region : node.regions)
+      if (Status s = buildCommands(p, region); !s)
+        return s;
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Preparing an entry
+//===----------------------------------------------------------------------===//
+
+Result<GpuExecutor::Impl::Prepared *>
+GpuExecutor::Impl::prepare(const std::string &name) {
+  if (auto it = prepared.find(name); it != prepared.end())
+    return it->second.get();
+  const Function *fn = program.find(name);
+  if (!fn)
+    return Error{"the program has no function '" + name + "'"};
+  auto p = std::make_unique<Prepared>();
+  p->name = name;
+  for (const ValueType &t : fn->argTypes)
+    p->args.push_back(newSlot(*p, t));
+  if (Status s = instantiate(*p, *fn, p->args, p->results, p->body); !s)
+    return Error{s.message()};
+  if (Status s = plan(*p); !s)
+    return Error{s.message()};
+  prepared[name] = std::move(p);
+  return prepared[name].get();
+}
+
+void GpuExecutor::Impl::release(Prepared &p) {
+  for (auto &[body, exec] : p.graphs)
+    api->cuGraphExecDestroy(exec);
+  p.graphs.clear();
+  for (auto l : p.layouts)
+    api->cublasLtMatrixLayoutDestroy(l);
+  for (auto d : p.descs)
+    api->cublasLtMatmulDescDestroy(d);
+  p.layouts.clear();
+  p.descs.clear();
+  for (CUdeviceptr *m : {&p.arena, &p.weightPool, &p.constantPool})
+    if (*m) {
+      api->cuMemFree(*m);
+      *m = 0;
+    }
+  p.resident = false;
+}
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+Result<HostTensor> GpuExecutor::Impl::download(const Prepared &p, int slot) {
+  const SlotInfo &info = p.slots[slot];
+  HostTensor t(info.type.dtype, info.type.shape);
+  if (t.nbytes() == 0)
+    return t;
+  if (Status s = check(api->cuMemcpyDtoHAsync(t.mutableRaw(),
+                                              p.slots[root(p, slot)].ptr,
+                                              t.nbytes(), stream),
+                       "cuMemcpyDtoHAsync");
+      !s)
+    return Error{s.message()};
+  if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream");
+      !s)
+    return Error{s.message()};
+  return t;
+}
+
+Status GpuExecutor::Impl::upload(const Prepared &p, int slot,
+                                 const HostTensor &t) {
+  if (t.nbytes() == 0)
+    return Status::ok();
+  if (Status s = check(api->cuMemcpyHtoDAsync(p.slots[root(p, slot)].ptr,
+                                              t.raw(), t.nbytes(), stream),
+                       "cuMemcpyHtoDAsync");
+      !s)
+    return s;
+  // The host tensor may die when we return: wait for the copy.
+  return check(api->cuStreamSynchronize(stream), "the GPU stream");
+}
+
+Status GpuExecutor::Impl::checkNode(Prepared &p, const Node &node) {
+  const Instr &instr = *node.instr;
+  if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream");
+      !s)
+    return opError(instr, s.message());
+  std::vector<HostTensor> gpu;
+  for (int s : node.out) {
+    auto t = download(p, s);
+    if (!t)
+      return opError(instr, t.message());
+    gpu.push_back(*t);
+  }
+  if (options.checkFinite)
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      HostTensor f = gpu[i].toFloat32();
+      for (int64_t j = 0; j < f.numel(); ++j)
+        if (!std::isfinite(f.data<float>()[j]))
+          return opError(instr, "result " + std::to_string(i) +
+                                    " has a non-finite value (--check-finite)");
+    }
+  if (!options.checkOps)
+    return Status::ok();
+  std::vector<RtValue> inputs;
+  for (int s : node.in) {
+    const SlotInfo &info = p.slots[root(p, s)];
+    if (info.where == SlotInfo::Where::Weight) {
+      auto w = weights(info.weightModel, info.weightName);
+      if (!w)
+        return Error{w.message()};
+      inputs.push_back(w->reshaped(p.slots[s].type.shape)); // views of it
+    } else {
+      auto t = download(p, s);
+      if (!t)
+        return opError(instr, t.message());
+      inputs.push_back(t->reshaped(p.slots[s].type.shape));
+    }
+  }
+  // The CPU reference applies activations etc. from the same attributes.
+  auto ref = CpuExecutor::evalOp(program, instr, std::move(inputs));
+  if (!ref)
+    return opError(instr, "the CPU reference failed: " + ref.message());
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    auto *want = std::get_if<HostTensor>(&(*ref)[i]);
+    if (!want)
+      continue;
+    HostTensor a = gpu[i].toFloat32(), b = want->toFloat32();
+    double num = 0, den = 0, maxAbs = 0;
+    for (int64_t j = 0; j < a.numel(); ++j) {
+      double d = double(a.data<float>()[j]) - double(b.data<float>()[j]);
+      num += d * d;
+      den += double(b.data<float>()[j]) * b.data<float>()[j];
+      maxAbs = std::max(maxAbs, std::abs(d));
+    }
+    double rel = std::sqrt(num / std::max(den, 1e-30));
+    if (den == 0)
+      rel = std::sqrt(num);
+    ++report.checkedOps;
+    if (rel > report.worstCheckError) {
+      report.worstCheckError = rel;
+      report.worstCheckOp = instr.op + " " + program.describe(instr.loc);
+    }
+    if (!(rel <= options.checkTolerance))
+      return opError(instr, "result " + std::to_string(i) +
+                                " differs from the CPU reference: relative "
+                                "L2 error " +
+                                std::to_string(rel) + ", max abs " +
+                                std::to_string(maxAbs) + " (tolerance " +
+                                std::to_string(options.checkTolerance) + ")");
+  }
+  return Status::ok();
+}
+
+Status GpuExecutor::Impl::runNode(Prepared &p, Node &node) {
+  const Instr &instr = *node.instr;
+  if (instr.op == "trellis.flow_sample")
+    return runSampler(p, node);
+  if (instr.op == "trellis.occupancy") {
+    auto logits = download(p, node.in[0]);
+    if (!logits)
+      return opError(instr, logits.message());
+    auto rows = ref::occupancy(*logits);
+    if (!rows)
+      return opError(instr, rows.message());
+    auto coords =
+        ref::CoordSet::create(*rows, logits->dim(2), logits->dim(0));
+    if (!coords)
+      return opError(instr, coords.message());
+    p.hostSlots[node.out[0]] =
+        std::make_shared<const ref::CoordSet>(std::move(coords).value());
+    return Status::ok();
+  }
+  if (instr.op == "trellis.sparse.to_tensor") {
+    auto *c = std::get_if<CoordsPtr>(&p.hostSlots[root(p, node.in[0])]);
+    if (!c || !*c)
+      return opError(instr, "its coordinate set was not computed");
+    p.hostSlots[node.out[0]] = (*c)->coords;
+    return Status::ok();
+  }
+  if (!node.command)
+    return Status::ok();
+  ++report.commands;
+  CUevent start = nullptr;
+  if (options.profile) {
+    start = nextEvent();
+    api->cuEventRecord(start, stream);
+  }
+  if (Status s = node.command(); !s)
+    return s;
+  if (options.profile) {
+    CUevent stop = nextEvent();
+    api->cuEventRecord(stop, stream);
+    timings.emplace_back(&node.what, start, stop);
+  }
+  if (options.checkOps || options.checkFinite)
+    return checkNode(p, node);
+  return Status::ok();
+}
+
+Status GpuExecutor::Impl::runBody(Prepared &p, Body &body, bool allowGraph) {
+  bool graphs = allowGraph && options.cudaGraphs && !options.checkOps &&
+                !options.checkFinite && !options.profile;
+  if (graphs) {
+    auto it = p.graphs.find(&body);
+    if (it == p.graphs.end()) {
+      if (Status s = check(api->cuStreamBeginCapture(
+                               stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                           "cuStreamBeginCapture");
+          !s)
+        return s;
+      Status recorded = Status::ok();
+      for (Node &node : body.nodes)
+        if (recorded)
+          recorded = runNode(p, node);
+      CUgraph graph = nullptr;
+      CUresult end = api->cuStreamEndCapture(stream, &graph);
+      if (!recorded)
+        return recorded;
+      if (Status s = check(end, "cuStreamEndCapture"); !s)
+        return s;
+      CUgraphExec exec = nullptr;
+      CUresult inst = api->cuGraphInstantiate(&exec, graph, 0);
+      api->cuGraphDestroy(graph);
+      if (Status s = check(inst, "cuGraphInstantiate"); !s)
+        return s;
+      it = p.graphs.emplace(&body, exec).first;
+    } else {
+      report.commands += int64_t(body.nodes.size());
+    }
+    return check(api->cuGraphLaunch(it->second, stream), "cuGraphLaunch");
+  }
+  for (Node &node : body.nodes)
+    if (Status s = runNode(p, node); !s)
+      return s;
+  return Status::ok();
+}
+
+Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
+  const Instr &instr = *node.instr;
+  auto fail = [&](const std::string &m) -> Status {
+    return opError(instr, m);
+  };
+  auto steps = instr.intAttr("steps");
+  auto rescale = instr.floatAttr("rescale_t");
+  auto cfg = instr.floatAttr("cfg_strength");
+  auto interval = instr.floatArrayAttr("cfg_interval");
+  if (!steps || !rescale || !cfg || !interval || interval->size() != 2)
+    return fail("malformed sampler attributes");
+  if (auto m = instr.stringAttr("multi_image");
+      m && (m->find("stochastic") != std::string::npos ||
+            m->find("multidiffusion") != std::string::npos))
+    return fail("multi-image sampling is not on the GPU yet");
+  int64_t n = *steps;
+  double w = *cfg;
+  if (auto it = overrides.find(p.name); it != overrides.end()) {
+    n = it->second.steps.value_or(n);
+    w = it->second.cfgStrength.value_or(w);
+  }
+  if (n < 1)
+    return fail("steps must be >= 1, found " + std::to_string(n));
+  auto update = instr.attrs.find("trellis.update");
+  if (update == instr.attrs.end())
+    return fail("the compiler did not annotate the sampler's update kernel");
+  std::string kernel = update->value("kernel", std::string());
+  CUfunction f = functions[kernel];
+  if (!f) {
+    if (!generated || api->cuModuleGetFunction(&f, generated,
+                                               kernel.c_str()) != CUDA_SUCCESS)
+      return fail("kernel '" + kernel + "' is not in the generated module");
+    functions[kernel] = f;
+  }
+  auto grid = update->at("grid").get<std::vector<int64_t>>();
+  auto block = update->at("block").get<std::vector<int64_t>>();
+
+  // Two region forms: one body (x, τ, cond) evaluated with cond and with
+  // neg_cond, or two bodies (x, τ) after trellis-specialize-guidance.
+  bool specialized = node.regions.size() == 2;
+  Body &condBody = node.regions.at(0);
+  Body &uncondBody = specialized ? node.regions[1] : node.regions[0];
+  const SlotInfo &state = p.slots[node.out[0]];
+  size_t stateBytes = bytesOf(state.type);
+  CUdeviceptr x = p.slots[root(p, node.out[0])].ptr;
+  CUdeviceptr vc = p.slots[node.loopSlots[0]].ptr;
+  CUdeviceptr vu = p.slots[node.loopSlots[1]].ptr;
+  const ValueType &noiseType = p.slots[node.in[0]].type;
+  if (noiseType.dtype != DType::F32)
+    return fail("the GPU sampler expects f32 noise");
+  if (Status s = check(api->cuMemcpyDtoDAsync(x, p.slots[root(p, node.in[0])]
+                                                     .ptr,
+                                              stateBytes, stream),
+                       "cuMemcpyDtoDAsync");
+      !s)
+    return fail(s.message());
+  int64_t batch = condBody.args.size() > 1
+                      ? p.slots[condBody.args[1]].type.shape.at(0)
+                      : 1;
+  // τ for every (step, branch), in pinned memory that outlives the copies.
+  void *pinnedTau = nullptr;
+  if (Status s = check(api->cuMemAllocHost(&pinnedTau,
+                                           size_t(n) * 2 * batch * 4),
+                       "cuMemAllocHost");
+      !s)
+    return fail(s.message());
+  std::unique_ptr<void, std::function<void(void *)>> tauGuard(
+      pinnedTau, [this](void *q) {
+        api->cuStreamSynchronize(stream);
+        api->cuMemFreeHost(q);
+      });
+  float *taus = static_cast<float *>(pinnedTau);
+
+  auto evaluate = [&](Body &body, float tau, int slotIndex, int cond,
+                      CUdeviceptr into, int64_t step) -> Status {
+    float *t = taus + (step * 2 + slotIndex) * batch;
+    for (int64_t i = 0; i < batch; ++i)
+      t[i] = tau;
+    CUdeviceptr tauPtr = p.slots[root(p, body.args[1])].ptr;
+    if (Status s = check(api->cuMemcpyHtoDAsync(tauPtr, t, batch * 4, stream),
+                         "cuMemcpyHtoDAsync (tau)");
+        !s)
+      return fail(s.message());
+    if (!specialized) {
+      // The body's condition argument: copy cond or neg_cond (batch rows).
+      const SlotInfo &arg = p.slots[body.args[2]];
+      size_t argBytes = bytesOf(arg.type);
+      const SlotInfo &src = p.slots[root(p, node.in[cond])];
+      size_t srcBytes = bytesOf(p.slots[node.in[cond]].type);
+      if (argBytes % srcBytes != 0)
+        return fail("the condition does not tile the model batch");
+      for (size_t off = 0; off < argBytes; off += srcBytes)
+        if (Status s = check(api->cuMemcpyDtoDAsync(
+                                 p.slots[root(p, body.args[2])].ptr + off,
+                                 src.ptr, srcBytes, stream),
+                             "cuMemcpyDtoDAsync (condition)");
+            !s)
+          return fail(s.message());
+    }
+    if (Status s = runBody(p, body, true); !s)
+      return s;
+    return check(api->cuMemcpyDtoDAsync(into,
+                                        p.slots[root(p, body.yields.at(0))].ptr,
+                                        stateBytes, stream),
+                 "cuMemcpyDtoDAsync (velocity)");
+  };
+
+  std::vector<double> grid_ = ref::timeGrid(int(n), *rescale);
+  for (int64_t i = 0; i < n; ++i) {
+    double t = grid_[size_t(i)], tPrev = grid_[size_t(i + 1)];
+    float tau = ref::modelTime(t);
+    bool guided = ref::isGuidedStep(t, (*interval)[0], (*interval)[1]);
+    if (Status s = evaluate(condBody, tau, 0, 1, vc, i); !s)
+      return s;
+    if (guided)
+      if (Status s = evaluate(uncondBody, tau, 1, 2, vu, i); !s)
+        return s;
+    CUdeviceptr args4[4] = {x, vc, vu, x};
+    float strength = float(w), dt = float(t - tPrev);
+    int32_t guidedFlag = guided ? 1 : 0;
+    void *params[7] = {&args4[0], &args4[1], &args4[2], &args4[3],
+                       &strength, &dt,       &guidedFlag};
+    CUresult r = api->cuLaunchKernel(
+        f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]),
+        unsigned(block[0]), unsigned(block[1]), unsigned(block[2]), 0, stream,
+        params, nullptr);
+    if (r != CUDA_SUCCESS)
+      return fail("launching the sampler update: " + api->describe(r));
+    ++report.commands;
+    if (options.checkFinite) {
+      auto xs = download(p, node.out[0]);
+      if (!xs)
+        return fail(xs.message());
+      HostTensor f32 = xs->toFloat32();
+      for (int64_t j = 0; j < f32.numel(); ++j)
+        if (!std::isfinite(f32.data<float>()[j]))
+          return fail("the sample has a non-finite value after step " +
+                      std::to_string(i + 1) + " (--check-finite)");
+    }
+    if (onStep) {
+      // The callback reports progress: wait for the step to finish.
+      if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream");
+          !s)
+        return fail(s.message());
+      onStep(p.name, i + 1, n);
+    }
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// GpuExecutor
+//===----------------------------------------------------------------------===//
+
+GpuExecutor::GpuExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuExecutor::~GpuExecutor() = default;
+
+Result<std::unique_ptr<GpuExecutor>>
+GpuExecutor::create(const Program &program, const GpuImages &images,
+                    WeightProvider weights, GpuOptions options) {
+  auto impl = std::make_unique<Impl>(program, std::move(weights), options);
+  if (Status s = impl->init(images); !s)
+    return Error{s.message()};
+  return std::unique_ptr<GpuExecutor>(new GpuExecutor(std::move(impl)));
+}
+
+Status GpuExecutor::supports(const std::string &function) {
+  auto p = impl_->prepare(function);
+  if (!p)
+    return Error{p.message()};
+  return Status::ok();
+}
+
+void GpuExecutor::setSamplerOverrides(const std::string &function,
+                                      SamplerRunOverrides overrides) {
+  impl_->overrides[function] = overrides;
+}
+
+void GpuExecutor::setStepCallback(StepCallback callback) {
+  impl_->onStep = std::move(callback);
+}
+
+const GpuReport &GpuExecutor::report() const { return impl_->report; }
+
+Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
+                                              std::vector<RtValue> args) {
+  Impl &m = *impl_;
+  auto pr = m.prepare(name);
+  if (!pr)
+    return Error{pr.message()};
+  Impl::Prepared &p = **pr;
+  const Api &api = *m.api;
+  if (args.size() != p.args.size())
+    return Error{"'" + name + "' takes " + std::to_string(p.args.size()) +
+                 " arguments, " + std::to_string(args.size()) + " given"};
+  if (!p.resident) {
+    m.report.arenaBytes = p.arenaBytes;
+    m.report.weightBytes = p.weightBytes;
+    m.report.constantBytes = p.constantBytes;
+    if (Status s = m.check(api.cuMemAlloc(&p.arena, std::max<size_t>(
+                                                        p.arenaBytes, 256)),
+                           "cuMemAlloc (arena)");
+        !s)
+      return Error{"cannot allocate the " + std::to_string(p.arenaBytes >> 20) +
+                   " MiB activation arena of '" + name + "': " + s.message()};
+    if (Status s = m.stageWeights(p); !s)
+      return Error{s.message()};
+    if (p.constantBytes)
+      if (Status s = m.check(api.cuMemAlloc(&p.constantPool, p.constantBytes),
+                             "cuMemAlloc (constants)");
+          !s)
+        return Error{s.message()};
+    for (size_t s = 0; s < p.slots.size(); ++s) {
+      SlotInfo &info = p.slots[s];
+      if (info.root != int(s))
+        continue;
+      switch (info.where) {
+      case SlotInfo::Where::Arena:
+        info.ptr = p.arena + info.offset;
+        break;
+      case SlotInfo::Where::Weight:
+        info.ptr = p.weightPool + info.offset;
+        break;
+      case SlotInfo::Where::Constant:
+        info.ptr = p.constantPool + info.offset;
+        break;
+      default:
+        break;
+      }
+    }
+    // Constants: evaluate with the reference, upload once.
+    std::function<Status(Body &)> constants = [&](Body &body) -> Status {
+      for (Node &node : body.nodes) {
+        if (node.instr->op == "trellis.constant") {
+          auto v = CpuExecutor::evalOp(m.program, *node.instr, {});
+          if (!v)
+            return m.opError(*node.instr, v.message());
+          if (Status s =
+                  m.upload(p, node.out[0], std::get<HostTensor>((*v)[0]));
+              !s)
+            return m.opError(*node.instr, s.message());
+        }
+        for (Body &region : node.regions)
+          if (Status s = constants(region); !s)
+            return s;
+      }
+      return Status::ok();
+    };
+    if (Status s = constants(p.body); !s)
+      return Error{s.message()};
+    if (Status s = m.buildCommands(p, p.body); !s)
+      return Error{s.message()};
+    p.resident = true;
+  }
+  p.hostSlots.assign(p.slots.size(), RtValue{});
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto *t = std::get_if<HostTensor>(&args[i]);
+    const ValueType &type = p.slots[p.args[i]].type;
+    if (!t || t->dtype() != type.dtype || t->shape() != type.shape)
+      return Error{"argument " + std::to_string(i) + " of '" + name +
+                   "': expected " + type.str() +
+                   (t ? ", found " + shapeToString(t->shape()) + " " +
+                            std::string(dtypeName(t->dtype()))
+                      : ", found a non-tensor")};
+    if (Status s = m.upload(p, p.args[i], *t); !s)
+      return Error{s.message()};
+  }
+  CUevent start = nullptr, stop = nullptr;
+  api.cuEventCreate(&start, CU_EVENT_DEFAULT);
+  api.cuEventCreate(&stop, CU_EVENT_DEFAULT);
+  api.cuEventRecord(start, m.stream);
+  m.report.commands = 0;
+  m.timings.clear();
+  m.eventsUsed = 0;
+  Status ran = m.runBody(p, p.body, /*allowGraph=*/false);
+  api.cuEventRecord(stop, m.stream);
+  CUresult sync = api.cuStreamSynchronize(m.stream);
+  float ms = 0;
+  api.cuEventElapsedTime(&ms, start, stop);
+  api.cuEventDestroy(start);
+  api.cuEventDestroy(stop);
+  m.report.runSeconds = ms / 1e3;
+  if (!ran)
+    return Error{ran.message()};
+  if (m.options.profile && sync == CUDA_SUCCESS) {
+    std::map<std::string, GpuReport::ProfileEntry> byWhat;
+    for (auto &[what, a, b] : m.timings) {
+      float t = 0;
+      api.cuEventElapsedTime(&t, a, b);
+      auto &e = byWhat[*what];
+      e.what = *what;
+      ++e.count;
+      e.ms += t;
+    }
+    m.report.profile.clear();
+    for (auto &[k, e] : byWhat)
+      m.report.profile.push_back(e);
+    std::sort(m.report.profile.begin(), m.report.profile.end(),
+              [](const auto &x, const auto &y) { return x.ms > y.ms; });
+  }
+  if (sync != CUDA_SUCCESS)
+    return Error{"the GPU failed while running '" + name +
+                 "': " + api.describe(sync) +
+                 " (run with --gpu-check-ops to find the op)"};
+  size_t freeBytes = 0, totalBytes = 0;
+  api.cuMemGetInfo(&freeBytes, &totalBytes);
+  m.report.deviceBytesInUse = totalBytes - freeBytes;
+  std::vector<RtValue> results;
+  for (int r : p.results) {
+    if (p.slots[m.root(p, r)].where == SlotInfo::Where::Host) {
+      results.push_back(p.hostSlots[m.root(p, r)]);
+      continue;
+    }
+    auto t = m.download(p, r);
+    if (!t)
+      return Error{t.message()};
+    results.push_back(*t);
+  }
+  if (m.options.lowMemory)
+    m.release(p);
+  return results;
+}
+
+} // namespace trellis

@@ -1,0 +1,30 @@
+//===- NoCuda.cpp - GpuExecutor when built without the CUDA toolkit --------===//
+#include "trellis/Runtime/GpuExecutor.h"
+
+namespace trellis {
+
+struct GpuExecutor::Impl {
+  GpuReport report;
+};
+
+GpuExecutor::GpuExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuExecutor::~GpuExecutor() = default;
+
+Result<std::unique_ptr<GpuExecutor>>
+GpuExecutor::create(const Program &, const GpuImages &, WeightProvider,
+                    GpuOptions) {
+  return Error{"this runtime was built without the CUDA backend"};
+}
+Status GpuExecutor::supports(const std::string &) {
+  return Error{"built without the CUDA backend"};
+}
+void GpuExecutor::setSamplerOverrides(const std::string &,
+                                      SamplerRunOverrides) {}
+void GpuExecutor::setStepCallback(StepCallback) {}
+Result<std::vector<RtValue>> GpuExecutor::run(const std::string &,
+                                              std::vector<RtValue>) {
+  return Error{"built without the CUDA backend"};
+}
+const GpuReport &GpuExecutor::report() const { return impl_->report; }
+
+} // namespace trellis

@@ -1,0 +1,34 @@
+// RUN: trellis-opt --trellis-partition-cuda %s | FileCheck %s
+// RUN: trellis-opt --trellis-partition-cuda=entries=other %s | FileCheck %s --check-prefix=OTHER
+
+// The GPU entry and its callee are marked; the unrelated function is not.
+// CHECK-LABEL: func.func @decoder
+// CHECK-SAME: trellis.device = "cuda"
+// CHECK: %[[C:.*]] = trellis.conv3d %arg0, %arg1 : (tensor<1x8x4x4x4xf16>, tensor<16x8x3x3x3xf16>) -> tensor<1x16x4x4x4xf16>
+// CHECK: %[[B:.*]] = trellis.reshape %arg2 : (tensor<16xf16>) -> tensor<16x1x1x1xf16>
+// CHECK: %[[S:.*]] = trellis.add %[[C]], %[[B]] : (tensor<1x16x4x4x4xf16>, tensor<16x1x1x1xf16>) -> tensor<1x16x4x4x4xf16>
+// CHECK: return %[[S]]
+// OTHER-LABEL: func.func @decoder
+// OTHER-NOT: trellis.device
+// OTHER: trellis.conv3d %arg0, %arg1, %arg2
+func.func @decoder(%x: tensor<1x8x4x4x4xf16>, %w: tensor<16x8x3x3x3xf16>, %b: tensor<16xf16>) -> tensor<1x16x4x4x4xf16> {
+  %y = trellis.conv3d %x, %w, %b : (tensor<1x8x4x4x4xf16>, tensor<16x8x3x3x3xf16>, tensor<16xf16>) -> tensor<1x16x4x4x4xf16>
+  return %y : tensor<1x16x4x4x4xf16>
+}
+
+// CHECK-LABEL: func.func @ss_stage
+// CHECK-SAME: trellis.device = "cuda"
+func.func @ss_stage(%x: tensor<1x8x4x4x4xf16>, %w: tensor<16x8x3x3x3xf16>, %b: tensor<16xf16>) -> tensor<1x16x4x4x4xf16> {
+  %y = call @decoder(%x, %w, %b) : (tensor<1x8x4x4x4xf16>, tensor<16x8x3x3x3xf16>, tensor<16xf16>) -> tensor<1x16x4x4x4xf16>
+  return %y : tensor<1x16x4x4x4xf16>
+}
+
+// CHECK-LABEL: func.func @other
+// CHECK-NOT: trellis.device
+// CHECK: trellis.conv3d %arg0, %arg1, %arg2
+// OTHER-LABEL: func.func @other
+// OTHER-SAME: trellis.device = "cuda"
+func.func @other(%x: tensor<1x8x4x4x4xf16>, %w: tensor<16x8x3x3x3xf16>, %b: tensor<16xf16>) -> tensor<1x16x4x4x4xf16> {
+  %y = trellis.conv3d %x, %w, %b : (tensor<1x8x4x4x4xf16>, tensor<16x8x3x3x3xf16>, tensor<16xf16>) -> tensor<1x16x4x4x4xf16>
+  return %y : tensor<1x16x4x4x4xf16>
+}

@@ -1,0 +1,40 @@
+// RUN: trellis-opt %s | trellis-opt | FileCheck %s
+
+// The ops and op forms made by the fusion passes (lib/Transforms; the
+// examples of their descriptions appear here verbatim).
+
+// CHECK-LABEL: func.func @fused_ops
+func.func @fused_ops(%x: tensor<2x4096x1024xf16>, %w: tensor<3072x1024xf16>, %b: tensor<3072xf16>,
+                     %shift: tensor<2x1024xf16>, %scale: tensor<2x1024xf16>,
+                     %q: tensor<2x4096x16x64xf16>, %gq: tensor<16x64xf32>, %gk: tensor<16x64xf32>,
+                     %row: tensor<1x1024xf16>)
+    -> (tensor<2x4096x3072xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x16x64xf16>, tensor<2x1374x1024xf16>) {
+  // CHECK: trellis.linear %{{.*}}, %{{.*}}, %{{.*}} {activation = "gelu_tanh"} : (tensor<2x4096x1024xf16>, tensor<3072x1024xf16>, tensor<3072xf16>) -> tensor<2x4096x3072xf16>
+  %g = trellis.linear %x, %w, %b {activation = "gelu_tanh"}
+         : (tensor<2x4096x1024xf16>, tensor<3072x1024xf16>, tensor<3072xf16>)
+         -> tensor<2x4096x3072xf16>
+  // CHECK: trellis.layer_norm_modulate %{{.*}}, %{{.*}}, %{{.*}} {eps = 9.9999999999999995E-7 : f64} : (tensor<2x4096x1024xf16>, tensor<2x1024xf16>, tensor<2x1024xf16>) -> tensor<2x4096x1024xf16>
+  %h = trellis.layer_norm_modulate %x, %shift, %scale {eps = 1.0e-06 : f64}
+         : (tensor<2x4096x1024xf16>, tensor<2x1024xf16>, tensor<2x1024xf16>)
+         -> tensor<2x4096x1024xf16>
+  // CHECK: trellis.attention %[[Q:.*]], %[[Q]], %[[Q]] q_gamma %{{.*}} k_gamma %{{.*}} {scale = 1.250000e-01 : f64} : (tensor<2x4096x16x64xf16>, tensor<2x4096x16x64xf16>, tensor<2x4096x16x64xf16>, tensor<16x64xf32>, tensor<16x64xf32>) -> tensor<2x4096x16x64xf16>
+  %s = trellis.attention %q, %q, %q q_gamma %gq k_gamma %gk {scale = 1.250000e-01 : f64}
+         : (tensor<2x4096x16x64xf16>, tensor<2x4096x16x64xf16>, tensor<2x4096x16x64xf16>,
+            tensor<16x64xf32>, tensor<16x64xf32>)
+         -> tensor<2x4096x16x64xf16>
+  // CHECK: trellis.broadcast_rows %{{.*}} : (tensor<1x1024xf16>) -> tensor<2x1374x1024xf16>
+  %bc = trellis.broadcast_rows %row : (tensor<1x1024xf16>) -> tensor<2x1374x1024xf16>
+  return %g, %h, %s, %bc : tensor<2x4096x3072xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x16x64xf16>, tensor<2x1374x1024xf16>
+}
+
+// Only one gain; rows of a multi-dimensional row.
+// CHECK-LABEL: func.func @partial_forms
+func.func @partial_forms(%q: tensor<1x8x2x4xf16>, %k: tensor<1x3x2x4xf16>, %gk: tensor<2x4xf32>,
+                         %r: tensor<1x2x4xf16>) -> (tensor<1x8x2x4xf16>, tensor<1x3x2x4xf16>) {
+  // CHECK: trellis.attention %{{.*}}, %{{.*}}, %{{.*}} k_gamma %{{.*}} {scale = 5.000000e-01 : f64} : (tensor<1x8x2x4xf16>, tensor<1x3x2x4xf16>, tensor<1x3x2x4xf16>, tensor<2x4xf32>) -> tensor<1x8x2x4xf16>
+  %o = trellis.attention %q, %k, %k k_gamma %gk {scale = 0.5 : f64}
+         : (tensor<1x8x2x4xf16>, tensor<1x3x2x4xf16>, tensor<1x3x2x4xf16>, tensor<2x4xf32>) -> tensor<1x8x2x4xf16>
+  // CHECK: trellis.broadcast_rows %{{.*}} : (tensor<1x2x4xf16>) -> tensor<1x3x2x4xf16>
+  %b = trellis.broadcast_rows %r : (tensor<1x2x4xf16>) -> tensor<1x3x2x4xf16>
+  return %o, %b : tensor<1x8x2x4xf16>, tensor<1x3x2x4xf16>
+}

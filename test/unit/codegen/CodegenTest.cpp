@@ -1,0 +1,201 @@
+//===- CodegenTest.cpp - generateKernels end to end, PTX through ptxas ----===//
+#include "trellis/Codegen/Codegen.h"
+
+#include "dialect/TrellisDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace mlir;
+
+namespace {
+
+// A slice of the SS flow and decoder at small sizes: every kernel family.
+constexpr const char *kModule = R"mlir(
+func.func @block(%x: tensor<1x64x128xf16>, %ada: tensor<1x768xf16>, %w: tensor<128xf32>,
+                 %q: tensor<1x64x2x64xf16>, %g: tensor<2x64xf32>, %t: tensor<1xf32>,
+                 %c: tensor<1x16x8x8x8xf16>, %cw: tensor<16x16x3x3x3xf16>, %cg: tensor<16xf32>,
+                 %p: tensor<1x128x4x4x4xf16>, %pos: tensor<64x128xf16>)
+    attributes {trellis.device = "cuda"} {
+  %s:6 = trellis.split %ada {axis = 1 : i64, sizes = array<i64: 128, 128, 128, 128, 128, 128>} : (tensor<1x768xf16>) -> (tensor<1x128xf16>, tensor<1x128xf16>, tensor<1x128xf16>, tensor<1x128xf16>, tensor<1x128xf16>, tensor<1x128xf16>)
+  %a = trellis.add %x, %pos : (tensor<1x64x128xf16>, tensor<64x128xf16>) -> tensor<1x64x128xf16>
+  %n = trellis.layer_norm %a, %w, %w {eps = 1.0e-06 : f64} : (tensor<1x64x128xf16>, tensor<128xf32>, tensor<128xf32>) -> tensor<1x64x128xf16>
+  %m = trellis.layer_norm_modulate %n, %s#0, %s#1 {eps = 1.0e-06 : f64} : (tensor<1x64x128xf16>, tensor<1x128xf16>, tensor<1x128xf16>) -> tensor<1x64x128xf16>
+  %h = trellis.gelu %m : tensor<1x64x128xf16>
+  %r = trellis.gated_residual %a, %h, %s#2 : (tensor<1x64x128xf16>, tensor<1x64x128xf16>, tensor<1x128xf16>) -> tensor<1x64x128xf16>
+  %k = trellis.head_rms_norm %q, %g : (tensor<1x64x2x64xf16>, tensor<2x64xf32>) -> tensor<1x64x2x64xf16>
+  %e = trellis.timestep_embedding %t : (tensor<1xf32>) -> tensor<1x256xf32>
+  %f = trellis.cast %e : (tensor<1x256xf32>) -> tensor<1x256xf16>
+  %l = trellis.layer_norm %c, %cg, %cg {axis = 1 : i64, eps = 1.0e-05 : f64} : (tensor<1x16x8x8x8xf16>, tensor<16xf32>, tensor<16xf32>) -> tensor<1x16x8x8x8xf16>
+  %v = trellis.conv3d %l, %cw : (tensor<1x16x8x8x8xf16>, tensor<16x16x3x3x3xf16>) -> tensor<1x16x8x8x8xf16>
+  %u = trellis.pixel_shuffle_3d %p : (tensor<1x128x4x4x4xf16>) -> tensor<1x16x8x8x8xf16>
+  %o = trellis.permute %x {perm = array<i64: 0, 2, 1>} : (tensor<1x64x128xf16>) -> tensor<1x128x64xf16>
+  %z = trellis.concat %x, %x {axis = 2 : i64} : (tensor<1x64x128xf16>, tensor<1x64x128xf16>) -> tensor<1x64x256xf16>
+  return
+}
+func.func @velocity(%x: tensor<1x8x4x4x4xf32>, %t: tensor<1xf32>, %c: tensor<1x4x16xf32>) -> tensor<1x8x4x4x4xf32>
+    attributes {trellis.device = "cuda"} {
+  %s = trellis.silu %x : tensor<1x8x4x4x4xf32>
+  return %s : tensor<1x8x4x4x4xf32>
+}
+func.func @sampler(%noise: tensor<1x8x4x4x4xf32>, %cond: tensor<1x4x16xf32>) -> tensor<1x8x4x4x4xf32>
+    attributes {trellis.device = "cuda"} {
+  %0 = trellis.flow_sample %noise, %cond, %cond {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64, rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : (tensor<1x8x4x4x4xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x8x4x4x4xf32> {
+  ^bb0(%x: tensor<1x8x4x4x4xf32>, %t: tensor<1xf32>, %c: tensor<1x4x16xf32>):
+    %v = func.call @velocity(%x, %t, %c) : (tensor<1x8x4x4x4xf32>, tensor<1xf32>, tensor<1x4x16xf32>) -> tensor<1x8x4x4x4xf32>
+    trellis.yield %v : tensor<1x8x4x4x4xf32>
+  }
+  return %0 : tensor<1x8x4x4x4xf32>
+}
+)mlir";
+
+class CodegenTest : public ::testing::Test {
+protected:
+  CodegenTest() {
+    context.loadDialect<mlir::trellis::TrellisDialect, func::FuncDialect>();
+  }
+  OwningOpRef<ModuleOp> parse(const char *text) {
+    return parseSourceString<ModuleOp>(text, &context);
+  }
+  MLIRContext context;
+};
+
+/// Runs ptxas on `ptx` for `arch`; empty string on success, else its output.
+std::string runPtxas(const std::string &ptxas, const std::string &ptx,
+                     const std::string &arch) {
+  llvm::SmallString<128> in, out, log;
+  llvm::sys::fs::createTemporaryFile("codegen", "ptx", in);
+  llvm::sys::fs::createTemporaryFile("codegen", "cubin", out);
+  llvm::sys::fs::createTemporaryFile("codegen", "log", log);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(in, ec);
+    os << ptx;
+  }
+  std::string archArg = "-arch=" + arch;
+  llvm::SmallVector<llvm::StringRef> args = {ptxas, archArg, in, "-o", out};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.str(),
+                                                log.str()};
+  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
+  std::string result;
+  if (rc != 0) {
+    auto buf = llvm::MemoryBuffer::getFile(log);
+    result = "ptxas " + arch + " failed (" + std::to_string(rc) + ")";
+    if (buf)
+      result += ": " + (*buf)->getBuffer().str();
+  }
+  llvm::sys::fs::remove(in);
+  llvm::sys::fs::remove(out);
+  llvm::sys::fs::remove(log);
+  return result;
+}
+
+TEST_F(CodegenTest, AnnotatesAndLowersEveryFamily) {
+  OwningOpRef<ModuleOp> module = parse(kModule);
+  ASSERT_TRUE(module);
+  FailureOr<::trellis::codegen::GeneratedKernels> k =
+      ::trellis::codegen::generateKernels(*module, {});
+  ASSERT_TRUE(succeeded(k));
+  // split, add, 2 layer_norm, layer_norm_modulate, gelu, gated_residual,
+  // head_rms_norm, timestep_embedding, cast, im2col, pixel_shuffle, permute,
+  // concat, silu, flow update.
+  EXPECT_EQ(k->numKernels, 16);
+  EXPECT_NE(k->ptxSm90a.find(".target sm_90a"), std::string::npos);
+  EXPECT_NE(k->ptxCompute75.find(".target sm_75"), std::string::npos);
+  EXPECT_EQ(k->ptxSm90a.find(".extern"), std::string::npos);
+
+  int launches = 0, updates = 0, scratch = 0;
+  module->walk([&](Operation *op) {
+    if (auto l = op->getAttrOfType<DictionaryAttr>("trellis.launch")) {
+      ++launches;
+      auto name = l.getAs<StringAttr>("kernel");
+      ASSERT_TRUE(name);
+      // Both PTX modules define every annotated kernel.
+      EXPECT_NE(k->ptxSm90a.find(".entry " + name.str() + "("),
+                std::string::npos)
+          << name.str();
+      EXPECT_NE(k->ptxCompute75.find(".entry " + name.str() + "("),
+                std::string::npos)
+          << name.str();
+      auto grid = l.getAs<DenseI64ArrayAttr>("grid");
+      auto block = l.getAs<DenseI64ArrayAttr>("block");
+      ASSERT_TRUE(grid && block);
+      EXPECT_EQ(grid.size(), 3);
+      EXPECT_EQ(block.asArrayRef()[0], 256);
+      EXPECT_GE(grid.asArrayRef()[0], 1);
+    }
+    if (op->hasAttr("trellis.update"))
+      ++updates;
+    if (auto s = op->getAttrOfType<IntegerAttr>("trellis.scratch_bytes")) {
+      ++scratch;
+      // col [16·27, 8·8·8] f16.
+      EXPECT_EQ(s.getInt(), 16 * 27 * 512 * 2);
+    }
+  });
+  EXPECT_EQ(launches, 15); // every generated op and the conv
+  EXPECT_EQ(updates, 1);
+  EXPECT_EQ(scratch, 1);
+
+  auto ptxas = llvm::sys::findProgramByName("ptxas", {"/usr/local/cuda/bin"});
+  if (!ptxas)
+    GTEST_SKIP() << "ptxas not found";
+  EXPECT_EQ(runPtxas(*ptxas, k->ptxSm90a, "sm_90a"), "");
+  EXPECT_EQ(runPtxas(*ptxas, k->ptxCompute75, "sm_75"), "");
+}
+
+TEST_F(CodegenTest, OnlyCudaFunctionsAndNoPortablePtx) {
+  OwningOpRef<ModuleOp> module = parse(R"mlir(
+func.func @cpu(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = trellis.silu %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func @gpu(%x: tensor<4xf32>) -> tensor<4xf32> attributes {trellis.device = "cuda"} {
+  %0 = trellis.silu %x : tensor<4xf32>
+  %1 = trellis.silu %0 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+)mlir");
+  ASSERT_TRUE(module);
+  ::trellis::codegen::CodegenOptions options;
+  options.portablePtx = false;
+  auto k = ::trellis::codegen::generateKernels(*module, options);
+  ASSERT_TRUE(succeeded(k));
+  EXPECT_EQ(k->numKernels, 1); // deduplicated
+  EXPECT_TRUE(k->ptxCompute75.empty());
+  auto cpu = module->lookupSymbol<func::FuncOp>("cpu");
+  cpu.walk([](Operation *op) { EXPECT_FALSE(op->hasAttr("trellis.launch")); });
+}
+
+TEST_F(CodegenTest, FailsAtTheOpWithoutGpuImplementation) {
+  OwningOpRef<ModuleOp> module = parse(R"mlir(
+func.func @f(%p: tensor<16x3xi32>) -> tensor<16x12xf32> attributes {trellis.device = "cuda"} {
+  %0 = trellis.ape %p {channels = 12 : i64} : (tensor<16x3xi32>) -> tensor<16x12xf32> loc("ape.mlir":7:3)
+  return %0 : tensor<16x12xf32>
+}
+)mlir");
+  ASSERT_TRUE(module);
+  std::string message;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+    llvm::raw_string_ostream os(message);
+    os << d.getLocation() << ": " << d.str();
+    return success();
+  });
+  EXPECT_TRUE(failed(::trellis::codegen::generateKernels(*module, {})));
+  EXPECT_NE(message.find("ape.mlir\":7:3"), std::string::npos) << message;
+  EXPECT_NE(message.find("'trellis.ape' has no GPU implementation"),
+            std::string::npos)
+      << message;
+}
+
+} // namespace

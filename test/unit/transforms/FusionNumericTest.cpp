@@ -1,0 +1,331 @@
+// The fusion passes keep the numbers: the tiny synthetic pipeline's ss_stage
+// (the SS flow sampler and decoder) is interpreted on the CPU reference
+// before and after each pass and the latents compared (relative L2).
+//
+// Tolerances: passes that only move or re-express the same kernel calls
+// (specialize-guidance + LICM, the linear GELU epilogue and the attention
+// head norms, which the CPU reference applies as the unfused ops) must be
+// bit-exact. The fused LayerNorm + modulate drops one fp16 rounding of the
+// normalized values (≤ 2^-11 relative each) and the zero-conditioning fold
+// replaces Σ softmax·v by v (f32 weights summing to 1 within a few ulps),
+// so those differ in fp16 rounding points only: after 5 sampler steps of a
+// 2-block fp16 model that is a few 1e-4 relative; 1e-3 bounds it (measured:
+// 6.7e-4 for norm+modulate, 0 for the zero-conditioning fold; the whole
+// fusion pipeline 6.7e-4 against 2e-3).
+#include "lib/Target/HostProgram.h"
+#include "lib/Transforms/Passes.h"
+#include "trellis/Config/PipelineConfig.h"
+#include "trellis/Format/Safetensors.h"
+#include "trellis/Models/Builders.h"
+#include "trellis/Runtime/CpuExecutor.h"
+#include "trellis/Trace/Tracer.h"
+
+#include "MkModel.h"
+
+#include "dialect/TrellisDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <map>
+
+using namespace trellis;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kCondTokens = 21;
+constexpr int64_t kSteps = 5; // t = 1, .9, .75, .5 guided; .43 not
+
+class FusionNumeric : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    dir_ = (fs::temp_directory_path() /
+            ("trellis-fusion-" + std::to_string(::getpid())))
+               .string();
+    mkmodel::Options o;
+    o.preset = mkmodel::Preset::Tiny;
+    o.seed = 1;
+    o.outDir = dir_;
+    o.force = true;
+    auto written = mkmodel::writeModelDirectory(o);
+    ASSERT_TRUE(written.isOk()) << written.message();
+    auto pipeline = config::loadPipeline(dir_ + "/pipeline.json");
+    ASSERT_TRUE(pipeline.isOk()) << pipeline.message();
+    pipeline_ = new config::PipelineConfig(std::move(*pipeline));
+    files_ = new std::map<std::string, std::shared_ptr<const SafetensorsFile>>;
+    for (const config::ModelRef &m : pipeline_->models) {
+      if (!m.config)
+        continue;
+      auto file = SafetensorsFile::open(m.weightsPath());
+      ASSERT_TRUE(file.isOk()) << file.message();
+      (*files_)[m.key] = *file;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete pipeline_;
+    delete files_;
+    delete baseline_;
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  /// The pipeline after the graph phase (as trellisc --compile-to=graph).
+  mlir::OwningOpRef<mlir::ModuleOp> graphModule() {
+    trace::Tracer tracer(context_);
+    tracer.setWeightLookup(
+        [](const std::string &model,
+           const std::string &name) -> std::optional<trace::WeightInfo> {
+          auto it = files_->find(model);
+          if (it == files_->end())
+            return std::nullopt;
+          const SafetensorsEntry *e = it->second->find(name);
+          if (!e)
+            return std::nullopt;
+          return trace::WeightInfo{e->dtype, e->shape};
+        });
+    models::PipelineOptions options;
+    options.condTokens = kCondTokens;
+    models::buildPipeline(tracer, *pipeline_, options);
+    EXPECT_FALSE(tracer.hasErrors()) << tracer.errors().front().render();
+    mlir::OwningOpRef<mlir::ModuleOp> module = tracer.takeModule();
+    mlir::PassManager pm(&context_);
+    pm.addPass(mlir::createCanonicalizerPass());
+    pm.addPass(mlir::createCSEPass());
+    EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+    return module;
+  }
+
+  /// ss_stage's latent on the CPU reference, kSteps sampler steps.
+  HostTensor runSsStage(mlir::ModuleOp module) {
+    auto serialized = serializeHostProgram(module, {"ss_stage"});
+    EXPECT_TRUE(mlir::succeeded(serialized));
+    if (mlir::failed(serialized))
+      return {};
+    auto program =
+        Program::parse(serialized->program, serialized->locations, "test");
+    EXPECT_TRUE(program.isOk()) << program.message();
+    if (!program)
+      return {};
+    CpuExecutor exec(
+        *program,
+        [](const std::string &model,
+           const std::string &name) -> Result<HostTensor> {
+          auto it = files_->find(model);
+          const SafetensorsEntry *e =
+              it == files_->end() ? nullptr : it->second->find(name);
+          if (!e)
+            return Error{"no tensor '" + name + "' of '" + model + "'"};
+          return it->second->tensor(*e);
+        });
+    SamplerRunOverrides overrides;
+    overrides.steps = kSteps;
+    exec.setSamplerOverrides("ss_stage", overrides);
+    HostTensor cond = mkmodel::syntheticCond(7, "cond", kCondTokens, 128);
+    HostTensor noise(DType::F32, {1, 8, 8, 8, 8});
+    for (int64_t i = 0; i < noise.numel(); ++i)
+      noise.mutableData<float>()[i] = float(mkmodel::syntheticNormal(99, i));
+    auto out = exec.run("ss_stage", {cond, noise});
+    EXPECT_TRUE(out.isOk()) << out.message();
+    if (!out)
+      return {};
+    return std::get<HostTensor>((*out)[0]);
+  }
+
+  static double relativeL2(const HostTensor &a, const HostTensor &b) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      double d = double(a.data<float>()[i]) - double(b.data<float>()[i]);
+      num += d * d;
+      den += double(b.data<float>()[i]) * double(b.data<float>()[i]);
+    }
+    return std::sqrt(num / den);
+  }
+
+  /// Runs ss_stage before and after `passes`; returns the relative L2
+  /// distance of the latents and the transformed module in `after`.
+  double compare(const std::function<void(mlir::OpPassManager &)> &passes,
+                 mlir::OwningOpRef<mlir::ModuleOp> *after = nullptr) {
+    mlir::OwningOpRef<mlir::ModuleOp> module = graphModule();
+    // The unfused latent is the same for every test: computed once.
+    if (!baseline_)
+      baseline_ = new HostTensor(runSsStage(*module));
+    const HostTensor &before = *baseline_;
+    mlir::PassManager pm(&context_);
+    passes(pm);
+    pm.addPass(mlir::trellis::createTrellisVerifyLocations());
+    EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+    HostTensor transformed = runSsStage(*module);
+    EXPECT_EQ(before.numel(), 8 * 512);
+    EXPECT_EQ(transformed.numel(), before.numel());
+    double err = before.numel() && transformed.numel() == before.numel()
+                     ? relativeL2(transformed, before)
+                     : INFINITY;
+    std::cout << "relative L2 = " << err << "\n";
+    if (after)
+      *after = std::move(module);
+    return err;
+  }
+
+  static int64_t count(mlir::Operation *root, llvm::StringRef name) {
+    int64_t n = 0;
+    root->walk([&](mlir::Operation *op) {
+      n += op->getName().getStringRef() == name;
+    });
+    return n;
+  }
+
+  static void specialize(mlir::OpPassManager &pm) {
+    pm.addPass(mlir::trellis::createTrellisSpecializeGuidance());
+    pm.addPass(mlir::createLoopInvariantCodeMotionPass());
+  }
+
+  mlir::MLIRContext context_;
+  static std::string dir_;
+  static config::PipelineConfig *pipeline_;
+  static std::map<std::string, std::shared_ptr<const SafetensorsFile>> *files_;
+  static HostTensor *baseline_;
+};
+
+std::string FusionNumeric::dir_;
+config::PipelineConfig *FusionNumeric::pipeline_ = nullptr;
+std::map<std::string, std::shared_ptr<const SafetensorsFile>>
+    *FusionNumeric::files_ = nullptr;
+HostTensor *FusionNumeric::baseline_ = nullptr;
+
+TEST_F(FusionNumeric, SpecializeGuidanceAndHoistingAreExact) {
+  mlir::OwningOpRef<mlir::ModuleOp> after;
+  EXPECT_EQ(compare(specialize, &after), 0.0);
+  // The sampler has two regions and the K/V projections of cond and
+  // neg_cond (2 blocks each) run once, outside it.
+  mlir::trellis::FlowSampleOp sampler;
+  after->lookupSymbol<mlir::func::FuncOp>("ss_stage")
+      .walk([&](mlir::trellis::FlowSampleOp op) { sampler = op; });
+  ASSERT_TRUE(sampler);
+  EXPECT_TRUE(sampler.isSpecialized());
+  int64_t hoisted = 0;
+  for (mlir::Operation &op : *sampler->getBlock())
+    hoisted += mlir::isa<mlir::trellis::LinearOp>(op);
+  EXPECT_EQ(hoisted, 4);
+}
+
+TEST_F(FusionNumeric, FoldZeroConditioning) {
+  mlir::OwningOpRef<mlir::ModuleOp> after;
+  double err = compare(
+      [](mlir::OpPassManager &pm) {
+        specialize(pm);
+        pm.addPass(mlir::trellis::createTrellisFoldZeroConditioning());
+        pm.addPass(mlir::createLoopInvariantCodeMotionPass());
+      },
+      &after);
+  EXPECT_LT(err, 1e-3);
+  // ss_stage: the 2 self-attentions of each region and the 2
+  // cross-attentions of the conditional one remain.
+  EXPECT_EQ(count(after->lookupSymbol("ss_stage"), "trellis.attention"), 6);
+}
+
+TEST_F(FusionNumeric, FuseNormModulate) {
+  mlir::OwningOpRef<mlir::ModuleOp> after;
+  double err = compare(
+      [](mlir::OpPassManager &pm) {
+        pm.addPass(mlir::trellis::createTrellisFuseNormModulate());
+      },
+      &after);
+  EXPECT_GT(count(after->getOperation(), "trellis.layer_norm_modulate"), 0);
+  EXPECT_LT(err, 1e-3);
+}
+
+TEST_F(FusionNumeric, FuseLinearActivationIsExact) {
+  mlir::OwningOpRef<mlir::ModuleOp> after;
+  EXPECT_EQ(compare(
+                [](mlir::OpPassManager &pm) {
+                  pm.addPass(
+                      mlir::trellis::createTrellisFuseLinearActivation());
+                },
+                &after),
+            0.0);
+  EXPECT_EQ(count(after->getOperation(), "trellis.gelu"), 0);
+}
+
+TEST_F(FusionNumeric, FormAttentionIsExact) {
+  mlir::OwningOpRef<mlir::ModuleOp> after;
+  EXPECT_EQ(compare(
+                [](mlir::OpPassManager &pm) {
+                  pm.addPass(mlir::trellis::createTrellisFormAttention());
+                },
+                &after),
+            0.0);
+  // The dense flow model's norms all fold (the SLat model's feed
+  // trellis.sparse.attention, which has no gains).
+  EXPECT_EQ(count(after->lookupSymbol("sparse_structure_flow_model"),
+                  "trellis.head_rms_norm"),
+            0);
+}
+
+TEST_F(FusionNumeric, ChunkMlpIsExact) {
+  mlir::OwningOpRef<mlir::ModuleOp> after;
+  // 512 tokens in chunks of 100: 5 full chunks and one of 12.
+  EXPECT_EQ(compare(
+                [](mlir::OpPassManager &pm) {
+                  pm.addPass(mlir::trellis::createTrellisChunkMlp(
+                      mlir::trellis::TrellisChunkMlpOptions{100}));
+                },
+                &after),
+            0.0);
+  EXPECT_EQ(count(after->lookupSymbol("sparse_structure_flow_model"),
+                  "trellis.concat"),
+            2);
+}
+
+TEST_F(FusionNumeric, FusionPipeline) {
+  double err = compare(
+      [](mlir::OpPassManager &pm) { mlir::trellis::buildFusionPipeline(pm); });
+  EXPECT_LT(err, 2e-3);
+}
+
+TEST_F(FusionNumeric, FusionPipelineLowMemory) {
+  // Chunking is exact, so the same error as without it.
+  double err = compare([](mlir::OpPassManager &pm) {
+    mlir::trellis::buildFusionPipeline(pm, /*mlpChunkTokens=*/128);
+  });
+  EXPECT_LT(err, 2e-3);
+}
+
+// trellis.broadcast_rows only survives the fold where repeated rows meet a
+// full tensor; its kernel on its own: every [2, 3] row equals the row.
+TEST(FusedOpKernels, BroadcastRows) {
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<mlir::trellis::TrellisDialect, mlir::func::FuncDialect>();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    func.func @main(%r: tensor<1x2x3xf16>) -> tensor<2x4x2x3xf16> {
+      %b = trellis.broadcast_rows %r : (tensor<1x2x3xf16>) -> tensor<2x4x2x3xf16>
+      return %b : tensor<2x4x2x3xf16>
+    })mlir",
+                                                        &ctx);
+  ASSERT_TRUE(module);
+  auto serialized = serializeHostProgram(*module, {"main"});
+  ASSERT_TRUE(mlir::succeeded(serialized));
+  auto program =
+      Program::parse(serialized->program, serialized->locations, "test");
+  ASSERT_TRUE(program.isOk()) << program.message();
+  CpuExecutor exec(*program, nullptr);
+  HostTensor row(DType::F16, {1, 2, 3});
+  for (int i = 0; i < 6; ++i)
+    row.mutableData<uint16_t>()[i] = uint16_t(0x3c00 + i); // 1.0 + i ulp
+  auto out = exec.run("main", {row});
+  ASSERT_TRUE(out.isOk()) << out.message();
+  const HostTensor &y = std::get<HostTensor>((*out)[0]);
+  ASSERT_EQ(y.shape(), (Shape{2, 4, 2, 3}));
+  for (int64_t i = 0; i < y.numel(); ++i)
+    EXPECT_EQ(y.data<uint16_t>()[i], uint16_t(0x3c00 + i % 6)) << i;
+}
+
+} // namespace
