@@ -25,7 +25,8 @@ def TrellisSpecializeGuidance : Pass<"trellis-specialize-guidance", "ModuleOp"> 
   let description = [{
     For every `trellis.flow_sample` in multi-image mode `none` whose body is
     a single `func.call` of the velocity model (plus the yield), and whose
-    cond and neg_cond have the body's [B, Lc, Cc] type: inlines the callee
+    cond and neg_cond have the body's [B, Lc, Cc] type or batch 1 (then
+    repeated with `trellis.broadcast_rows` above the op): inlines the callee
     twice, once into the body with the condition replaced by `cond` used
     from above (the conditional velocity), once into a new second region
     with `neg_cond` (the unconditional velocity). Both regions take (x, τ).
@@ -34,9 +35,9 @@ def TrellisSpecializeGuidance : Pass<"trellis-specialize-guidance", "ModuleOp"> 
     `loop-invariant-code-motion` (the op is LoopLike) hoists it out of the
     sampler loop; `trellis-fold-zero-conditioning` simplifies region 1
     when neg_cond is the zero constant. Inlined ops keep their callee
-    locations fused with the call's. Other flow_samples (stochastic or
-    multidiffusion modes, which pick condition rows per step; conditions
-    of batch 1 for B > 1; other body shapes) are left unchanged.
+    locations. A velocity-model function that nothing calls any more is
+    erased. Other flow_samples (stochastic or multidiffusion modes, which
+    pick condition rows per step; other body shapes) are left unchanged.
   }];
   let dependentDialects = ["mlir::func::FuncDialect"];
 }

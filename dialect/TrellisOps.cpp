@@ -1048,11 +1048,13 @@ static LogicalResult verifySpecialized(FlowSampleOp op) {
              << " but the velocity must have x's type " << noise;
   }
   for (auto [name, value] : {std::pair{"cond", op.getCond()},
-                             std::pair{"neg_cond", op.getNegCond()}})
-    if (cast<RankedTensorType>(value.getType()).getDimSize(0) != b)
+                             std::pair{"neg_cond", op.getNegCond()}}) {
+    int64_t batch = cast<RankedTensorType>(value.getType()).getDimSize(0);
+    if (batch != 1 && batch != b)
       return op.emitOpError()
-             << name << " must have batch B = " << b
+             << name << " must have batch 1 or B = " << b
              << " in the two-region form, found " << value.getType();
+  }
   if (noise.getRank() >= 1 && !noise.isDynamicDim(0) &&
       noise.getDimSize(0) != b)
     return op.emitOpError("noise batch ")

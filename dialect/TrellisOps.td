@@ -905,7 +905,8 @@ def Trellis_FlowSampleOp : Trellis_Op<"flow_sample", [
     for mode `none`: the body (region 0) computes the conditional velocity
     v_c and the second region, after the `uncond` keyword, the
     unconditional one; each takes (x, τ) only and uses the condition it
-    needs from above (cond in region 0, neg_cond in region 1, of batch B).
+    needs from above (cond in region 0, neg_cond in region 1, repeated to
+    batch B above the op where it has batch 1).
     The recurrence is the one above with body(x, 1000·t, cond) replaced by
     region 0 and body(x, 1000·t, neg_cond) by region 1. The op is then
     LoopLike: values computed from the condition alone (the cross-attention
@@ -922,7 +923,7 @@ def Trellis_FlowSampleOp : Trellis_Op<"flow_sample", [
     cfg_strength ≥ 0, cfg_interval = [lo, hi] with lo ≤ hi. In the
     two-region form: mode `none`; both regions have one block with the
     arguments (x, τ) and yield a value of noise's type; cond and neg_cond
-    have batch B.
+    have batch 1 or B.
 
     ```mlir
     %x0 = trellis.flow_sample %noise, %cond, %neg

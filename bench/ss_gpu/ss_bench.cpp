@@ -24,7 +24,7 @@
 using namespace trellis;
 
 int main(int argc, char **argv) {
-  std::string exe, model;
+  std::string exe, model, attention;
   int reps = 5;
   bool graphs = true, profile = false;
   for (int i = 1; i < argc; ++i) {
@@ -39,9 +39,12 @@ int main(int argc, char **argv) {
       graphs = false;
     else if (a == "--profile")
       profile = true;
+    else if (a == "--attention" && i + 1 < argc)
+      attention = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s --exe trellis.exe --model DIR [--reps N] "
-                           "[--no-graphs] [--profile]\n", argv[0]);
+                           "[--no-graphs] [--profile] [--attention CONFIG]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -70,6 +73,7 @@ int main(int argc, char **argv) {
   options.gpu.mode = GpuMode::Require;
   options.gpu.options.cudaGraphs = graphs;
   options.gpu.options.profile = profile;
+  options.gpu.options.attentionConfig = attention;
   options.gpuCode = BundleGpuCode::from(*bundle);
   options.notice = [](const std::string &l) {
     std::fprintf(stderr, "%s\n", l.c_str());

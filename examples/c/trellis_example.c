@@ -52,11 +52,18 @@ static int read_npy_f32(const char *path, trellis_tensor *t) {
     free(header);
     return 0;
   }
-  const char *s = strchr(strstr(header, "'shape'"), '(');
+  const char *key = strstr(header, "'shape'");
+  const char *s = key ? strchr(key, '(') : NULL;
+  if (!s) {
+    fprintf(stderr, "trellis_example: %s: no shape in the .npy header\n", path);
+    fclose(f);
+    free(header);
+    return 0;
+  }
   memset(t, 0, sizeof(*t));
   t->dtype = TRELLIS_F32;
   size_t n = 1;
-  for (++s; *s && *s != ')';) {
+  for (++s; *s && *s != ')' && t->rank < TRELLIS_MAX_RANK;) {
     char *end;
     long long d = strtoll(s, &end, 10);
     if (end == s) {
@@ -80,7 +87,8 @@ static int read_npy_f32(const char *path, trellis_tensor *t) {
 }
 
 /* --- a minimal .npy writer ---------------------------------------------- */
-static int write_npy(const char *dir, const char *name, const trellis_tensor *t) {
+static int write_npy(const char *dir, const char *name,
+                     const trellis_tensor *t) {
   static const char *const descr[] = {"<f4", "<f2", "<i4", "<i8", "|u1"};
   char path[4096], shape[512] = "", header[1024];
   snprintf(path, sizeof path, "%s/%s.npy", dir, name);
@@ -135,8 +143,9 @@ static void on_progress(const trellis_progress *p, void *user) {
 
 int main(int argc, char **argv) {
   if (argc < 5) {
-    fprintf(stderr, "usage: %s PROGRAM MODEL_DIR COND.npy OUT_DIR [--seed N] "
-                    "[--steps-ss N] [--steps-slat N] [--formats gs,rf,mesh]\n",
+    fprintf(stderr,
+            "usage: %s PROGRAM MODEL_DIR COND.npy OUT_DIR [--seed N] "
+            "[--steps-ss N] [--steps-slat N] [--formats gs,rf,mesh]\n",
             argv[0]);
     return 2;
   }

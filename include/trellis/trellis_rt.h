@@ -101,8 +101,10 @@ TRELLIS_RT_API trellis_status trellis_program_open(const char *path,
                                                    trellis_program **out,
                                                    trellis_error *err);
 /* Bundle bytes (copied). */
-TRELLIS_RT_API trellis_status trellis_program_from_memory(
-    const void *bytes, size_t size, trellis_program **out, trellis_error *err);
+TRELLIS_RT_API trellis_status trellis_program_from_memory(const void *bytes,
+                                                          size_t size,
+                                                          trellis_program **out,
+                                                          trellis_error *err);
 TRELLIS_RT_API void trellis_program_close(trellis_program *program);
 /* The bundle's meta section (JSON, owned by the program). */
 TRELLIS_RT_API const char *trellis_program_meta(const trellis_program *p);
@@ -202,7 +204,7 @@ typedef struct trellis_outputs {
   trellis_tensor slat;      /* f32 [N, 8] */
   trellis_tensor gs_xyz, gs_features_dc, gs_scaling, gs_rotation, gs_opacity;
   trellis_tensor rf_trivec, rf_density, rf_features_dc;
-  trellis_tensor mesh_cubes, mesh_fields; /* decode_mesh */
+  trellis_tensor mesh_cubes, mesh_fields;   /* decode_mesh */
   trellis_tensor mesh_vertices, mesh_faces; /* FlexiCubes (first sample) */
 } trellis_outputs;
 

@@ -7,10 +7,10 @@
  * holding the bundle bytes and the diagnostics.
  *
  *   trellisc_result *r = NULL;
- *   int rc = trellisc_compile_trace(json, strlen(json), "{\"target\":\"cpu\"}", &r);
- *   if (rc == TRELLISC_OK) { size_t n; const void *b = trellisc_result_bundle(r, &n); ... }
- *   else for (size_t i = 0; i < trellisc_result_num_diagnostics(r); ++i) ...
- *   trellisc_result_free(r);
+ *   int rc = trellisc_compile_trace(json, strlen(json), "{\"target\":\"cpu\"}",
+ *&r); if (rc == TRELLISC_OK) { size_t n; const void *b =
+ *trellisc_result_bundle(r, &n); ... } else for (size_t i = 0; i <
+ *trellisc_result_num_diagnostics(r); ++i) ... trellisc_result_free(r);
  *
  * The trace format ("trellisc-trace", version 1) is described in
  * docs/guide/python.md ("The trace").
@@ -82,8 +82,8 @@ TRELLISC_API const char *trellisc_result_info(const trellisc_result *r);
 
 TRELLISC_API size_t trellisc_result_num_diagnostics(const trellisc_result *r);
 /* Fills *d with diagnostic i; returns 0, or -1 when out of range. */
-TRELLISC_API int trellisc_result_diagnostic(const trellisc_result *r,
-                                            size_t i, trellisc_diagnostic *d);
+TRELLISC_API int trellisc_result_diagnostic(const trellisc_result *r, size_t i,
+                                            trellisc_diagnostic *d);
 /* All diagnostics as a JSON array of objects with the fields above. */
 TRELLISC_API const char *
 trellisc_result_diagnostics_json(const trellisc_result *r);

@@ -1,4 +1,4 @@
-//===- Compiler.cpp - libtrellisc: the compiler behind a C API --------------===//
+//===- Compiler.cpp - libtrellisc: the compiler behind a C API ------------===//
 //
 // include/trellis/trellisc.h. Compiles a JSON trace (python/trellisc) by
 // replaying it through the C++ tracing API (include/trellis/Trace), or a
@@ -217,8 +217,8 @@ int finish(ModuleOp module, const CompileOptions &o,
 MLIRContext *newContext(std::unique_ptr<MLIRContext> &owner) {
   DialectRegistry registry;
   registry.insert<::mlir::trellis::TrellisDialect, func::FuncDialect>();
-  owner = std::make_unique<MLIRContext>(registry,
-                                        MLIRContext::Threading::DISABLED);
+  owner =
+      std::make_unique<MLIRContext>(registry, MLIRContext::Threading::DISABLED);
   owner->loadAllAvailableDialects();
   return owner.get();
 }
@@ -343,6 +343,28 @@ int compilePipeline(const char *path, const char *optionsJson,
           return std::nullopt;
         return trace::WeightInfo{e->dtype, e->shape};
       });
+  // Weight errors name the config values that imply each expected shape.
+  std::map<std::string, models::ModelManifest> manifests;
+  for (const config::ModelRef &m : pipeline->models)
+    if (m.config)
+      manifests.emplace(m.key, models::buildManifest(*m.config));
+  tracer.setWeightOriginLookup(
+      [&manifests](const std::string &model, const std::string &name)
+          -> std::optional<trace::WeightOrigin> {
+        auto it = manifests.find(model);
+        const models::ManifestTensor *t =
+            it == manifests.end() ? nullptr : it->second.find(name);
+        if (!t || t->shapeArgs.empty())
+          return std::nullopt;
+        // The most specific width arg, not the block count.
+        const models::ArgRef *best = &t->shapeArgs.front();
+        for (const models::ArgRef &a : t->shapeArgs) {
+          llvm::StringRef n(a.name);
+          if (!(n.starts_with("num_") && n.ends_with("blocks")))
+            best = &a;
+        }
+        return trace::WeightOrigin{best->pos, t->describeShapeArgs()};
+      });
   models::PipelineOptions options;
   options.batch = o.batch;
   options.condTokens = o.condTokens;
@@ -411,8 +433,7 @@ int trellisc_compile_trace(const char *trace_json, size_t size,
 }
 
 int trellisc_compile_pipeline(const char *pipeline_path,
-                              const char *options_json,
-                              trellisc_result **out) {
+                              const char *options_json, trellisc_result **out) {
   if (!out)
     return TRELLISC_USAGE_ERROR;
   auto *r = new trellisc_result();

@@ -1,4 +1,4 @@
-//===- TraceReplay.cpp - A JSON trace replayed through the tracing API ------===//
+//===- TraceReplay.cpp - A JSON trace replayed through the tracing API ---===//
 #include "lib/CAPI/TraceReplay.h"
 
 #include "dialect/TrellisTypes.h"
@@ -29,10 +29,10 @@ static void collect(Location loc, DiagRecord &r) {
     StringRef n = name.getName().getValue();
     auto flc = dyn_cast<FileLineColLoc>(name.getChildLoc());
     if (flc && n == "config") {
-      r.config = (flc.getFilename().getValue() + ":" +
-                  std::to_string(flc.getLine()) + ":" +
-                  std::to_string(flc.getColumn()))
-                     .str();
+      r.config =
+          (flc.getFilename().getValue() + ":" + std::to_string(flc.getLine()) +
+           ":" + std::to_string(flc.getColumn()))
+              .str();
       return;
     }
     if (flc && (n == "user" || n == "builder")) {
@@ -263,15 +263,15 @@ bool Replayer::op(const json &o, size_t index) {
   using BinaryFn = trace::Tensor (*)(const trace::Tensor &,
                                      const trace::Tensor &, trace::Where);
   static const std::map<std::string, UnaryFn> unary = {
-      {"silu", trace::silu},       {"gelu", trace::gelu},
-      {"sigmoid", trace::sigmoid}, {"tanh", trace::tanh},
+      {"silu", trace::silu},         {"gelu", trace::gelu},
+      {"sigmoid", trace::sigmoid},   {"tanh", trace::tanh},
       {"softplus", trace::softplus}, {"exp", trace::exp},
-      {"log", trace::log},         {"sin", trace::sin},
-      {"cos", trace::cos},         {"neg", trace::neg},
-      {"sqrt", trace::sqrt},       {"abs", trace::abs}};
+      {"log", trace::log},           {"sin", trace::sin},
+      {"cos", trace::cos},           {"neg", trace::neg},
+      {"sqrt", trace::sqrt},         {"abs", trace::abs}};
   static const std::map<std::string, BinaryFn> binary = {
-      {"add", trace::add},       {"sub", trace::sub},
-      {"mul", trace::mul},       {"div", trace::div},
+      {"add", trace::add},         {"sub", trace::sub},
+      {"mul", trace::mul},         {"div", trace::div},
       {"maximum", trace::maximum}, {"matmul", trace::matmul}};
   trace::Where here = trace::Where::current();
   if (auto it = unary.find(name); it != unary.end()) {
@@ -323,9 +323,9 @@ bool Replayer::op(const json &o, size_t index) {
       }
       if (inferred >= 0)
         shape[size_t(inferred)] =
-            dynamicInput ? ShapedType::kDynamic
-                         : (known > 0 && total % known == 0 ? total / known
-                                                            : -1);
+            dynamicInput
+                ? ShapedType::kDynamic
+                : (known > 0 && total % known == 0 ? total / known : -1);
     }
     out.push_back(trace::reshape(in[0], shape, here));
   } else if (name == "permute") {
@@ -374,7 +374,8 @@ bool Replayer::op(const json &o, size_t index) {
         v.mutableData<float>()[i] = float(x.get<double>());
     }
     trace::Tensor c = trace::constant(t_, v, here);
-    out.push_back(isInt || dtype == DType::F32 ? c : trace::cast(c, dtype, here));
+    out.push_back(isInt || dtype == DType::F32 ? c
+                                               : trace::cast(c, dtype, here));
   } else {
     return fail(where + ": unknown op '" + name + "'");
   }
@@ -398,8 +399,8 @@ ReplayResult Replayer::run() {
       !getInt(trace_, "version", version, "trace"))
     return result_;
   if (format != "trellisc-trace" || version != 1)
-    return fail("expected format 'trellisc-trace' version 1, found '" +
-                format + "' version " + std::to_string(version)),
+    return fail("expected format 'trellisc-trace' version 1, found '" + format +
+                "' version " + std::to_string(version)),
            result_;
   if (trace_.contains("name") &&
       !getString(trace_, "name", result_.function, "trace"))
@@ -439,7 +440,8 @@ ReplayResult Replayer::run() {
     argTypes.push_back(t_.tensorType(shape, dtype, bounds));
   }
   t_.setUserOrigin(std::nullopt);
-  std::vector<trace::Tensor> args = t_.beginFunction(result_.function, argTypes);
+  std::vector<trace::Tensor> args =
+      t_.beginFunction(result_.function, argTypes);
   values_.assign(args.begin(), args.end());
 
   // Parameters: trellis.weight ops of model "params", bound at run time.
@@ -455,13 +457,14 @@ ReplayResult Replayer::run() {
     weights_[name] = trace::WeightInfo{dtype, shape};
   }
   t_.setModel("params", std::nullopt);
-  t_.setWeightLookup([this](const std::string &, const std::string &name)
-                         -> std::optional<trace::WeightInfo> {
-    auto it = weights_.find(name);
-    if (it == weights_.end())
-      return std::nullopt;
-    return it->second;
-  });
+  t_.setWeightLookup(
+      [this](const std::string &,
+             const std::string &name) -> std::optional<trace::WeightInfo> {
+        auto it = weights_.find(name);
+        if (it == weights_.end())
+          return std::nullopt;
+        return it->second;
+      });
   i = 0;
   for (const json &w : trace_["weights"]) {
     std::string where = "weights[" + std::to_string(i++) + "]";

@@ -1,4 +1,4 @@
-//===- TraceReplay.h - A JSON trace replayed through the tracing API -*- C++ -*-===//
+//===- TraceReplay.h - A JSON trace through the tracing API -----*- C++ -*-===//
 //
 // The Python package (python/trellisc) records a function as a JSON trace
 // ("trellisc-trace" v1, docs/guide/python.md): inputs, parameters, ops with

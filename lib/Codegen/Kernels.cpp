@@ -487,7 +487,7 @@ struct RowSpec {
   int64_t heads = 1;          ///< head_rms_norm: gamma row = row % heads
   int shift = -1, scale = -1; ///< layer_norm_modulate
   int64_t tokens = 1;         ///< rows per sample (modulate's [B, C] vectors)
-  bool modPerRow = false;     ///< shift/scale have x's shape
+  bool shiftPerRow = false, scalePerRow = false; ///< x-shaped, not [B, C]
   unsigned x = 0, out = 1;
 };
 
@@ -526,10 +526,12 @@ Value rowOutput(KernelBuilder &kb, const RowSpec &s, Value x,
     if (s.beta >= 0)
       y = arith::AddFOp::create(b, loc, y, kb.load(kb.arg(s.beta), col, v));
     if (s.kind == RowKind::LayerNormModulate) {
-      Value off = s.modPerRow ? kb.add(kb.mul(row, s.n), col)
-                              : kb.add(kb.mul(kb.div(row, s.tokens), s.n), col);
-      Value sc = kb.toF32(kb.load(kb.arg(s.scale), off, v));
-      Value sh = kb.toF32(kb.load(kb.arg(s.shift), off, v));
+      auto off = [&](bool perRow) {
+        return perRow ? kb.add(kb.mul(row, s.n), col)
+                      : kb.add(kb.mul(kb.div(row, s.tokens), s.n), col);
+      };
+      Value sc = kb.toF32(kb.load(kb.arg(s.scale), off(s.scalePerRow), v));
+      Value sh = kb.toF32(kb.load(kb.arg(s.shift), off(s.shiftPerRow), v));
       y = arith::MulFOp::create(
           b, loc, y, arith::AddFOp::create(b, loc, kb.f32(1, t), sc));
       y = arith::AddFOp::create(b, loc, y, sh);
@@ -574,19 +576,18 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
   int64_t v = pow2Divisor(s.n, 16 / elemBytes(xTy));
   int64_t g = pow2Divisor(s.n / v, 32);
   int64_t k = s.n / (v * g);
-  if (k > 16 && v > 1 && g < 32) { // prefer more lanes to longer vectors
-    while (k > 16 && v > 1 && g < 32 && (s.n / (v / 2)) % (g * 2) == 0) {
-      v /= 2;
-      g *= 2;
-      k = s.n / (v * g);
-    }
+  // Long rows with few lanes (C = 2^m·odd): trade vector width for lanes.
+  while (k > 16 && v > 1 && g < 32 && (s.n / (v / 2)) % (g * 2) == 0) {
+    v /= 2;
+    g *= 2;
+    k = s.n / (v * g);
   }
   const bool inRegisters = k <= 32;
   if (!inRegisters) {
     v = 1;
     g = 32;
   }
-  const int64_t rowsPerBlockThreads = s.rows * g;
+  const int64_t threads = s.rows * g;
 
   Value gid = kb.globalId();
   Value row = kb.div(gid, g);
@@ -596,12 +597,7 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
   Value valid = kb.ult(row, s.rows);
   Value rowc = arith::MinUIOp::create(b, loc, row, kb.idx(s.rows - 1));
   Value base = kb.mul(rowc, s.n);
-  Value f32Ty0 = kb.f32(0, b.getF32Type());
-  Type vecF32 = v == 1 ? Type(b.getF32Type())
-                       : Type(VectorType::get({v}, b.getF32Type()));
-
   RowStats st;
-  const bool isSoftmax = s.kind == RowKind::Softmax;
   if (inRegisters) {
     SmallVector<Value> xs, cols;
     for (int64_t j = 0; j < k; ++j) {
@@ -666,13 +662,13 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
       Value y = rowOutput(kb, s, xs[j], st, rowc, cols[j], v);
       kb.store(kb.fromF32(y, outTy), kb.arg(s.out), kb.add(base, cols[j]));
     }
-    return launch1d(rowsPerBlockThreads);
+    return launch1d(threads);
   }
 
   // Loop path (long rows): 32 lanes stride over the row, reading it again
   // for each statistic.
   auto loopReduce = [&](function_ref<Value(Value)> f, bool isMax) {
-    Value init = isMax ? kb.f32(-INFINITY, b.getF32Type()) : f32Ty0;
+    Value init = kb.f32(isMax ? -INFINITY : 0.0, b.getF32Type());
     auto loop = scf::ForOp::create(
         b, loc, laneId, kb.idx(s.n), kb.idx(g), ValueRange{init},
         [&](OpBuilder &nb, Location l, Value j, ValueRange acc) {
@@ -732,8 +728,6 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
     break;
   }
   }
-  (void)isSoftmax;
-  (void)vecF32;
   kb.guard(valid);
   scf::ForOp::create(
       b, loc, laneId, kb.idx(s.n), kb.idx(g), ValueRange{},
@@ -745,7 +739,7 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
         kb.store(kb.fromF32(y, outTy), kb.arg(s.out), kb.add(base, j));
         scf::YieldOp::create(kb.b, l);
       });
-  return launch1d(rowsPerBlockThreads);
+  return launch1d(threads);
 }
 
 /// Normalization / softmax over a non-last axis of x viewed as
@@ -1152,7 +1146,8 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
     s.scale = 2;
     s.x = 0;
     s.out = nIn;
-    s.modPerRow = shapeOf(op->getOperand(1)) == x;
+    s.shiftPerRow = shapeOf(op->getOperand(1)) == x;
+    s.scalePerRow = shapeOf(op->getOperand(2)) == x;
     s.tokens = s.rows / x.front();
     return emitRowKernel(kb, s);
   }

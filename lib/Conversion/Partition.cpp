@@ -72,6 +72,21 @@ LogicalResult partitionForCuda(ModuleOp module,
   for (func::FuncOp fn : gpu) {
     fn->setAttr("trellis.device", b.getStringAttr("cuda"));
     splitConvBias(fn);
+    // What the attention library runs (runtime/kernels/attention.h).
+    WalkResult checked = fn.walk([](mlir::trellis::AttentionOp op) {
+      auto q = cast<RankedTensorType>(op.getQ().getType());
+      int64_t d = q.getShape().back();
+      if (!q.getElementType().isF16() || q.getRank() != 4 ||
+          (d != 64 && d != 80 && d != 128)) {
+        op.emitOpError("cannot run on the GPU: the attention kernels take "
+                       "fp16 [B, L, H, d] with head dim 64, 80 or 128, found ")
+            << q;
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (checked.wasInterrupted())
+      return failure();
   }
   return success();
 }

@@ -194,9 +194,10 @@ void addPhasePasses(Phase phase, PassManager &pm) {
 
 /// Partition and codegen for --target=cuda, up to `finalPhase`.
 LogicalResult runGpuPhases(ModuleOp module, Phase finalPhase,
+                           llvm::ArrayRef<std::string> gpuEntries,
                            codegen::GeneratedKernels &kernels) {
   if (finalPhase >= Phase::Partition &&
-      failed(partitionForCuda(module, kGpuEntries)))
+      failed(partitionForCuda(module, gpuEntries)))
     return failure();
   if (finalPhase >= Phase::Codegen) {
     FailureOr<codegen::GeneratedKernels> generated =
@@ -367,9 +368,11 @@ int emitBundle(ModuleOp module, EmitKind emit, const CompiledInput &in,
       {"target", tgt == Target::CUDA ? "cuda" : "cpu"},
       {"input", llvm::sys::path::filename(inputFilename).str()}};
   if (tgt == Target::CUDA) {
+    // The GPU entries are the functions partition marked.
     nlohmann::json entries = nlohmann::json::array();
-    for (const std::string &e : kGpuEntries)
-      if (module.lookupSymbol<func::FuncOp>(e))
+    for (const std::string &e : in.entries)
+      if (auto fn = module.lookupSymbol<func::FuncOp>(e);
+          fn && fn->hasAttr("trellis.device"))
         entries.push_back(e);
     meta["gpu_entries"] = entries;
     meta["generated_kernels"] = kernels.numKernels;
@@ -480,6 +483,8 @@ int run() {
   registry.insert<::mlir::trellis::TrellisDialect, func::FuncDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Diagnostics name the user's line; the generic form of our ops is noise.
+  context.printOpOnDiagnostic(false);
 
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
@@ -512,8 +517,11 @@ int run() {
   if (failed(pm.run(*module)))
     return 1;
   codegen::GeneratedKernels kernels;
-  if (tgt == Target::CUDA && failed(runGpuPhases(*module, *finalPhase,
-                                                 kernels)))
+  // A pipeline's GPU stages; an MLIR program's entry runs on the GPU whole.
+  std::vector<std::string> gpuEntries =
+      start == Phase::Config ? kGpuEntries : compiled.entries;
+  if (tgt == Target::CUDA &&
+      failed(runGpuPhases(*module, *finalPhase, gpuEntries, kernels)))
     return 1;
 
   if (emit == EmitKind::PTX) {

@@ -1,5 +1,4 @@
-//===- ChunkMlp.cpp - Token chunks of the MLPs (low-memory mode)
-//------------===//
+//===- ChunkMlp.cpp - Token chunks of the MLPs (low-memory mode) ----------===//
 //
 // The MLP's hidden activation is 4× the width of the residual stream and the
 // largest live tensor of a block; running the MLP on token chunks bounds it.

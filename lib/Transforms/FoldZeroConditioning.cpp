@@ -1,5 +1,4 @@
-//===- FoldZeroConditioning.cpp - Cross-attention of a zero condition
-//-------===//
+//===- FoldZeroConditioning.cpp - Cross-attention of a zero condition -----===//
 //
 // spec §2.1: the negative condition is all zeros, so every key/value token of
 // the unconditional cross-attention is the projection bias, and the
@@ -11,7 +10,6 @@
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Passes.h"
 
-#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -25,10 +23,11 @@ using namespace mlir::trellis;
 
 namespace {
 
-/// True if `v` is a zero splat constant, possibly behind casts and reshapes.
+/// True if `v` is a zero splat constant, possibly behind casts, reshapes and
+/// repeats.
 bool isZeroSplat(Value v) {
   while (Operation *def = v.getDefiningOp()) {
-    if (isa<CastOp, ReshapeOp>(def)) {
+    if (isa<CastOp, ReshapeOp, BroadcastRowsOp>(def)) {
       v = def->getOperand(0);
       continue;
     }
@@ -115,7 +114,9 @@ struct SplitOfRows : OpRewritePattern<SplitOp> {
     if (!rows)
       return failure();
     int64_t rank = rows.getResult().getType().getRank();
-    int64_t axis = op.getAxis() < 0 ? op.getAxis() + rank : op.getAxis();
+    int64_t axis = op.getAxisAttr().getInt();
+    if (axis < 0)
+      axis += rank;
     int64_t lead = rows.getNumLeadingDims();
     if (axis < lead)
       return failure();

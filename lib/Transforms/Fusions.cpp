@@ -1,5 +1,4 @@
-//===- Fusions.cpp - Producer/consumer fusions into fused trellis ops
-//-------===//
+//===- Fusions.cpp - Producer/consumer fusions into fused trellis ops -----===//
 //
 // trellis-fuse-norm-modulate, trellis-fuse-linear-activation and
 // trellis-form-attention: each merges a single-use producer into its consumer
@@ -36,7 +35,8 @@ struct NormModulate : OpRewritePattern<ModulateOp> {
     if (!norm || !norm->hasOneUse() || norm.getWeight() || norm.getBias())
       return failure();
     int64_t rank = norm.getInput().getType().getRank();
-    if (norm.getAxis() != -1 && norm.getAxis() != rank - 1)
+    int64_t axis = norm.getAxisAttr().getInt();
+    if (axis != -1 && axis != rank - 1)
       return failure();
     rewriter
         .replaceOpWithNewOp<LayerNormModulateOp>(

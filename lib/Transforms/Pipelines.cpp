@@ -1,5 +1,4 @@
-//===- Pipelines.cpp - Pass pipelines of the trellis compiler
-//---------------===//
+//===- Pipelines.cpp - Pass pipelines of the trellis compiler -------------===//
 #include "lib/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"

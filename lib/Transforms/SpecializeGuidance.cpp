@@ -1,5 +1,4 @@
-//===- SpecializeGuidance.cpp - Two-region trellis.flow_sample
-//--------------===//
+//===- SpecializeGuidance.cpp - Two-region trellis.flow_sample ------------===//
 //
 // Inlines the velocity model of a flow_sample twice, once per guidance branch,
 // so that each branch uses its condition from above: what depends on the
@@ -12,6 +11,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::trellis {
 #define GEN_PASS_DEF_TRELLISSPECIALIZEGUIDANCE
@@ -52,10 +52,16 @@ func::CallOp specializableCall(FlowSampleOp op, SymbolTable &symbols) {
   if (!call || !yield || call.getNumResults() != 1 ||
       yield.getValue() != call.getResult(0))
     return nullptr;
-  // A batch-1 condition for B > 1 would need its repeat materialized.
-  Type c = body.getArgument(2).getType();
-  if (op.getCond().getType() != c || op.getNegCond().getType() != c)
-    return nullptr;
+  // Conditions of the body's type, or of batch 1 (repeated to B above the
+  // op, as the sampler does per call).
+  auto c = cast<RankedTensorType>(body.getArgument(2).getType());
+  for (Value cond : {op.getCond(), op.getNegCond()}) {
+    auto t = cast<RankedTensorType>(cond.getType());
+    if (t != c && (t.getDimSize(0) != 1 ||
+                   t.getShape().drop_front() != c.getShape().drop_front() ||
+                   t.getElementType() != c.getElementType()))
+      return nullptr;
+  }
   auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
   if (!callee || callee.isExternal() || !callee.getBody().hasOneBlock())
     return nullptr;
@@ -77,6 +83,15 @@ struct SpecializeGuidancePass
       auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
       Block &body = op.getBody().front();
       auto yield = cast<YieldOp>(body.back());
+      // The conditions as the body sees them: [B, Lc, Cc].
+      OpBuilder builder(op);
+      Type cType = body.getArgument(2).getType();
+      auto repeated = [&](Value cond) -> Value {
+        if (cond.getType() == cType)
+          return cond;
+        return BroadcastRowsOp::create(builder, op.getLoc(), cType, cond);
+      };
+      Value cond = repeated(op.getCond()), negCond = repeated(op.getNegCond());
       // The call's operands with the body's condition argument replaced.
       auto operandsWith = [&](ValueRange regionArgs, Value condition) {
         SmallVector<Value> args;
@@ -94,23 +109,21 @@ struct SpecializeGuidancePass
       };
 
       // Region 1: the unconditional velocity.
-      OpBuilder builder(op.getContext());
       Block *uncond = new Block();
       op.getUncondBody().push_back(uncond);
       for (unsigned i = 0; i < 2; ++i)
         uncond->addArgument(body.getArgument(i).getType(),
                             body.getArgument(i).getLoc());
       builder.setInsertionPointToStart(uncond);
-      SmallVector<Value> vu =
-          inlineBody(builder, callee,
-                     operandsWith(uncond->getArguments(), op.getNegCond()));
+      SmallVector<Value> vu = inlineBody(
+          builder, callee, operandsWith(uncond->getArguments(), negCond));
       YieldOp::create(builder, yield.getLoc(), vu.front());
 
       // Region 0: the conditional velocity, in place of the call.
       builder.setInsertionPoint(call);
-      SmallVector<Value> vc = inlineBody(
-          builder, callee,
-          operandsWith(body.getArguments().take_front(2), op.getCond()));
+      SmallVector<Value> vc =
+          inlineBody(builder, callee,
+                     operandsWith(body.getArguments().take_front(2), cond));
       call.getResult(0).replaceAllUsesWith(vc.front());
       call.erase();
       body.eraseArgument(2);

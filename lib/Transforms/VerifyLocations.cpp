@@ -1,5 +1,4 @@
-//===- VerifyLocations.cpp - Reject ops without a source location
-//-----------===//
+//===- VerifyLocations.cpp - Reject ops without a source location ---------===//
 //
 // DESIGN.md §4: every op carries where it came from, and every pass keeps or
 // fuses locations. This pass is the check.

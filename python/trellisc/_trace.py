@@ -52,6 +52,8 @@ class Tensor:
         if data is None:
             return  # internal construction (_make)
         array = np.asarray(data)
+        if dtype is not None and not isinstance(dtype, _dt.dtype):
+            dtype = _dt.from_numpy(dtype)
         target = dtype if dtype is not None else _dt.from_numpy(array.dtype)
         array = np.ascontiguousarray(array.astype(target.numpy, copy=False))
         node = Node("data", loc=user_location(current_module()), dtypes=[target])

@@ -5,23 +5,54 @@
 with ``trellis_run`` (libtrellis_rt.so).
 """
 import ctypes
+import json
 import math
 from pathlib import Path
 
 import numpy as np
 
-from . import _native
+from . import _bundle, _native
 from ._errors import TrellisError, user_location
 
 TARGETS = {"gs": 1, "rf": 2, "mesh": 4}
 
 
+def make_synthetic_model(out_dir, preset="tiny", seed=1):
+    """Writes a synthetic TRELLIS model directory (``trellis-mkmodel`` of the
+    build: random weights in the exact release layout, plus ``cond.npy``)
+    and returns its path.
+
+    >>> import pathlib, tempfile
+    >>> model = tc.trellis.make_synthetic_model(pathlib.Path(tempfile.mkdtemp()) / "tiny")
+    >>> sorted(p.name for p in model.iterdir())
+    ['ckpts', 'cond.npy', 'pipeline.json']
+    """
+    import subprocess
+    tool = _native.build_dir() / "bin" / "trellis-mkmodel"
+    r = subprocess.run([str(tool), "--preset", preset, "--seed", str(seed), "--out",
+                        str(out_dir), "--quiet"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise TrellisError(f"trellis-mkmodel failed: {r.stderr.strip()}", user_location())
+    return Path(out_dir)
+
+
 def compile_pipeline(path, batch=1, cond_tokens=0, images=1, multi_image="none",
                      precision="trellis"):
-    """Compiles a TRELLIS ``pipeline.json`` to a :class:`Pipeline`.
+    """Compiles a TRELLIS ``pipeline.json`` to a :class:`Pipeline` (the C++
+    model builders, as ``trellisc --target=cpu``).
 
     Errors (config values, checkpoint shapes) raise :class:`TrellisError`
     naming the config file and line.
+
+    >>> import pathlib, tempfile
+    >>> model = tc.trellis.make_synthetic_model(pathlib.Path(tempfile.mkdtemp()) / "tiny")
+    >>> pipe = tc.trellis.compile_pipeline(model / "pipeline.json", cond_tokens=21)
+    >>> pipe.entries
+    ['ss_stage', 'slat_stage', 'decode_gs', 'decode_rf', 'decode_mesh']
+    >>> out = pipe.run(np.load(model / "cond.npy"), ss_steps=1, slat_steps=1,
+    ...                formats=("gs",))
+    >>> out["coords"].shape[1], out["slat"].shape[1], out["gs_xyz"].shape[1]
+    (4, 8, 3)
     """
     options = {"target": "cpu", "batch": batch, "cond_tokens": cond_tokens,
                "images": images, "multi_image": multi_image,
@@ -35,8 +66,13 @@ def compile_pipeline(path, batch=1, cond_tokens=0, images=1, multi_image="none",
                 continue
             loc = SourceLoc(d["file"], d["line"], d["column"], None, d["module"]) \
                 if d["file"] and d["line"] else None
-            extra = f"  shaped by config value: {d['config_path']} ({d['config']})" \
-                if d.get("config") else None
+            extra = None
+            if d.get("config") and d.get("kind") != "config":
+                # A model-builder error: point at the config value that shaped
+                # it (the user's file), name the builder line after.
+                file, line, col = d["config"].rsplit(":", 2)
+                extra = (f"  traced at: {d['file']}:{d['line']}" if d["file"] else None)
+                loc = SourceLoc(file, int(line), int(col), None, d["module"])
             reason = d["message"]
             if d.get("kind") == "config" and d.get("config_path"):
                 reason = f"{d['config_path']}: {reason}"
@@ -52,6 +88,8 @@ class Pipeline:
         self.bundle = bundle
         self.model_dir = str(model_dir) if model_dir else None
         self._program = _native.Program(data=bundle)
+        sections = _bundle.parse(bundle)
+        self.entries = json.loads(sections["program"])["entries"]
 
     def save(self, path):
         """Writes the bundle (run it with ``trellis-runtime --bundle``)."""

@@ -1,4 +1,4 @@
-//===- TrellisRt.cpp - libtrellis_rt.so: the runtime behind a C ABI ---------===//
+//===- TrellisRt.cpp - libtrellis_rt.so: the runtime behind a C ABI -----===//
 //
 // include/trellis/trellis_rt.h over the runtime library (Runner.h): the
 // pipeline (runPipeline) and single entry functions (Session). Nothing
@@ -100,7 +100,8 @@ Result<HostTensor> viewOf(const trellis_tensor *t, const std::string &what) {
     return Error{what + " is NULL"};
   auto dtype = toDType(t->dtype);
   if (!dtype)
-    return Error{what + ": unknown dtype code " + std::to_string(int(t->dtype))};
+    return Error{what + ": unknown dtype code " +
+                 std::to_string(int(t->dtype))};
   if (t->rank < 0 || t->rank > TRELLIS_MAX_RANK)
     return Error{what + ": rank " + std::to_string(t->rank) +
                  " is outside 0.." + std::to_string(TRELLIS_MAX_RANK)};
@@ -217,8 +218,10 @@ Result<SamplerRunOverrides> samplerOverrides(const Program &p,
                                              const std::string &what) {
   SamplerRunOverrides o;
   if (s.steps < 0)
-    return Error{what + ".steps must be >= 0 (0 keeps the compiled value), "
-                        "found " + std::to_string(s.steps)};
+    return Error{what +
+                 ".steps must be >= 0 (0 keeps the compiled value), "
+                 "found " +
+                 std::to_string(s.steps)};
   if (s.steps > 0)
     o.steps = s.steps;
   if (!std::isnan(s.cfg_strength)) {
@@ -331,8 +334,8 @@ trellis_status runPipelineC(const trellis_run_spec *spec,
   } else if (spec->bundle_path && *spec->bundle_path) {
     std::string path = spec->bundle_path;
     auto b = Bundle::readEmbedded(path);
-    auto loaded = b ? LoadedBundle::load(path, true)
-                    : LoadedBundle::load(path, false);
+    auto loaded =
+        b ? LoadedBundle::load(path, true) : LoadedBundle::load(path, false);
     if (!loaded)
       return report(err, TRELLIS_ERR_BUNDLE, loaded.message());
     own = std::move(*loaded);
@@ -391,11 +394,11 @@ trellis_status runPipelineC(const trellis_run_spec *spec,
   auto result = runPipeline(*bundle, req, &observer);
   if (!result) {
     const std::string &m = result.message();
-    trellis_status code =
-        m.rfind("embeddings.", 0) == 0 || m.rfind("spec.", 0) == 0 ||
-                m.find("text pipeline") != std::string::npos
-            ? TRELLIS_ERR_INVALID_ARGUMENT
-            : TRELLIS_ERR_RUNTIME;
+    trellis_status code = m.rfind("embeddings.", 0) == 0 ||
+                                  m.rfind("spec.", 0) == 0 ||
+                                  m.find("text pipeline") != std::string::npos
+                              ? TRELLIS_ERR_INVALID_ARGUMENT
+                              : TRELLIS_ERR_RUNTIME;
     return report(err, code, m);
   }
   if (!outputs)
@@ -418,10 +421,10 @@ trellis_status runPipelineC(const trellis_run_spec *spec,
       {&r.meshVertices, &outputs->mesh_vertices},
       {&r.meshFaces, &outputs->mesh_faces}};
   static const char *const names[] = {
-      "ss_latent",  "coords",     "slat",           "gs_xyz",
-      "gs_features_dc", "gs_scaling", "gs_rotation", "gs_opacity",
-      "rf_trivec",  "rf_density", "rf_features_dc", "mesh_cubes",
-      "mesh_fields", "mesh_vertices", "mesh_faces"};
+      "ss_latent",      "coords",        "slat",           "gs_xyz",
+      "gs_features_dc", "gs_scaling",    "gs_rotation",    "gs_opacity",
+      "rf_trivec",      "rf_density",    "rf_features_dc", "mesh_cubes",
+      "mesh_fields",    "mesh_vertices", "mesh_faces"};
   size_t i = 0;
   for (auto [src, dst] : all) {
     const char *name = names[i++];
@@ -516,14 +519,11 @@ const char *trellis_program_meta(const trellis_program *p) {
   return p ? p->metaJson.c_str() : "{}";
 }
 
-trellis_status trellis_program_call(trellis_program *program,
-                                    const char *function,
-                                    const trellis_tensor *inputs,
-                                    size_t num_inputs,
-                                    const trellis_weights *weights,
-                                    const trellis_call_options *options,
-                                    trellis_tensor *outputs,
-                                    size_t num_outputs, trellis_error *err) {
+trellis_status trellis_program_call(
+    trellis_program *program, const char *function,
+    const trellis_tensor *inputs, size_t num_inputs,
+    const trellis_weights *weights, const trellis_call_options *options,
+    trellis_tensor *outputs, size_t num_outputs, trellis_error *err) {
   return guarded(err, [&]() -> trellis_status {
     if (!program || !function)
       return report(err, TRELLIS_ERR_INVALID_ARGUMENT,

@@ -96,6 +96,7 @@ struct Node {
   int pos = 0, endPos = 0;           // endPos > pos for loops
   std::function<Status()> command;   // enqueues the op's work on the stream
   std::string what;                  // profile category
+  bool view = false;                 // a split whose results are views
   int scratch = -1;                  // conv3d: the im2col buffer's slot
   int loopState = -1;                // flow_sample: v_cond, v_uncond, tau...
   std::vector<int> loopSlots;        // flow_sample: [vc, vu, tau0, tau1]
@@ -105,7 +106,9 @@ struct SlotInfo {
   ValueType type;
   enum class Where { Unset, Arena, Weight, Constant, Host } where =
       Where::Unset;
-  int root = -1;       // the slot whose storage this one aliases (or itself)
+  int root = -1;       // the slot this one is a view of (or itself)
+  size_t viewOffset = 0;  // bytes from the parent's address (split views)
+  int64_t tokenStride = 0; // strided split views: elements between tokens
   int def = -1, last = -1;
   size_t offset = 0;   // in the arena / weight pool / constant pool
   CUdeviceptr ptr = 0; // resolved address
@@ -206,6 +209,29 @@ struct GpuExecutor::Impl {
       s = p.slots[s].root;
     return s;
   }
+  /// The device address of a slot: its storage root plus the offsets of the
+  /// views in between.
+  CUdeviceptr address(const Prepared &p, int s) const {
+    size_t offset = 0;
+    while (p.slots[s].root != s) {
+      offset += p.slots[s].viewOffset;
+      s = p.slots[s].root;
+    }
+    return p.slots[s].ptr + offset;
+  }
+  /// Elements between consecutive tokens of a strided split view ([B, L, H,
+  /// d] into a packed [B, L, S, H, d]), 0 for a dense slot.
+  int64_t tokenStride(const Prepared &p, int s) const {
+    while (true) {
+      if (p.slots[s].tokenStride)
+        return p.slots[s].tokenStride;
+      if (p.slots[s].root == s)
+        return 0;
+      s = p.slots[s].root;
+    }
+  }
+  bool viewSplit(Prepared &p, Node &node,
+                 const std::multimap<int, std::pair<const Node *, int>> &users);
   void number(Prepared &p, Body &body, int &pos);
   void liveness(Prepared &p, Body &body, std::vector<const Node *> &loops);
   void use(Prepared &p, int slot, int pos,
@@ -481,13 +507,92 @@ void GpuExecutor::Impl::liveness(Prepared &p, Body &body,
     use(p, y, body.endPos, loops);
 }
 
+/// Makes a split's results views of its operand when no copy is needed:
+///  * every dimension before the axis is 1: each result is a contiguous
+///    range of the operand (the adaLN modulation chunks);
+///  * the packed q/k/v of attention ([B, L, S, H, d] split on axis 2 into
+///    size-1 parts, each reshaped to [B, L, H, d] and used only as q, k or v
+///    of trellis.attention): strided views the attention kernel reads in
+///    place (its row stride is S·H·d).
+bool GpuExecutor::Impl::viewSplit(
+    Prepared &p, Node &node,
+    const std::multimap<int, std::pair<const Node *, int>> &users) {
+  const Instr &instr = *node.instr;
+  const ValueType &in = p.slots[node.in[0]].type;
+  auto axisAttr = instr.intAttr("axis");
+  auto sizes = instr.intArrayAttr("sizes");
+  if (!axisAttr || !sizes || !isStatic(in))
+    return false;
+  int rank = int(in.shape.size());
+  int axis = int(*axisAttr < 0 ? *axisAttr + rank : *axisAttr);
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d)
+    outer *= in.shape[d];
+  for (int d = axis + 1; d < rank; ++d)
+    inner *= in.shape[d];
+  size_t elem = dtypeSize(in.dtype);
+  if (outer == 1) {
+    int64_t offset = 0;
+    for (size_t i = 0; i < node.out.size(); ++i) {
+      p.slots[node.out[i]].root = node.in[0];
+      p.slots[node.out[i]].viewOffset = size_t(offset * inner) * elem;
+      offset += (*sizes)[i];
+    }
+    return true;
+  }
+  // Strided q/k/v views.
+  if (rank != 5 || axis != 2 || in.dtype != DType::F16)
+    return false;
+  for (size_t i = 0; i < node.out.size(); ++i) {
+    if ((*sizes)[i] != 1)
+      return false;
+    auto range = users.equal_range(node.out[i]);
+    if (range.first == range.second)
+      return false;
+    for (auto it = range.first; it != range.second; ++it) {
+      const Node *user = it->second.first;
+      if (user->instr->op != "trellis.reshape")
+        return false;
+      auto uses = users.equal_range(user->out[0]);
+      if (uses.first == uses.second)
+        return false;
+      for (auto u = uses.first; u != uses.second; ++u)
+        if (u->second.first->instr->op != "trellis.attention" ||
+            u->second.second > 2)
+          return false;
+    }
+  }
+  int64_t tokenStride = in.shape[2] * inner;
+  for (size_t i = 0; i < node.out.size(); ++i) {
+    p.slots[node.out[i]].root = node.in[0];
+    p.slots[node.out[i]].viewOffset = size_t(int64_t(i) * inner) * elem;
+    p.slots[node.out[i]].tokenStride = tokenStride;
+  }
+  return true;
+}
+
 Status GpuExecutor::Impl::plan(Prepared &p) {
+  // Who uses each slot (for view decisions).
+  std::multimap<int, std::pair<const Node *, int>> users;
+  std::function<void(Body &)> collect = [&](Body &body) {
+    for (Node &node : body.nodes) {
+      for (size_t i = 0; i < node.in.size(); ++i)
+        users.insert({node.in[i], {&node, int(i)}});
+      for (Body &region : node.regions)
+        collect(region);
+    }
+  };
+  collect(p.body);
   // Which storage each root uses, and the aliases (views, sampler state).
   std::function<Status(Body &)> classify = [&](Body &body) -> Status {
     for (Node &node : body.nodes) {
       const Instr &instr = *node.instr;
       if (instr.op == "trellis.reshape") {
-        p.slots[node.out[0]].root = root(p, node.in[0]);
+        p.slots[node.out[0]].root = node.in[0];
+        continue;
+      }
+      if (instr.op == "trellis.split" && viewSplit(p, node, users)) {
+        node.view = true;
         continue;
       }
       if (instr.op == "trellis.weight") {
@@ -795,11 +900,11 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
 Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
   const std::string &op = instr.op;
-  auto ptr = [&](int slot) { return p.slots[root(p, slot)].ptr; };
+  auto ptr = [&](int slot) { return address(p, slot); };
   auto type = [&](int slot) -> const ValueType & {
     return p.slots[slot].type;
   };
-  if (op == "trellis.weight" || op == "trellis.constant" ||
+  if (node.view || op == "trellis.weight" || op == "trellis.constant" ||
       op == "trellis.reshape" || isHostOp(op) || op == "trellis.flow_sample")
     return Status::ok(); // no device command (host ops run in runNode)
 
@@ -908,9 +1013,13 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
       const TrellisAttnConfig &c = trellis_attn_configs[i];
       if (c.family != attentionFamily || c.head_dim != d)
         continue;
-      if (attentionFamily == TRELLIS_ATTN_SM90A &&
-          sm90Defaults.count(d) && sm90Defaults.at(d) != c.name)
+      if (!options.attentionConfig.empty()) {
+        if (options.attentionConfig != c.name)
+          continue;
+      } else if (attentionFamily == TRELLIS_ATTN_SM90A &&
+                 sm90Defaults.count(d) && sm90Defaults.at(d) != c.name) {
         continue;
+      }
       config = &c;
     }
     if (!config)
@@ -934,19 +1043,22 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     params.k = reinterpret_cast<const void *>(ptr(node.in[1]));
     params.v = reinterpret_cast<const void *>(ptr(node.in[2]));
     params.o = reinterpret_cast<void *>(ptr(node.out[0]));
-    auto strides = [&](const ValueType &t, int64_t &b, int64_t &r,
-                       int64_t &h) {
+    // Dense [B, L, H, d], or strided views into a packed qkv.
+    auto strides = [&](int slot, int64_t &b, int64_t &r, int64_t &h) {
+      const ValueType &t = type(slot);
       h = t.shape[3];
-      r = t.shape[2] * t.shape[3];
+      r = tokenStride(p, slot);
+      if (r == 0)
+        r = t.shape[2] * t.shape[3];
       b = t.shape[1] * r;
     };
-    strides(q, params.q_batch_stride, params.q_row_stride,
+    strides(node.in[0], params.q_batch_stride, params.q_row_stride,
             params.q_head_stride);
-    strides(k, params.k_batch_stride, params.k_row_stride,
+    strides(node.in[1], params.k_batch_stride, params.k_row_stride,
             params.k_head_stride);
-    strides(v, params.v_batch_stride, params.v_row_stride,
+    strides(node.in[2], params.v_batch_stride, params.v_row_stride,
             params.v_head_stride);
-    strides(type(node.out[0]), params.o_batch_stride, params.o_row_stride,
+    strides(node.out[0], params.o_batch_stride, params.o_row_stride,
             params.o_head_stride);
     if (k.shape[0] == 1 && q.shape[0] > 1) // one context for the batch
       params.k_batch_stride = params.v_batch_stride = 0;
@@ -968,8 +1080,11 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
       TrellisHeadRmsNormParams np{};
       np.x = params.k;
       np.y = reinterpret_cast<void *>(ptr(node.scratch));
-      np.x_row_stride = np.y_row_stride = params.k_row_stride;
-      np.x_head_stride = np.y_head_stride = params.k_head_stride;
+      np.x_row_stride = params.k_row_stride;
+      np.x_head_stride = params.k_head_stride;
+      // The normalized copy is dense [B, Lk, H, d].
+      np.y_row_stride = heads * d;
+      np.y_head_stride = d;
       np.gamma = reinterpret_cast<const float *>(ptr(kGamma));
       np.rows = int32_t(k.shape[0] * k.shape[1]);
       np.heads = int32_t(heads);
@@ -986,6 +1101,11 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
         return Status::ok();
       };
       params.k = np.y;
+      params.k_row_stride = heads * d;
+      params.k_head_stride = d;
+      params.k_batch_stride = k.shape[0] == 1 && q.shape[0] > 1
+                                  ? 0
+                                  : k.shape[1] * heads * d;
     }
     params.k_gamma = nullptr;
     params.num_seqs = int32_t(q.shape[0]);
@@ -1124,8 +1244,27 @@ Result<HostTensor> GpuExecutor::Impl::download(const Prepared &p, int slot) {
   HostTensor t(info.type.dtype, info.type.shape);
   if (t.nbytes() == 0)
     return t;
+  if (int64_t stride = tokenStride(p, slot)) {
+    // A strided view [B, L, ...]: gather its token rows.
+    int64_t tokens = info.type.shape[0] * info.type.shape[1];
+    size_t row = t.nbytes() / size_t(tokens), elem = dtypeSize(t.dtype());
+    std::vector<char> span(size_t((tokens - 1) * stride) * elem + row);
+    if (Status s = check(api->cuMemcpyDtoHAsync(span.data(),
+                                                address(p, slot), span.size(),
+                                                stream),
+                         "cuMemcpyDtoHAsync");
+        !s)
+      return Error{s.message()};
+    if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream");
+        !s)
+      return Error{s.message()};
+    for (int64_t i = 0; i < tokens; ++i)
+      std::memcpy(static_cast<char *>(t.mutableRaw()) + i * row,
+                  span.data() + size_t(i * stride) * elem, row);
+    return t;
+  }
   if (Status s = check(api->cuMemcpyDtoHAsync(t.mutableRaw(),
-                                              p.slots[root(p, slot)].ptr,
+                                              address(p, slot),
                                               t.nbytes(), stream),
                        "cuMemcpyDtoHAsync");
       !s)
@@ -1140,7 +1279,7 @@ Status GpuExecutor::Impl::upload(const Prepared &p, int slot,
                                  const HostTensor &t) {
   if (t.nbytes() == 0)
     return Status::ok();
-  if (Status s = check(api->cuMemcpyHtoDAsync(p.slots[root(p, slot)].ptr,
+  if (Status s = check(api->cuMemcpyHtoDAsync(address(p, slot),
                                               t.raw(), t.nbytes(), stream),
                        "cuMemcpyHtoDAsync");
       !s)
@@ -1349,14 +1488,13 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
   Body &uncondBody = specialized ? node.regions[1] : node.regions[0];
   const SlotInfo &state = p.slots[node.out[0]];
   size_t stateBytes = bytesOf(state.type);
-  CUdeviceptr x = p.slots[root(p, node.out[0])].ptr;
-  CUdeviceptr vc = p.slots[node.loopSlots[0]].ptr;
-  CUdeviceptr vu = p.slots[node.loopSlots[1]].ptr;
+  CUdeviceptr x = address(p, node.out[0]);
+  CUdeviceptr vc = address(p, node.loopSlots[0]);
+  CUdeviceptr vu = address(p, node.loopSlots[1]);
   const ValueType &noiseType = p.slots[node.in[0]].type;
   if (noiseType.dtype != DType::F32)
     return fail("the GPU sampler expects f32 noise");
-  if (Status s = check(api->cuMemcpyDtoDAsync(x, p.slots[root(p, node.in[0])]
-                                                     .ptr,
+  if (Status s = check(api->cuMemcpyDtoDAsync(x, address(p, node.in[0]),
                                               stateBytes, stream),
                        "cuMemcpyDtoDAsync");
       !s)
@@ -1383,7 +1521,7 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
     float *t = taus + (step * 2 + slotIndex) * batch;
     for (int64_t i = 0; i < batch; ++i)
       t[i] = tau;
-    CUdeviceptr tauPtr = p.slots[root(p, body.args[1])].ptr;
+    CUdeviceptr tauPtr = address(p, body.args[1]);
     if (Status s = check(api->cuMemcpyHtoDAsync(tauPtr, t, batch * 4, stream),
                          "cuMemcpyHtoDAsync (tau)");
         !s)
@@ -1392,14 +1530,14 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
       // The body's condition argument: copy cond or neg_cond (batch rows).
       const SlotInfo &arg = p.slots[body.args[2]];
       size_t argBytes = bytesOf(arg.type);
-      const SlotInfo &src = p.slots[root(p, node.in[cond])];
+      CUdeviceptr src = address(p, node.in[cond]);
       size_t srcBytes = bytesOf(p.slots[node.in[cond]].type);
       if (argBytes % srcBytes != 0)
         return fail("the condition does not tile the model batch");
       for (size_t off = 0; off < argBytes; off += srcBytes)
         if (Status s = check(api->cuMemcpyDtoDAsync(
-                                 p.slots[root(p, body.args[2])].ptr + off,
-                                 src.ptr, srcBytes, stream),
+                                 address(p, body.args[2]) + off, src,
+                                 srcBytes, stream),
                              "cuMemcpyDtoDAsync (condition)");
             !s)
           return fail(s.message());
@@ -1407,7 +1545,7 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
     if (Status s = runBody(p, body, true); !s)
       return s;
     return check(api->cuMemcpyDtoDAsync(into,
-                                        p.slots[root(p, body.yields.at(0))].ptr,
+                                        address(p, body.yields.at(0)),
                                         stateBytes, stream),
                  "cuMemcpyDtoDAsync (velocity)");
   };

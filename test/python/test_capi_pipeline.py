@@ -15,7 +15,7 @@ import pytest
 import _tc_env  # noqa: F401
 from _tc_env import BUILD
 import trellisc as tc
-from trellisc import _native
+from trellisc import _bundle, _native
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = BUILD / "bin"
@@ -101,10 +101,14 @@ def test_weight_table_progress_and_early_coords(tiny):
     def progress(kind, stage, step, steps, extra):
         events.append((kind, stage, extra.copy() if kind == "coords" else None))
 
+    # The pipeline compiled from Python (libtrellisc.so) is trellisc's program.
+    pipeline = tc.trellis.compile_pipeline(model / "pipeline.json", cond_tokens=21)
+    assert (_bundle.parse(pipeline.bundle)["program"] ==
+            run_trellis.bundle_sections(exe)["program"])
     out = d / "files"
-    res = tc.trellis.run(None, np.load(model / "cond.npy"), bundle_path=exe,
-                         weights=weights, seed=1, ss_steps=1, slat_steps=1,
-                         formats=("gs",), out_dir=out, progress=progress)
+    res = pipeline.run(np.load(model / "cond.npy"), weights=weights, seed=1,
+                       ss_steps=1, slat_steps=1, formats=("gs",), out_dir=out,
+                       progress=progress)
     np.testing.assert_array_equal(res["slat"], np.load(ref / "slat.npy"))
     assert "rf_trivec" not in res and "gs_xyz" in res
     # Progress per stage and step; stage 1's coordinates before stage 2.

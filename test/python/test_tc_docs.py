@@ -11,7 +11,7 @@ import _tc_env  # noqa: F401
 import trellisc as tc
 
 MODULES = ["trellisc._trace", "trellisc.dtypes", "trellisc.input_info",
-           "trellisc.module", "trellisc.compile"] + [
+           "trellisc.module", "trellisc.compile", "trellisc.trellis"] + [
     f"trellisc.ops.{m.name}" for m in pkgutil.iter_modules(tc.ops.__path__)]
 
 

@@ -148,3 +148,22 @@ def test_pipeline_config_error_names_the_config_line(tmp_path):
     with pytest.raises(tc.TrellisError) as err:
         tc.trellis.compile_pipeline(cfg)
     assert re.search(re.escape(str(cfg)) + r":\d+:\d+", str(err.value)), str(err.value)
+
+
+def test_pipeline_weight_mismatch_names_the_config_value(tmp_path):
+    import subprocess
+    from _tc_env import BUILD
+    model = tmp_path / "model"
+    r = subprocess.run([str(BUILD / "bin/trellis-mkmodel"), "--preset", "tiny", "--seed",
+                        "1", "--out", str(model), "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    sidecar = model / "ckpts/slat_dec_gs_tiny.json"
+    text = sidecar.read_text()
+    assert '"mlp_ratio": 2,' in text
+    sidecar.write_text(text.replace('"mlp_ratio": 2,', '"mlp_ratio": 3,'))
+    line = next(i + 1 for i, l in enumerate(text.splitlines()) if '"mlp_ratio"' in l)
+    with pytest.raises(tc.TrellisError) as err:
+        tc.trellis.compile_pipeline(model / "pipeline.json", cond_tokens=21)
+    message = str(err.value)
+    assert f"{sidecar}:{line}:" in message and '"mlp_ratio": 3' in message, message
+    assert "in module: slat_decoder_gs/blocks.0.mlp" in message

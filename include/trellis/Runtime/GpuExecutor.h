@@ -41,6 +41,9 @@ struct GpuOptions {
   /// Time every command with CUDA events (eager launches) and report the
   /// totals per op kind in GpuReport::profile.
   bool profile = false;
+  /// Attention kernel configuration by name (runtime/kernels/attention.h),
+  /// for benchmarks; empty: the measured default per head dim.
+  std::string attentionConfig;
   /// Release a function's device weights and arena when its run ends.
   bool lowMemory = false;
   /// Pinned staging buffer for weight uploads (two halves, double-buffered).

@@ -57,6 +57,12 @@
 // CHECK: vector.load {{.*}} : memref<1024xf16>, vector<8xf16>
 // CHECK-NOT: arith.extf
 // CHECK: vector.store
+// The sampler's building blocks, with their scalars baked in as f32.
+// CHECK-LABEL: gpu.func @cfg_combine_f32_7_k11
+// CHECK: arith.constant 8.500000e+00 : f32
+// CHECK: arith.constant 7.500000e+00 : f32
+// CHECK-LABEL: gpu.func @euler_update_f32_7_k12
+// CHECK: arith.constant 2.500000e-01 : f32
 // CHECK-NOT: gpu.func @cast_f32_to_f16_2x4096x1024_k{{[1-9]}}
 
 // ANN-LABEL: func.func @elementwise
@@ -71,6 +77,8 @@
 // ANN: trellis.maximum {{.*}}grid = array<i64: 1, 1, 1>, kernel = "maximum_f32_7_k8"
 // ANN: trellis.add {{.*}}kernel = "add_i32_16_k9"
 // ANN: trellis.broadcast_rows {{.*}}kernel = "broadcast_rows_f16_2x1374x1024_k10"
+// ANN: trellis.cfg_combine {{.*}}kernel = "cfg_combine_f32_7_k11"
+// ANN: trellis.euler_update {{.*}}kernel = "euler_update_f32_7_k12"
 // Identical ops share one kernel.
 // ANN: trellis.cast {{.*}}kernel = "cast_f32_to_f16_2x4096x1024_k0"
 // ANN-LABEL: func.func @not_cuda
@@ -91,6 +99,8 @@ func.func @elementwise(%x: tensor<2x4096x1024xf32>, %a: tensor<1x512x128xf16>, %
   %8 = trellis.maximum %m, %m : (tensor<7xf32>, tensor<7xf32>) -> tensor<7xf32>
   %9 = trellis.add %i, %i : (tensor<16xi32>, tensor<16xi32>) -> tensor<16xi32>
   %b0 = trellis.broadcast_rows %row : (tensor<1x1024xf16>) -> tensor<2x1374x1024xf16>
+  %c0 = trellis.cfg_combine %m, %m {strength = 7.500000e+00 : f64} : (tensor<7xf32>, tensor<7xf32>) -> tensor<7xf32>
+  %e0 = trellis.euler_update %m, %c0 {dt = 2.500000e-01 : f64} : (tensor<7xf32>, tensor<7xf32>) -> tensor<7xf32>
   %10 = trellis.cast %x : (tensor<2x4096x1024xf32>) -> tensor<2x4096x1024xf16>
   return
 }

@@ -2163,10 +2163,10 @@ func.func @flow_two_region_args(%n: tensor<1x8xf32>, %c: tensor<1x4x16xf32>) {
 
 // -----
 
-func.func @flow_two_region_batch(%n: tensor<2x8xf32>, %c: tensor<1x4x16xf32>) {
-  // expected-error @+1 {{cond must have batch B = 2 in the two-region form, found 'tensor<1x4x16xf32>'}}
+func.func @flow_two_region_batch(%n: tensor<2x8xf32>, %c: tensor<3x4x16xf32>) {
+  // expected-error @+1 {{cond must have batch 1 or B = 2 in the two-region form, found 'tensor<3x4x16xf32>'}}
   %x = trellis.flow_sample %n, %c, %c {cfg_interval = array<f64: 0.5, 1.0>, cfg_strength = 3.0 : f64, rescale_t = 3.0 : f64, steps = 25 : i64}
-         : (tensor<2x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<2x8xf32> {
+         : (tensor<2x8xf32>, tensor<3x4x16xf32>, tensor<3x4x16xf32>) -> tensor<2x8xf32> {
   ^bb0(%x: tensor<2x8xf32>, %tau: tensor<2xf32>):
     trellis.yield %x : tensor<2x8xf32>
   } uncond {

@@ -15,10 +15,6 @@
 // DUMP: IR Dump After CSE
 // DUMP: IR Dump After TrellisVerifyLocations
 
-// Phases that are not built yet say so, and name the phase one can reach.
-// RUN: not trellisc %s 2>&1 | FileCheck %s --check-prefix=NOTYET
-// NOTYET: error: phase 'fusion' ({{.*}}) is not implemented yet for --target=cuda in this build of trellisc; from this input the compiler can reach 'graph' (use --compile-to=graph, or --target=cpu for the CPU reference backend)
-
 // GPU-only phases do not apply to the CPU target.
 // RUN: not trellisc %s --target=cpu --compile-to=fusion 2>&1 | FileCheck %s --check-prefix=GPUONLY
 // GPUONLY: error: phase 'fusion' exists only for GPU targets

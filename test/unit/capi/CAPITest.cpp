@@ -65,17 +65,18 @@ TEST(TrelliscCAPI, CompilesATraceToABundle) {
   wt.tensor.data = w.data();
   trellis_weights weights{&wt, 1, nullptr};
   trellis_tensor out{};
-  ASSERT_EQ(trellis_program_call(p, "main", &in, 1, &weights, nullptr, &out, 1,
-                                 &err),
-            TRELLIS_OK)
+  ASSERT_EQ(
+      trellis_program_call(p, "main", &in, 1, &weights, nullptr, &out, 1, &err),
+      TRELLIS_OK)
       << err.message;
   ASSERT_EQ(out.rank, 3);
   EXPECT_EQ(out.shape[1], 3);
   const float *y = static_cast<const float *>(out.data);
   for (size_t i = 0; i < x.size(); ++i) {
     double v = x[i];
-    double g = 0.5 * v *
-               (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    double g =
+        0.5 * v *
+        (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
     EXPECT_NEAR(y[i], 2 * g, 1e-5) << i;
   }
   trellis_tensor_free(&out);
@@ -84,18 +85,18 @@ TEST(TrelliscCAPI, CompilesATraceToABundle) {
   in.shape[1] = 9;
   std::vector<float> big(2 * 9 * 4);
   in.data = big.data();
-  EXPECT_EQ(trellis_program_call(p, "main", &in, 1, &weights, nullptr, &out, 1,
-                                 &err),
-            TRELLIS_ERR_RUNTIME);
+  EXPECT_EQ(
+      trellis_program_call(p, "main", &in, 1, &weights, nullptr, &out, 1, &err),
+      TRELLIS_ERR_RUNTIME);
   ASSERT_NE(err.message, nullptr);
   EXPECT_NE(std::string(err.message).find("bound 8"), std::string::npos)
       << err.message;
   // No weight table: the error names the missing tensor.
   in.shape[1] = 3;
   in.data = x.data();
-  EXPECT_NE(trellis_program_call(p, "main", &in, 1, nullptr, nullptr, &out, 1,
-                                 &err),
-            TRELLIS_OK);
+  EXPECT_NE(
+      trellis_program_call(p, "main", &in, 1, nullptr, nullptr, &out, 1, &err),
+      TRELLIS_OK);
   EXPECT_NE(std::string(err.message).find("'w'"), std::string::npos)
       << err.message;
   trellis_error_clear(&err);
@@ -126,7 +127,10 @@ TEST(TrelliscCAPI, UserErrorsCarryTheUsersLine) {
 }
 
 TEST(TrelliscCAPI, MalformedInputIsAUsageErrorNotAnAbort) {
-  const char *bad[] = {"", "{", "[]", R"({"format": "x", "version": 1})",
+  const char *bad[] = {"",
+                       "{",
+                       "[]",
+                       R"({"format": "x", "version": 1})",
                        R"({"format": "trellisc-trace", "version": 1,
                            "inputs": [], "weights": [], "outputs": [3],
                            "ops": [{"op": "nope", "in": []}]})",
@@ -157,8 +161,9 @@ TEST(TrelliscCAPI, InferOnlyReportsTypes) {
                                 R"({"infer_only": true})", &c.r);
   ASSERT_EQ(c.rc, TRELLISC_OK);
   std::string info = trellisc_result_info(c.r);
-  EXPECT_NE(info.find(R"("outputs":[{"bounds":[8],"dtype":"f32","shape":[2,-1,4]}])"),
-            std::string::npos)
+  EXPECT_NE(
+      info.find(R"("outputs":[{"bounds":[8],"dtype":"f32","shape":[2,-1,4]}])"),
+      std::string::npos)
       << info;
   size_t size = 0;
   EXPECT_EQ(trellisc_result_bundle(c.r, &size), nullptr);

@@ -62,6 +62,7 @@ protected:
     ASSERT_TRUE(pipeline.isOk()) << pipeline.message();
     pipeline_ = new config::PipelineConfig(std::move(*pipeline));
     files_ = new std::map<std::string, std::shared_ptr<const SafetensorsFile>>;
+    baselines_ = new std::map<int64_t, HostTensor>;
     for (const config::ModelRef &m : pipeline_->models) {
       if (!m.config)
         continue;
@@ -73,13 +74,13 @@ protected:
   static void TearDownTestSuite() {
     delete pipeline_;
     delete files_;
-    delete baseline_;
+    delete baselines_;
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
 
   /// The pipeline after the graph phase (as trellisc --compile-to=graph).
-  mlir::OwningOpRef<mlir::ModuleOp> graphModule() {
+  mlir::OwningOpRef<mlir::ModuleOp> graphModule(int64_t batch) {
     trace::Tracer tracer(context_);
     tracer.setWeightLookup(
         [](const std::string &model,
@@ -94,6 +95,7 @@ protected:
         });
     models::PipelineOptions options;
     options.condTokens = kCondTokens;
+    options.batch = batch;
     models::buildPipeline(tracer, *pipeline_, options);
     EXPECT_FALSE(tracer.hasErrors()) << tracer.errors().front().render();
     mlir::OwningOpRef<mlir::ModuleOp> module = tracer.takeModule();
@@ -105,7 +107,7 @@ protected:
   }
 
   /// ss_stage's latent on the CPU reference, kSteps sampler steps.
-  HostTensor runSsStage(mlir::ModuleOp module) {
+  HostTensor runSsStage(mlir::ModuleOp module, int64_t batch) {
     auto serialized = serializeHostProgram(module, {"ss_stage"});
     EXPECT_TRUE(mlir::succeeded(serialized));
     if (mlir::failed(serialized))
@@ -130,7 +132,7 @@ protected:
     overrides.steps = kSteps;
     exec.setSamplerOverrides("ss_stage", overrides);
     HostTensor cond = mkmodel::syntheticCond(7, "cond", kCondTokens, 128);
-    HostTensor noise(DType::F32, {1, 8, 8, 8, 8});
+    HostTensor noise(DType::F32, {batch, 8, 8, 8, 8});
     for (int64_t i = 0; i < noise.numel(); ++i)
       noise.mutableData<float>()[i] = float(mkmodel::syntheticNormal(99, i));
     auto out = exec.run("ss_stage", {cond, noise});
@@ -153,18 +155,19 @@ protected:
   /// Runs ss_stage before and after `passes`; returns the relative L2
   /// distance of the latents and the transformed module in `after`.
   double compare(const std::function<void(mlir::OpPassManager &)> &passes,
-                 mlir::OwningOpRef<mlir::ModuleOp> *after = nullptr) {
-    mlir::OwningOpRef<mlir::ModuleOp> module = graphModule();
+                 mlir::OwningOpRef<mlir::ModuleOp> *after = nullptr,
+                 int64_t batch = 1) {
+    mlir::OwningOpRef<mlir::ModuleOp> module = graphModule(batch);
     // The unfused latent is the same for every test: computed once.
-    if (!baseline_)
-      baseline_ = new HostTensor(runSsStage(*module));
-    const HostTensor &before = *baseline_;
+    if (!baselines_->count(batch))
+      baselines_->emplace(batch, runSsStage(*module, batch));
+    const HostTensor &before = baselines_->at(batch);
     mlir::PassManager pm(&context_);
     passes(pm);
     pm.addPass(mlir::trellis::createTrellisVerifyLocations());
     EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
-    HostTensor transformed = runSsStage(*module);
-    EXPECT_EQ(before.numel(), 8 * 512);
+    HostTensor transformed = runSsStage(*module, batch);
+    EXPECT_EQ(before.numel(), batch * 8 * 512);
     EXPECT_EQ(transformed.numel(), before.numel());
     double err = before.numel() && transformed.numel() == before.numel()
                      ? relativeL2(transformed, before)
@@ -192,14 +195,14 @@ protected:
   static std::string dir_;
   static config::PipelineConfig *pipeline_;
   static std::map<std::string, std::shared_ptr<const SafetensorsFile>> *files_;
-  static HostTensor *baseline_;
+  static std::map<int64_t, HostTensor> *baselines_;
 };
 
 std::string FusionNumeric::dir_;
 config::PipelineConfig *FusionNumeric::pipeline_ = nullptr;
 std::map<std::string, std::shared_ptr<const SafetensorsFile>>
     *FusionNumeric::files_ = nullptr;
-HostTensor *FusionNumeric::baseline_ = nullptr;
+std::map<int64_t, HostTensor> *FusionNumeric::baselines_ = nullptr;
 
 TEST_F(FusionNumeric, SpecializeGuidanceAndHoistingAreExact) {
   mlir::OwningOpRef<mlir::ModuleOp> after;
@@ -215,6 +218,22 @@ TEST_F(FusionNumeric, SpecializeGuidanceAndHoistingAreExact) {
   for (mlir::Operation &op : *sampler->getBlock())
     hoisted += mlir::isa<mlir::trellis::LinearOp>(op);
   EXPECT_EQ(hoisted, 4);
+}
+
+// Batch 2 with a batch-1 condition: the conditions are repeated above the
+// two-region sampler.
+TEST_F(FusionNumeric, FusionPipelineBatch2) {
+  mlir::OwningOpRef<mlir::ModuleOp> after;
+  double err = compare(
+      [](mlir::OpPassManager &pm) { mlir::trellis::buildFusionPipeline(pm); },
+      &after, /*batch=*/2);
+  EXPECT_LT(err, 2e-3);
+  mlir::trellis::FlowSampleOp sampler;
+  after->lookupSymbol("ss_stage")->walk([&](mlir::trellis::FlowSampleOp op) {
+    sampler = op;
+  });
+  ASSERT_TRUE(sampler);
+  EXPECT_TRUE(sampler.isSpecialized());
 }
 
 TEST_F(FusionNumeric, FoldZeroConditioning) {

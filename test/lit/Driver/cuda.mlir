@@ -1,0 +1,42 @@
+// --target=cuda (the default): fusion, partition and codegen annotate the ops;
+// --emit=ptx prints the generated kernels; the bundle carries PTX and the
+// attention kernel images, and names the GPU entry.
+// RUN: trellisc %s --compile-to=codegen | FileCheck %s --check-prefix=IR
+// IR-LABEL: func.func @main
+// IR-SAME: trellis.device = "cuda"
+// IR: trellis.linear {{.*}}activation = "gelu_tanh"
+// IR: trellis.layer_norm {{.*}}trellis.launch = {block = array<i64: {{.*}}>, grid = array<i64: {{.*}}>, kernel = "[[LN:layer_norm_f16_[0-9a-z_]+]]"
+// IR: trellis.attention
+
+// RUN: trellisc %s --compile-to=codegen --emit=ptx -o %t.ptx
+// RUN: FileCheck %s --input-file=%t.ptx --check-prefix=PTX
+// PTX: .target sm_90a
+// PTX: .entry layer_norm_f16_
+
+// RUN: trellisc %s --emit=bundle -o %t.bundle
+// RUN: trellis-runtime --bundle %t.bundle --inspect | FileCheck %s --check-prefix=BUNDLE
+// BUNDLE: "gpu_entries":["main"]
+// BUNDLE-SAME: "target":"cuda"
+// BUNDLE: ptx.sm_90a:
+// BUNDLE: ptx.compute_75:
+// BUNDLE: attn.sm_90a:
+// BUNDLE: attn.compute_80:
+// BUNDLE: attn.compute_75:
+
+// What the GPU cannot run is an error at the user's line, before any file.
+// RUN: sed 's/1x128x1x64xf16/1x128x4x16xf16/g' %s > %t.d16.mlir
+// RUN: not trellisc %t.d16.mlir -o %t.d16.exe 2>&1 | FileCheck %s --check-prefix=D16
+// D16: model.py:7:3: error: 'trellis.attention' op cannot run on the GPU: the attention kernels take fp16 [B, L, H, d] with head dim 64, 80 or 128, found 'tensor<1x128x4x16xf16>'
+// D16-NOT: see current operation
+// RUN: not ls %t.d16.exe
+#loc = loc(fused["user_model/block", "user"("model.py":7:3)])
+func.func @main(%x: tensor<1x128x64xf16>, %w1: tensor<256x64xf16>, %b1: tensor<256xf16>,
+                %w2: tensor<64x256xf16>) -> tensor<1x128x1x64xf16> {
+  %h = trellis.linear %x, %w1, %b1 : (tensor<1x128x64xf16>, tensor<256x64xf16>, tensor<256xf16>) -> tensor<1x128x256xf16> loc(#loc)
+  %g = trellis.gelu %h : tensor<1x128x256xf16> loc(#loc)
+  %y = trellis.linear %g, %w2 : (tensor<1x128x256xf16>, tensor<64x256xf16>) -> tensor<1x128x64xf16> loc(#loc)
+  %n = trellis.layer_norm %y {eps = 1.0e-6 : f64} : (tensor<1x128x64xf16>) -> tensor<1x128x64xf16> loc(#loc)
+  %q = trellis.reshape %n : (tensor<1x128x64xf16>) -> tensor<1x128x1x64xf16> loc(#loc)
+  %a = trellis.attention %q, %q, %q {scale = 0.125 : f64} : (tensor<1x128x1x64xf16>, tensor<1x128x1x64xf16>, tensor<1x128x1x64xf16>) -> tensor<1x128x1x64xf16> loc(#loc)
+  return %a : tensor<1x128x1x64xf16>
+}
