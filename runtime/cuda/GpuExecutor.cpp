@@ -1310,20 +1310,13 @@ Status GpuExecutor::Impl::checkNode(Prepared &p, const Node &node) {
     }
   if (!options.checkOps)
     return Status::ok();
+  // Inputs as the GPU holds them (views of weights included).
   std::vector<RtValue> inputs;
   for (int s : node.in) {
-    const SlotInfo &info = p.slots[root(p, s)];
-    if (info.where == SlotInfo::Where::Weight) {
-      auto w = weights(info.weightModel, info.weightName);
-      if (!w)
-        return Error{w.message()};
-      inputs.push_back(w->reshaped(p.slots[s].type.shape)); // views of it
-    } else {
-      auto t = download(p, s);
-      if (!t)
-        return opError(instr, t.message());
-      inputs.push_back(t->reshaped(p.slots[s].type.shape));
-    }
+    auto t = download(p, s);
+    if (!t)
+      return opError(instr, t.message());
+    inputs.push_back(*t);
   }
   // The CPU reference applies activations etc. from the same attributes.
   auto ref = CpuExecutor::evalOp(program, instr, std::move(inputs));
