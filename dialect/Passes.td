@@ -52,7 +52,10 @@ def TrellisFoldZeroConditioning
     its bias repeated (`trellis.broadcast_rows`) or zero; reshapes and
     splits of repeated rows → repeated reshaped / split rows; attention
     whose v is one row repeated over the keys → that row repeated over the
-    queries (the softmax weights sum to one; k does not matter); a linear
+    queries (the softmax weights sum to one; k does not matter), for
+    `trellis.sparse.cross_attention` too (its N voxel rows, a bounded
+    dynamic dimension, come from the queries at run time: the `like`
+    operand of `trellis.broadcast_rows`); a linear
     of repeated rows → the linear of the row (one GEMV), repeated; an
     elementwise add/sub/mul with repeated rows → the op with the row
     (NumPy broadcasting). Locations of the replaced ops are kept (fused).

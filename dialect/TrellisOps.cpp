@@ -16,6 +16,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/Support/Format.h"
 
@@ -807,6 +808,19 @@ LogicalResult ReshapeOp::verify() {
   return success();
 }
 
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getResult().getType())
+    return getInput();
+  // reshape(reshape(x)) -> reshape(x): both keep the row-major order. With a
+  // dynamic dimension x has one too (the verifier's rule), and the maximal
+  // element counts of all three types agree.
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(inner.getInput());
+    return getResult();
+  }
+  return {};
+}
+
 LogicalResult PermuteOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> location,
     PermuteOp::Adaptor adaptor, SmallVectorImpl<Type> &inferredReturnTypes) {
@@ -938,6 +952,18 @@ LogicalResult SplitOp::verify() {
   return success();
 }
 
+LogicalResult SplitOp::canonicalize(SplitOp op, PatternRewriter &rewriter) {
+  if (op.getNumResults() != 1)
+    return failure();
+  Value input = op.getInput();
+  Type type = op.getResult(0).getType();
+  if (input.getType() == type)
+    rewriter.replaceOp(op, input);
+  else
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, type, input);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // BroadcastRowsOp
 //===----------------------------------------------------------------------===//
@@ -956,7 +982,34 @@ LogicalResult BroadcastRowsOp::verify() {
     return emitOpError("result must be [N..., ")
            << shapeToString(row).substr(4) << " (row's dimensions after the "
            << "first, after one or more leading ones), found " << result;
+  Value like = getLike();
+  if (result.hasStaticShape()) {
+    if (like)
+      return emitOpError("a static result takes no 'like' operand");
+    return success();
+  }
+  if (!like)
+    return emitOpError("the dynamic result ")
+           << result << " needs a 'like' operand for its leading dimensions";
+  auto likeType = cast<RankedTensorType>(like.getType());
+  int64_t lead = getNumLeadingDims();
+  if (likeType.getRank() < lead)
+    return emitOpError("'like' must have at least the result's ")
+           << lead << " leading dimension(s), found " << likeType;
+  for (int64_t d = 0; d < lead; ++d)
+    if (likeType.getDimSize(d) != result.getDimSize(d) ||
+        getDimUpperBound(likeType, d) != getDimUpperBound(result, d))
+      return emitOpError("leading dimension ")
+             << d << " of the result " << result << " differs from that of "
+             << "'like' " << likeType;
   return success();
+}
+
+OpFoldResult BroadcastRowsOp::fold(FoldAdaptor) {
+  // One row repeated once.
+  if (getRow().getType() == getResult().getType())
+    return getRow();
+  return {};
 }
 
 //===----------------------------------------------------------------------===//

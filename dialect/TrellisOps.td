@@ -733,6 +733,9 @@ def Trellis_ReshapeOp : Trellis_PureOp<"reshape"> {
     element counts (bound × static sizes) are equal; the runtime checks that
     the actual count divides by the result's static sizes.
 
+    Folds to x when the types are equal, and a reshape of a reshape to one
+    reshape of the first input (row-major order is kept by both).
+
     Verifier: one element type; both static with equal element counts, or
     both with one dynamic dimension and equal maximal element counts.
 
@@ -744,6 +747,7 @@ def Trellis_ReshapeOp : Trellis_PureOp<"reshape"> {
   let results = (outs Trellis_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Trellis_PermuteOp : Trellis_PureOp<"permute", [InferTypeOpAdaptor]> {
@@ -800,18 +804,42 @@ def Trellis_BroadcastRowsOp : Trellis_PureOp<"broadcast_rows"> {
     (the projections of the zero negative condition); the result has row's
     element type.
 
+    A result with bounded dynamic leading dimensions (the N voxel rows of
+    the SLat stage) takes their sizes at run time from the optional `like`
+    operand: the leading dimensions N... of the result are those of `like`
+    (e.g. the queries of the `trellis.sparse.cross_attention` that the
+    repeated rows replace); its other dimensions and its element type do not
+    matter. A static result has no `like`.
+
+    Folds to `row` when the result has row's type (a single row).
+
     Verifier: row has rank ≥ 2 and dimension 0 of size 1; the result has
     row's element type, rank ≥ row's rank, and ends with row's dimensions
-    1.. (static).
+    1.. (static); `like` is present exactly when the result has a dynamic
+    dimension, and then has at least as many dimensions as the result has
+    leading ones, agreeing with them (dynamic with dynamic, same bound).
 
     ```mlir
     %b = trellis.broadcast_rows %row : (tensor<1x1024xf16>) -> tensor<2x1374x1024xf16>
     ```
+
+    ```mlir
+    %o = trellis.broadcast_rows %row, %q
+           : (tensor<1x16x64xf16>, tensor<?x16x64xf16, #trellis.bounds<[32768]>>)
+           -> tensor<?x16x64xf16, #trellis.bounds<[32768]>>
+    ```
   }];
-  let arguments = (ins Trellis_AnyTensor:$row);
+  let arguments = (ins Trellis_AnyTensor:$row,
+                       Optional<Trellis_AnyTensor>:$like);
   let results = (outs Trellis_AnyTensor:$result);
-  let assemblyFormat = "$row attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$row (`,` $like^)? attr-dict `:` functional-type(operands, results)";
+  let builders = [
+    OpBuilder<(ins "Type":$resultType, "Value":$row), [{
+      build($_builder, $_state, resultType, row, Value());
+    }]>
+  ];
   let hasVerifier = 1;
+  let hasFolder = 1;
   let extraClassDeclaration = [{
     /// The number of leading (repeated) dimensions of the result.
     int64_t getNumLeadingDims() {
@@ -828,6 +856,9 @@ def Trellis_SplitOp : Trellis_PureOp<"split", [InferTypeOpAdaptor]> {
     [Σ_{j<i} sizes[j], Σ_{j≤i} sizes[j]) of that axis. E.g. the adaLN chunks
     (shift, scale, gate, …) and the [q | k | v] channel split.
 
+    A split into one piece is its input: canonicalized to x (or to a
+    `trellis.reshape` of x where the types differ).
+
     Verifier: `axis` in [−rank, rank) with a static size equal to
     Σ sizes; every size ≥ 1.
 
@@ -842,6 +873,7 @@ def Trellis_SplitOp : Trellis_PureOp<"split", [InferTypeOpAdaptor]> {
   let results = (outs Variadic<Trellis_AnyTensor>:$results);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasCanonicalizeMethod = 1;
 }
 
 } // Trellis_LayoutGroup

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepares build-gpu/ for bench/ss_gpu/run_device.sh on a GPU machine without the Debian toolchain:
-# the runtime-side binaries, the two compiled pipelines and the shared libraries they link.
+# the runtime-side binaries, the two compiled pipelines, the shared libraries they link and the
+# generated-kernel check's PTX + manifest (build-gpu/codegen, test/gpu/codegen/README.md).
 #   bench/ss_gpu/prepare.sh [build-dir]      (default build; needs /tmp/tiny and /tmp/large, made
 #                                             here with trellis-mkmodel if missing)
 set -euo pipefail
@@ -13,6 +14,7 @@ mkdir -p "$G/lib"
 cp "$BUILD/bin/trellis-mkmodel" "$BUILD/bin/trellis-ss-bench" "$G/"
 "$BUILD/bin/trellisc" /tmp/tiny/pipeline.json --target=cuda --cond-tokens 21 -o "$G/tiny.exe"
 "$BUILD/bin/trellisc" /tmp/large/pipeline.json --target=cuda -o "$G/large.exe"
+python3 "$ROOT/test/gpu/codegen/gen_cases.py" --trellis-opt "$BUILD/bin/trellis-opt" --out "$G/codegen"
 for lib in libzip.so.4 libtinygltf.so.2d libmeshoptimizer.so.2d libstb.so.0; do
   cp -L "/lib/x86_64-linux-gnu/$lib" "$G/lib/"
 done

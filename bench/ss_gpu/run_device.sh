@@ -2,15 +2,17 @@
 # The issue-5 check-and-measure run on a GPU machine, in one go (bench/ss_gpu/README.md).
 # Needs build-gpu/ prepared by bench/ss_gpu/prepare.sh on the build machine:
 #   trellis-mkmodel, trellis-ss-bench, tiny.exe and large.exe (trellisc --target=cuda), lib/ (the
-#   Debian shared libraries the runtime links, for a machine without them).
+#   Debian shared libraries the runtime links, for a machine without them), codegen/ (the generated
+#   kernels' PTX and case manifest, test/gpu/codegen/gen_cases.py).
 # Writes everything under $OUT (default ./out-gpu). Steps can be picked: run_device.sh tiny large bench
+# (default: tiny memcheck kernels large bench).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=$ROOT/build-gpu
 OUT=${OUT:-$ROOT/out-gpu}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-STEPS=${*:-tiny memcheck large bench}
+STEPS=${*:-tiny memcheck kernels large bench}
 log() { echo "== $* ==" | tee -a "$OUT/summary.txt"; }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 nvidia-smi -L | tee "$OUT/device.txt"
@@ -66,6 +68,14 @@ if has memcheck; then
       --out "$OUT/tiny_memcheck" --gpu require $g > "$OUT/memcheck$g.log" 2>&1
     echo "rc=$? $g" | tee -a "$OUT/summary.txt"; grep -E "ERROR SUMMARY" "$OUT/memcheck$g.log" | tee -a "$OUT/summary.txt"
   done
+fi
+
+if has kernels; then
+  log "generated kernels: every family against the reference math, bandwidth"
+  python3 "$ROOT/test/gpu/codegen/check_kernels.py" --dir "$B/codegen" --json "$OUT/kernels.json" \
+    > "$OUT/kernels.txt" 2>&1
+  echo "rc=$?" | tee -a "$OUT/summary.txt"
+  grep -E "^BAD|layer_norm|gated_residual|kernels," "$OUT/kernels.txt" | tee -a "$OUT/summary.txt"
 fi
 
 if has large; then

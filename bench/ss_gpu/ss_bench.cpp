@@ -24,9 +24,9 @@
 using namespace trellis;
 
 int main(int argc, char **argv) {
-  std::string exe, model, attention;
+  std::string exe, model, attention, norms = "q-fused";
   int reps = 5;
-  bool graphs = true, profile = false;
+  bool graphs = true, profile = false, tune = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--exe" && i + 1 < argc)
@@ -39,11 +39,15 @@ int main(int argc, char **argv) {
       graphs = false;
     else if (a == "--profile")
       profile = true;
+    else if (a == "--no-gemm-tuning")
+      tune = false;
     else if (a == "--attention" && i + 1 < argc)
       attention = argv[++i];
+    else if (a == "--attention-norms" && i + 1 < argc)
+      norms = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s --exe trellis.exe --model DIR [--reps N] "
-                           "[--no-graphs] [--profile] [--attention CONFIG]\n",
+                           "[--no-graphs] [--profile] [--no-gemm-tuning] [--attention CONFIG]\n       [--attention-norms q-fused|prepass|fused]\n",
                    argv[0]);
       return 2;
     }
@@ -73,7 +77,9 @@ int main(int argc, char **argv) {
   options.gpu.mode = GpuMode::Require;
   options.gpu.options.cudaGraphs = graphs;
   options.gpu.options.profile = profile;
+  options.gpu.options.tuneGemms = tune;
   options.gpu.options.attentionConfig = attention;
+  options.gpu.options.attentionNorms = norms;
   options.gpuCode = BundleGpuCode::from(*bundle);
   options.notice = [](const std::string &l) {
     std::fprintf(stderr, "%s\n", l.c_str());

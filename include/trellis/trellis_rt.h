@@ -134,6 +134,10 @@ TRELLIS_RT_API trellis_status trellis_program_call(
 #define TRELLIS_FLAG_DETERMINISTIC 2u /* CPU: always deterministic */
 #define TRELLIS_FLAG_GRAPHS 4u        /* GPU: CUDA graphs (no-op on CPU) */
 #define TRELLIS_FLAG_CHECK_FINITE 8u  /* stop at the first NaN/Inf op */
+/* Where the bundle's GPU stages run (default: the GPU when one is usable,
+ * else the CPU reference, with a MESSAGE progress notice). */
+#define TRELLIS_FLAG_CPU_ONLY 16u    /* always the CPU reference */
+#define TRELLIS_FLAG_REQUIRE_GPU 32u /* the GPU or an error saying why not */
 
 /* Sampler settings of one stage. 0 (steps) or NaN (others) keep what was
  * compiled. steps and cfg_strength change at run time; sigma_min,

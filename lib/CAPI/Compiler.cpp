@@ -49,6 +49,12 @@ struct trellisc_result {
 namespace trellis::capi {
 namespace {
 
+/// JSON text that never throws (an invalid UTF-8 byte in a path would;
+/// this code is built without exceptions, so a throw would abort).
+std::string safeDump(const json &j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 /// Options common to both inputs.
 struct CompileOptions {
   std::string target = "cpu";
@@ -209,7 +215,7 @@ int finish(ModuleOp module, const CompileOptions &o,
   bundle.set("program", std::move(program->program));
   bundle.set("locations", std::move(program->locations));
   bundle.set("weights", weightManifest);
-  bundle.set("meta", meta.dump());
+  bundle.set("meta", safeDump(meta));
   r.bundle = bundle.serialize();
   return TRELLISC_OK;
 }
@@ -246,7 +252,7 @@ int compileTrace(const char *text, size_t size, const char *optionsJson,
     r.diags.push_back(plain(replay.usageError));
     return TRELLISC_USAGE_ERROR;
   }
-  r.info = replay.info.dump();
+  r.info = safeDump(replay.info);
   if (tracer.hasErrors()) {
     for (const trace::TraceError &e : tracer.errors()) {
       DiagRecord d = fromTraceError(e);
@@ -263,7 +269,7 @@ int compileTrace(const char *text, size_t size, const char *optionsJson,
                {"input", replay.source},
                {"frontend", "python"}};
   json weights = json::object();
-  return finish(*module, o, {replay.function}, meta, weights.dump(), r);
+  return finish(*module, o, {replay.function}, meta, safeDump(weights), r);
 }
 
 /// Config + trace phases of a pipeline.json, as trellisc's tracePipeline.
@@ -392,7 +398,7 @@ int compilePipeline(const char *path, const char *optionsJson,
   if (const config::ModelRef *flow = pipeline->model(config::kSLatFlowKey);
       flow && flow->config && flow->config->slatFlow())
     meta["slat_resolution"] = *flow->config->slatFlow()->resolution;
-  return finish(*module, o, entries, meta, weights.dump(), r);
+  return finish(*module, o, entries, meta, safeDump(weights), r);
 }
 
 void finalize(trellisc_result &r) {

@@ -215,6 +215,7 @@ private:
   ReplayResult result_;
   std::vector<trace::Tensor> values_;
   std::map<std::string, trace::WeightInfo> weights_;
+  std::map<std::string, trace::Tensor> constants_;
 };
 
 bool Replayer::operands(const json &o, const std::string &where,
@@ -327,7 +328,17 @@ bool Replayer::op(const json &o, size_t index) {
                 ? ShapedType::kDynamic
                 : (known > 0 && total % known == 0 ? total / known : -1);
     }
-    out.push_back(trace::reshape(in[0], shape, here));
+    bool valid = true;
+    for (int64_t d : shape)
+      valid &= d >= 0 || ShapedType::isDynamic(d);
+    if (!valid) {
+      t_.error("reshape: the shape may hold one -1 (inferred) and sizes "
+               ">= 0 only",
+               here);
+      out.push_back(trace::Tensor());
+    } else {
+      out.push_back(trace::reshape(in[0], shape, here));
+    }
   } else if (name == "permute") {
     std::vector<int64_t> perm;
     if (!arity(1, 1) || !getInts(attrs, "perm", perm, where))
@@ -358,6 +369,9 @@ bool Replayer::op(const json &o, size_t index) {
     if (!arity(0, 0) || !getDType(attrs, dtype, where) ||
         !getInts(attrs, "shape", shape, where))
       return false;
+    for (int64_t d : shape)
+      if (d < 0)
+        return fail(where + ": negative dimension in 'shape'");
     auto values = attrs.find("values");
     if (values == attrs.end() || !values->is_array() ||
         int64_t(values->size()) != numElements(shape))
@@ -373,9 +387,20 @@ bool Replayer::op(const json &o, size_t index) {
       else
         v.mutableData<float>()[i] = float(x.get<double>());
     }
-    trace::Tensor c = trace::constant(t_, v, here);
-    out.push_back(isInt || dtype == DType::F32 ? c
-                                               : trace::cast(c, dtype, here));
+    // Equal constants are one value (at the first one's location): the
+    // folder would merge them and drop both locations.
+    std::string key =
+        attrs.dump(-1, ' ', false, json::error_handler_t::replace);
+    auto cached = constants_.find(key);
+    if (cached != constants_.end()) {
+      out.push_back(cached->second);
+    } else {
+      trace::Tensor c = trace::constant(t_, v, here);
+      if (!isInt && dtype != DType::F32)
+        c = trace::cast(c, dtype, here);
+      constants_[key] = c;
+      out.push_back(c);
+    }
   } else {
     return fail(where + ": unknown op '" + name + "'");
   }
@@ -435,13 +460,19 @@ ReplayResult Replayer::run() {
         d = ShapedType::kDynamic;
         ++dynamic;
       }
+    for (int64_t b : bounds)
+      if (b < 1)
+        return fail(where + ": bounds must be >= 1"), result_;
     if (dynamic != bounds.size())
       return fail(where + ": one bound per dynamic (-1) dimension"), result_;
     argTypes.push_back(t_.tensorType(shape, dtype, bounds));
   }
-  t_.setUserOrigin(std::nullopt);
+  // The function is where the user compiled it (the trace's "loc").
+  if (!setOrigin(trace_, "trace"))
+    return result_;
   std::vector<trace::Tensor> args =
       t_.beginFunction(result_.function, argTypes);
+  t_.setUserOrigin(std::nullopt);
   values_.assign(args.begin(), args.end());
 
   // Parameters: trellis.weight ops of model "params", bound at run time.
@@ -454,6 +485,9 @@ ReplayResult Replayer::run() {
     if (!w.is_object() || !getString(w, "name", name, where) ||
         !getDType(w, dtype, where) || !getInts(w, "shape", shape, where))
       return result_;
+    for (int64_t d : shape)
+      if (d < 0)
+        return fail(where + ": negative dimension in 'shape'"), result_;
     weights_[name] = trace::WeightInfo{dtype, shape};
   }
   t_.setModel("params", std::nullopt);

@@ -198,6 +198,19 @@ public:
     return arith::TruncFOp::create(b, loc, target, x);
   }
 
+  /// A workgroup (shared memory) buffer of n f32, 16-byte aligned for
+  /// vector accesses.
+  Value workgroupF32(int64_t n) {
+    auto ty = MemRefType::get(
+        {n}, b.getF32Type(), AffineMap(),
+        gpu::AddressSpaceAttr::get(b.getContext(),
+                                   gpu::AddressSpace::Workgroup));
+    Value buf = func.addWorkgroupAttribution(ty, loc);
+    func.setWorkgroupAttributionAttr(func.getNumWorkgroupAttributions() - 1,
+                                     "llvm.align", b.getI64IntegerAttr(16));
+    return buf;
+  }
+
   Value lane(Value vec, int64_t i) {
     if (!isa<VectorType>(vec.getType()))
       return vec;
@@ -502,16 +515,58 @@ Value warpAllReduce(KernelBuilder &kb, Value v, int64_t lanes, bool isMax) {
   return v;
 }
 
-/// The per-element output of a row kernel from the f32 value x, the row
-/// statistics and the column `col` (index of the first of the V elements).
+/// The row statistics the per-element output uses.
 struct RowStats {
   Value mean, rstd; ///< layer norms
   Value denom;      ///< head_rms_norm: max(‖u‖, 1e-12)
   Value max, sum;   ///< softmax
 };
 
+/// The per-column parameters of a row kernel's output at V columns from
+/// `col`, as loaded (f32 affine / head_rms_norm γ, the modulation's vectors
+/// in their dtype). Loaded with the row, before the reduction, so that their
+/// latency overlaps x's instead of following the statistics.
+struct RowParams {
+  Value gamma, beta, scale, shift;
+};
+
+/// `affine`: γ and β staged in workgroup memory by stageAffine, or null.
+RowParams loadRowParams(KernelBuilder &kb, const RowSpec &s, Value row,
+                        Value col, int64_t v, Value affine = {}) {
+  RowParams p;
+  switch (s.kind) {
+  case RowKind::LayerNorm:
+  case RowKind::LayerNormModulate: {
+    if (s.gamma >= 0)
+      p.gamma = affine ? kb.load(affine, col, v)
+                       : kb.load(kb.arg(s.gamma), col, v);
+    if (s.beta >= 0)
+      p.beta = affine ? kb.load(affine, kb.add(col, kb.idx(s.n)), v)
+                      : kb.load(kb.arg(s.beta), col, v);
+    if (s.kind == RowKind::LayerNormModulate) {
+      auto off = [&](bool perRow) {
+        return perRow ? kb.add(kb.mul(row, s.n), col)
+                      : kb.add(kb.mul(kb.div(row, s.tokens), s.n), col);
+      };
+      p.scale = kb.load(kb.arg(s.scale), off(s.scalePerRow), v);
+      p.shift = kb.load(kb.arg(s.shift), off(s.shiftPerRow), v);
+    }
+    break;
+  }
+  case RowKind::HeadRms:
+    p.gamma = kb.load(kb.arg(s.gamma),
+                      kb.add(kb.mul(kb.rem(row, s.heads), s.n), col), v);
+    break;
+  case RowKind::Softmax:
+    break;
+  }
+  return p;
+}
+
+/// The per-element output of a row kernel from the f32 value x, the row
+/// statistics and the column parameters of its V elements.
 Value rowOutput(KernelBuilder &kb, const RowSpec &s, Value x,
-                const RowStats &st, Value row, Value col, int64_t v) {
+                const RowStats &st, const RowParams &p, int64_t v) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   Type t = x.getType();
@@ -521,17 +576,13 @@ Value rowOutput(KernelBuilder &kb, const RowSpec &s, Value x,
   case RowKind::LayerNormModulate: {
     Value y = arith::MulFOp::create(
         b, loc, arith::SubFOp::create(b, loc, x, bc(st.mean)), bc(st.rstd));
-    if (s.gamma >= 0)
-      y = arith::MulFOp::create(b, loc, y, kb.load(kb.arg(s.gamma), col, v));
-    if (s.beta >= 0)
-      y = arith::AddFOp::create(b, loc, y, kb.load(kb.arg(s.beta), col, v));
+    if (p.gamma)
+      y = arith::MulFOp::create(b, loc, y, p.gamma);
+    if (p.beta)
+      y = arith::AddFOp::create(b, loc, y, p.beta);
     if (s.kind == RowKind::LayerNormModulate) {
-      auto off = [&](bool perRow) {
-        return perRow ? kb.add(kb.mul(row, s.n), col)
-                      : kb.add(kb.mul(kb.div(row, s.tokens), s.n), col);
-      };
-      Value sc = kb.toF32(kb.load(kb.arg(s.scale), off(s.scalePerRow), v));
-      Value sh = kb.toF32(kb.load(kb.arg(s.shift), off(s.shiftPerRow), v));
+      Value sc = kb.toF32(p.scale);
+      Value sh = kb.toF32(p.shift);
       y = arith::MulFOp::create(
           b, loc, y, arith::AddFOp::create(b, loc, kb.f32(1, t), sc));
       y = arith::AddFOp::create(b, loc, y, sh);
@@ -540,10 +591,8 @@ Value rowOutput(KernelBuilder &kb, const RowSpec &s, Value x,
   }
   case RowKind::HeadRms: {
     // u / max(‖u‖, 1e-12) · γ[h] · √d, in that order.
-    Value g = kb.load(kb.arg(s.gamma),
-                      kb.add(kb.mul(kb.rem(row, s.heads), s.n), col), v);
     Value y = arith::DivFOp::create(b, loc, x, bc(st.denom));
-    y = arith::MulFOp::create(b, loc, y, g);
+    y = arith::MulFOp::create(b, loc, y, p.gamma);
     return arith::MulFOp::create(
         b, loc, y, kb.f32(double(float(std::sqrt(double(s.n)))), t));
   }
@@ -565,6 +614,30 @@ Value horizontal(KernelBuilder &kb, Value x, int64_t v, bool isMax) {
                 : Value(arith::AddFOp::create(kb.b, kb.loc, acc, e));
   }
   return acc;
+}
+
+/// Copies a layer norm's f32 γ (to [0, n)) and β (to [n, 2n)) into a
+/// workgroup buffer, the block's threads sharing the copy; readable after the
+/// next gpu.barrier. Per-thread registers for them would cost as much as x
+/// (and halve the blocks per SM), and loads from global memory issued after
+/// the first store of the output could not be moved above it.
+Value stageAffine(KernelBuilder &kb, const RowSpec &s) {
+  OpBuilder &b = kb.b;
+  Value affine = kb.workgroupF32(2 * s.n);
+  const int64_t vs = pow2Divisor(s.n, 4);
+  Value tid = gpu::ThreadIdOp::create(b, kb.loc, gpu::Dimension::x);
+  for (int64_t i = 0; i < ceilDiv(s.n, kBlock * vs); ++i) {
+    OpBuilder::InsertionGuard ig(b);
+    Value c = kb.add(kb.mul(tid, vs), kb.idx(i * kBlock * vs));
+    if ((i + 1) * kBlock * vs > s.n)
+      kb.guard(kb.ult(c, s.n));
+    if (s.gamma >= 0)
+      kb.store(kb.load(kb.arg(s.gamma), c, vs), affine, c);
+    if (s.beta >= 0)
+      kb.store(kb.load(kb.arg(s.beta), c, vs), affine,
+               kb.add(c, kb.idx(s.n)));
+  }
+  return affine;
 }
 
 Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
@@ -600,11 +673,21 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
   RowStats st;
   if (inRegisters) {
     SmallVector<Value> xs, cols;
+    SmallVector<RowParams> params;
     for (int64_t j = 0; j < k; ++j) {
       Value col = kb.add(kb.mul(laneId, v), kb.idx(j * g * v));
       cols.push_back(col);
       xs.push_back(kb.toF32(kb.load(kb.arg(s.x), kb.add(base, col), v)));
     }
+    // The column parameters are loaded with x, so that their latency
+    // overlaps x's instead of following the statistics; a layer norm's f32
+    // γ / β go through workgroup memory (stageAffine).
+    Value affine;
+    if (s.kind == RowKind::LayerNorm && (s.gamma >= 0 || s.beta >= 0))
+      affine = stageAffine(kb, s);
+    else
+      for (int64_t j = 0; j < k; ++j)
+        params.push_back(loadRowParams(kb, s, rowc, cols[j], v));
     auto reduce = [&](function_ref<Value(Value)> f, bool isMax) {
       Value acc;
       for (Value x : xs) {
@@ -657,9 +740,14 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
       break;
     }
     }
+    if (affine) {
+      gpu::BarrierOp::create(b, loc);
+      for (int64_t j = 0; j < k; ++j)
+        params.push_back(loadRowParams(kb, s, rowc, cols[j], v, affine));
+    }
     kb.guard(valid);
     for (int64_t j = 0; j < k; ++j) {
-      Value y = rowOutput(kb, s, xs[j], st, rowc, cols[j], v);
+      Value y = rowOutput(kb, s, xs[j], st, params[j], v);
       kb.store(kb.fromF32(y, outTy), kb.arg(s.out), kb.add(base, cols[j]));
     }
     return launch1d(threads);
@@ -735,7 +823,8 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
         OpBuilder::InsertionGuard ig(kb.b);
         kb.b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
         Value x = kb.toF32(kb.load(kb.arg(s.x), kb.add(base, j), 1));
-        Value y = rowOutput(kb, s, x, st, rowc, j, 1);
+        Value y =
+            rowOutput(kb, s, x, st, loadRowParams(kb, s, rowc, j, 1), 1);
         kb.store(kb.fromF32(y, outTy), kb.arg(s.out), kb.add(base, j));
         scf::YieldOp::create(kb.b, l);
       });
@@ -804,11 +893,129 @@ Launch emitAxisKernel(KernelBuilder &kb, const RowSpec &s, int64_t outer,
                        kb.b.setInsertionPoint(nb.getInsertionBlock(),
                                               nb.getInsertionPoint());
                        Value x = kb.toF32(kb.load(kb.arg(s.x), at(j), 1));
-                       Value y = rowOutput(kb, s, x, st, Value(), j, 1);
+                       Value y = rowOutput(
+                           kb, s, x, st, loadRowParams(kb, s, Value(), j, 1),
+                           1);
                        kb.store(kb.fromF32(y, outTy), kb.arg(s.out), at(j));
                        scf::YieldOp::create(kb.b, l);
                      });
   return launch1d(items);
+}
+
+/// Layer norm over a non-last axis of x viewed as [outer, n, inner], the
+/// channels split across the block: P threads of a block take P position
+/// groups (V consecutive inner positions each, one vector access), the
+/// 256 / P = S slices of the block split the n channels (channel c to slice
+/// c % S), so a thread holds kc = n / S vectors in registers and x is read
+/// once. Partial sums meet in workgroup memory. Returns failure when no
+/// configuration keeps kc · V ≤ 32 values per thread.
+FailureOr<Launch> emitChannelSplitLayerNorm(KernelBuilder &kb,
+                                            const RowSpec &s, int64_t outer,
+                                            int64_t inner) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type xTy = cast<MemRefType>(kb.arg(s.x).getType()).getElementType();
+  Type outTy = cast<MemRefType>(kb.arg(s.out).getType()).getElementType();
+  const int64_t eb = std::max(elemBytes(xTy), elemBytes(outTy));
+  const int64_t vMax = pow2Divisor(inner, 16 / eb);
+  // Most contiguous bytes per channel and warp (up to a 128-byte line), then
+  // the fewest slices (the cross-slice sum reads one vector per slice), each
+  // P with its widest vector.
+  int64_t p = 0, v = 0, bestScore = -1;
+  for (int64_t pc = kBlock; pc >= 1; pc /= 2) {
+    const int64_t slices = kBlock / pc;
+    if (s.n % slices)
+      continue;
+    for (int64_t vc = vMax; vc >= 1; vc /= 2) {
+      if (s.n / slices * vc > 32)
+        continue;
+      int64_t score =
+          std::min<int64_t>(std::min<int64_t>(pc, 32) * vc * eb, 128);
+      if (score > bestScore) {
+        bestScore = score;
+        p = pc;
+        v = vc;
+      }
+      break;
+    }
+  }
+  if (bestScore < 0)
+    return failure();
+  const int64_t slices = kBlock / p, kc = s.n / slices;
+  const int64_t groupsPerOuter = inner / v, groups = outer * groupsPerOuter;
+  Type f32 = b.getF32Type();
+  auto vecTy = v == 1 ? f32 : Type(VectorType::get({v}, f32));
+  Value smem = kb.workgroupF32(2 * kBlock * v);
+
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value pos = kb.rem(tid, p), slice = kb.div(tid, p);
+  Value group = kb.add(kb.mul(bid, p), pos);
+  // Every thread takes part in the barriers: groups past the end are
+  // clamped and only the stores are guarded.
+  Value valid = kb.ult(group, groups);
+  Value groupc = arith::MinUIOp::create(b, loc, group, kb.idx(groups - 1));
+  Value base = kb.add(kb.mul(kb.div(groupc, groupsPerOuter), s.n * inner),
+                      kb.mul(kb.rem(groupc, groupsPerOuter), v));
+  SmallVector<Value> xs, offs;
+  for (int64_t i = 0; i < kc; ++i) {
+    Value c = kb.add(slice, kb.idx(i * slices));
+    offs.push_back(kb.add(base, kb.mul(c, inner)));
+    xs.push_back(kb.toF32(kb.load(kb.arg(s.x), offs.back(), v)));
+  }
+  // γ / β through workgroup memory (stageAffine; the first blockSum's
+  // barrier publishes them).
+  Value affine;
+  if (s.gamma >= 0 || s.beta >= 0)
+    affine = stageAffine(kb, s);
+  // The block-wide sum over the channels of f(x), per position (lane order:
+  // each slice's channels in order, then the slices in order).
+  auto blockSum = [&](function_ref<Value(Value)> f, int64_t half) {
+    Value acc;
+    for (Value x : xs) {
+      Value fx = f(x);
+      acc = acc ? Value(arith::AddFOp::create(b, loc, acc, fx)) : fx;
+    }
+    kb.store(acc, smem, kb.add(kb.mul(tid, v), kb.idx(half * kBlock * v)));
+    gpu::BarrierOp::create(b, loc);
+    Value total;
+    for (int64_t j = 0; j < slices; ++j) {
+      Value part = kb.load(
+          smem, kb.add(kb.mul(pos, v), kb.idx((half * kBlock + j * p) * v)),
+          v);
+      total = total ? Value(arith::AddFOp::create(b, loc, total, part)) : part;
+    }
+    return total;
+  };
+  Value nF = kb.f32(double(s.n), vecTy);
+  Value mean = arith::DivFOp::create(
+      b, loc, blockSum([](Value x) { return x; }, 0), nF);
+  Value sq = blockSum(
+      [&](Value x) {
+        Value d = arith::SubFOp::create(b, loc, x, mean);
+        return Value(arith::MulFOp::create(b, loc, d, d));
+      },
+      1);
+  Value var = arith::DivFOp::create(b, loc, sq, nF);
+  Value sd = math::SqrtOp::create(
+      b, loc, arith::AddFOp::create(b, loc, var, kb.f32(double(s.eps), vecTy)));
+  Value rstd = arith::DivFOp::create(b, loc, kb.f32(1.0, vecTy), sd);
+  kb.guard(valid);
+  for (int64_t i = 0; i < kc; ++i) {
+    Value y = arith::MulFOp::create(
+        b, loc, arith::SubFOp::create(b, loc, xs[i], mean), rstd);
+    Value c = kb.add(slice, kb.idx(i * slices));
+    if (s.gamma >= 0)
+      y = arith::MulFOp::create(b, loc, y, kb.splat(kb.load(affine, c, 1), v));
+    if (s.beta >= 0)
+      y = arith::AddFOp::create(
+          b, loc, y, kb.splat(kb.load(affine, kb.add(c, kb.idx(s.n)), 1), v));
+    kb.store(kb.fromF32(y, outTy), kb.arg(s.out), offs[i]);
+  }
+  Launch l;
+  l.block = {kBlock, 1, 1};
+  l.grid = {ceilDiv(groups, p), 1, 1};
+  return l;
 }
 
 //===----------------------------------------------------------------------===//
@@ -905,6 +1112,9 @@ FailureOr<Launch> emitLayerNorm(Operation *op, KernelBuilder &kb) {
     s.rows = outer;
     return emitRowKernel(kb, s);
   }
+  FailureOr<Launch> split = emitChannelSplitLayerNorm(kb, s, outer, inner);
+  if (succeeded(split))
+    return split;
   return emitAxisKernel(kb, s, outer, inner);
 }
 

@@ -5,7 +5,9 @@
 // attention output is one row repeated. The patterns below carry "one row
 // repeated" (trellis.broadcast_rows) from the zero constant to where it meets
 // a full tensor, leaving one GEMV per block where there was a GEMM and an
-// attention per step.
+// attention per step. The SLat stage's sparse cross-attention has N voxel
+// rows (a bounded dynamic dimension): its repeated rows take N from the
+// queries at run time (broadcast_rows' `like` operand).
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Passes.h"
@@ -86,20 +88,27 @@ struct ReshapeOfRows : OpRewritePattern<ReshapeOp> {
   LogicalResult matchAndRewrite(ReshapeOp op,
                                 PatternRewriter &rewriter) const override {
     auto rows = op.getInput().getDefiningOp<BroadcastRowsOp>();
-    RankedTensorType type = staticType(op.getResult());
-    if (!rows || !type)
+    auto type = cast<RankedTensorType>(op.getResult().getType());
+    if (!rows)
       return failure();
     int64_t lead = rows.getNumLeadingDims();
     ArrayRef<int64_t> in = rows.getResult().getType().getShape();
+    // The repeated dimensions are kept and the row is reshaped on its own:
+    // same leading sizes (a dynamic one stays dynamic with its bound) and
+    // the same number of elements per row.
     if (type.getRank() <= lead ||
-        type.getShape().take_front(lead) != in.take_front(lead))
+        type.getShape().take_front(lead) != in.take_front(lead) ||
+        ShapedType::isDynamicShape(type.getShape().drop_front(lead)) ||
+        ShapedType::getNumElements(type.getShape().drop_front(lead)) !=
+            ShapedType::getNumElements(in.drop_front(lead)))
       return failure();
     SmallVector<int64_t> rowShape{1};
     llvm::append_range(rowShape, type.getShape().drop_front(lead));
     Value row = ReshapeOp::create(
         rewriter, op.getLoc(),
         RankedTensorType::get(rowShape, type.getElementType()), rows.getRow());
-    rewriter.replaceOpWithNewOp<BroadcastRowsOp>(op, type, row)
+    rewriter
+        .replaceOpWithNewOp<BroadcastRowsOp>(op, type, row, rows.getLike())
         ->setLoc(fuse(rows, op));
     return success();
   }
@@ -132,8 +141,8 @@ struct SplitOfRows : OpRewritePattern<SplitOp> {
                         axis - lead + 1, op.getSizesAttr());
     SmallVector<Value> replacements;
     for (auto [piece, old] : llvm::zip(split.getResults(), op.getResults()))
-      replacements.push_back(BroadcastRowsOp::create(rewriter, fuse(rows, op),
-                                                     old.getType(), piece));
+      replacements.push_back(BroadcastRowsOp::create(
+          rewriter, fuse(rows, op), old.getType(), piece, rows.getLike()));
     rewriter.replaceOp(op, replacements);
     return success();
   }
@@ -158,14 +167,35 @@ struct AttentionOfRows : OpRewritePattern<AttentionOp> {
   }
 };
 
+/// sparse.cross_attention(q, k, rows(r), coords) → rows(r) over q's N rows,
+/// N taken from q at run time: as for the dense attention, every row's
+/// softmax weights over its sample's Lc context tokens sum to one and every
+/// value is r.
+struct SparseCrossAttentionOfRows : OpRewritePattern<SparseCrossAttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SparseCrossAttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    auto rows = op.getV().getDefiningOp<BroadcastRowsOp>();
+    // Leading dims must cover B and Lc of v [B, Lc, H, dv].
+    if (!rows || rows.getNumLeadingDims() < 2)
+      return failure();
+    auto type = cast<RankedTensorType>(op.getResult().getType());
+    Value like = type.hasStaticShape() ? Value() : op.getQ();
+    rewriter
+        .replaceOpWithNewOp<BroadcastRowsOp>(op, type, rows.getRow(), like)
+        ->setLoc(fuse(rows, op));
+    return success();
+  }
+};
+
 /// linear(rows(r), W, b) → rows(linear(r, W, b)): one GEMV for all rows.
 struct LinearOfRows : OpRewritePattern<LinearOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(LinearOp op,
                                 PatternRewriter &rewriter) const override {
     auto rows = op.getInput().getDefiningOp<BroadcastRowsOp>();
-    RankedTensorType type = staticType(op.getResult());
-    if (!rows || !type)
+    auto type = cast<RankedTensorType>(op.getResult().getType());
+    if (!rows)
       return failure();
     auto rowType = rows.getRow().getType();
     SmallVector<int64_t> shape(rowType.getShape());
@@ -174,7 +204,9 @@ struct LinearOfRows : OpRewritePattern<LinearOp> {
         rewriter, op.getLoc(),
         RankedTensorType::get(shape, type.getElementType()), rows.getRow(),
         op.getWeight(), op.getBias(), op.getActivationAttr());
-    rewriter.replaceOpWithNewOp<BroadcastRowsOp>(op, type, linear.getResult())
+    rewriter
+        .replaceOpWithNewOp<BroadcastRowsOp>(op, type, linear.getResult(),
+                                             rows.getLike())
         ->setLoc(fuse(rows, op));
     return success();
   }
@@ -209,8 +241,8 @@ struct FoldZeroConditioningPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<LinearOfZero, ReshapeOfRows, SplitOfRows, AttentionOfRows,
-                 LinearOfRows, BinaryOfRows<AddOp>, BinaryOfRows<SubOp>,
-                 BinaryOfRows<MulOp>>(&getContext());
+                 SparseCrossAttentionOfRows, LinearOfRows, BinaryOfRows<AddOp>,
+                 BinaryOfRows<SubOp>, BinaryOfRows<MulOp>>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

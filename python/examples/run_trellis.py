@@ -65,6 +65,8 @@ def main(argv=None):
     ap.add_argument("--steps-ss", type=int, default=0)
     ap.add_argument("--steps-slat", type=int, default=0)
     ap.add_argument("--formats", default="gs,rf,mesh")
+    ap.add_argument("--gpu", choices=["auto", "off", "require"], default="auto",
+                    help="where the GPU stages run (default: the GPU if usable)")
     ap.add_argument("--files", action="store_true",
                     help="also let the runtime write trellis.exe's files")
     a = ap.parse_args(argv)
@@ -93,7 +95,7 @@ def main(argv=None):
                     neg_cond=neg, seed=a.seed, weights=weights,
                     formats=a.formats.split(","), ss_steps=a.steps_ss,
                     slat_steps=a.steps_slat, out_dir=out if a.files else None,
-                    progress=progress)
+                    progress=progress, gpu=a.gpu)
     for name in ("ss_latent", "coords", "slat"):
         if name in r:
             np.save(out / f"{name}.npy", r[name])

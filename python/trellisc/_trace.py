@@ -245,7 +245,7 @@ def _collect(outputs):
 class Trace:
     """The JSON trace of a graph plus what is needed to run it."""
 
-    def __init__(self, outputs, inputs, name="main"):
+    def __init__(self, outputs, inputs, name="main", loc=None):
         found, data, ops = _collect(outputs)
         known = {id(n) for n in inputs}
         for n in found:
@@ -291,6 +291,9 @@ class Trace:
                      "locs": self.locs, "inputs": trace_inputs,
                      "weights": trace_weights, "ops": trace_ops,
                      "outputs": self.output_ids}
+        where = loc or (outputs[0]._node.loc if outputs else None)
+        if where is not None:
+            self.json["loc"] = self._loc(where)
         self._ids = ids
 
     def _loc(self, loc):

@@ -45,11 +45,12 @@ def compile(fn, args, check_finite=False, name="main"):
         raise TrellisError("compile: the function must return a tc.Tensor or a "
                            "tuple of them", where)
     return _compile_graph(outs, [p._node for p in placeholders], name=name,
-                          check_finite=check_finite, single=single)
+                          check_finite=check_finite, single=single, loc=where)
 
 
-def _compile_graph(outputs, input_nodes, name="main", check_finite=False, single=True):
-    trace = Trace(outputs, input_nodes, name=name)
+def _compile_graph(outputs, input_nodes, name="main", check_finite=False, single=True,
+                   loc=None):
+    trace = Trace(outputs, input_nodes, name=name, loc=loc)
     result = _native.compile_trace(trace.json, {"target": "cpu"})
     if result.code == 2:
         raise TrellisError("internal error in the trace: " +

@@ -99,8 +99,11 @@ class Pipeline:
             formats=("gs", "rf", "mesh"), ss_steps=0, slat_steps=0,
             ss_cfg=None, slat_cfg=None, ss_noise=None, slat_noise=None,
             coords=None, out_dir=None, check_finite=False, threads=0,
-            progress=None):
+            progress=None, gpu="auto"):
         """One inference; returns {name: array} (names of trellis_outputs).
+
+        ``gpu``: where the bundle's GPU stages run: "auto" (the GPU when one
+        is usable, else the CPU reference), "off" or "require".
 
         ``weights``: {(model key, tensor name): array} (e.g. mapped
         safetensors); what it lacks comes from ``model_dir`` (default: the
@@ -113,7 +116,8 @@ class Pipeline:
                    formats=formats, ss_steps=ss_steps, slat_steps=slat_steps,
                    ss_cfg=ss_cfg, slat_cfg=slat_cfg, ss_noise=ss_noise,
                    slat_noise=slat_noise, coords=coords, out_dir=out_dir,
-                   check_finite=check_finite, threads=threads, progress=progress)
+                   check_finite=check_finite, threads=threads, progress=progress,
+                   gpu=gpu)
 
 
 _KINDS = {0: "stage_begin", 1: "stage_end", 2: "step", 3: "coords", 4: "message"}
@@ -122,8 +126,13 @@ _KINDS = {0: "stage_begin", 1: "stage_end", 2: "step", 3: "coords", 4: "message"
 def run(program_handle=None, cond=None, *, bundle_path=None, neg_cond=None, seed=42,
         model_dir=None, weights=None, formats=("gs", "rf", "mesh"), ss_steps=0,
         slat_steps=0, ss_cfg=None, slat_cfg=None, ss_noise=None, slat_noise=None,
-        coords=None, out_dir=None, check_finite=False, threads=0, progress=None):
+        coords=None, out_dir=None, check_finite=False, threads=0, progress=None,
+        gpu="auto"):
     """trellis_run through ctypes (see :meth:`Pipeline.run`)."""
+    gpu_flags = {"auto": 0, "off": 16, "require": 32}
+    if gpu not in gpu_flags:
+        raise TrellisError(f"gpu must be 'auto', 'off' or 'require', found {gpu!r}",
+                           user_location())
     lib = _native.runtime()
     spec = _native.RunSpec()
     lib.trellis_run_spec_init(ctypes.byref(spec))
@@ -136,6 +145,7 @@ def run(program_handle=None, cond=None, *, bundle_path=None, neg_cond=None, seed
     spec.targets = sum(TARGETS[f] for f in formats)
     if check_finite:
         spec.flags |= 8
+    spec.flags |= gpu_flags[gpu]
     spec.threads = threads
     keep = []
 

@@ -387,6 +387,15 @@ trellis_status runPipelineC(const trellis_run_spec *spec,
   req.checkFinite = spec->flags & TRELLIS_FLAG_CHECK_FINITE;
   req.gpu.options.lowMemory = spec->flags & TRELLIS_FLAG_LOW_MEMORY;
   req.gpu.options.cudaGraphs = spec->flags & TRELLIS_FLAG_GRAPHS;
+  if ((spec->flags & TRELLIS_FLAG_CPU_ONLY) &&
+      (spec->flags & TRELLIS_FLAG_REQUIRE_GPU))
+    return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                  "spec.flags: TRELLIS_FLAG_CPU_ONLY and "
+                  "TRELLIS_FLAG_REQUIRE_GPU exclude each other");
+  if (spec->flags & TRELLIS_FLAG_CPU_ONLY)
+    req.gpu.mode = GpuMode::Off;
+  else if (spec->flags & TRELLIS_FLAG_REQUIRE_GPU)
+    req.gpu.mode = GpuMode::Require;
   req.weights = weightProvider(weights, *bundle);
   req.outDir = spec->out_dir ? spec->out_dir : "";
   setThreads(spec->threads);

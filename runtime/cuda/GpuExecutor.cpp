@@ -127,6 +127,7 @@ struct GpuExecutor::Impl {
   int attentionFamily = 0;
   std::map<std::string, CUfunction> functions;
   cublasLtHandle_t lt = nullptr;
+  std::map<std::string, int> tunedGemms; // GEMM key -> heuristic index
   CUdeviceptr gemmWorkspace = 0;
 
   const Program &program;
@@ -640,8 +641,18 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
           attentionGammas(instr).second >= 0) {
         // k is normalized once into a scratch copy (the fused k prologue
         // repeats the norm in every query tile: bench/attention/NOTES.md).
-        node.scratch = newSlot(p, p.slots[node.in[1]].type);
-        p.slots[node.scratch].where = SlotInfo::Where::Arena;
+        // With --attention-norms=prepass q is normalized the same way: the
+        // scratch then holds [k | q].
+        ValueType t;
+        t.dtype = DType::U8;
+        t.shape = {int64_t(bytesOf(p.slots[node.in[1]].type) +
+                           (options.attentionNorms == "prepass"
+                                ? bytesOf(p.slots[node.in[0]].type)
+                                : 0))};
+        if (options.attentionNorms != "fused") {
+          node.scratch = newSlot(p, t);
+          p.slots[node.scratch].where = SlotInfo::Where::Arena;
+        }
       }
       if (instr.op == "trellis.conv3d" && instr.hasAttr("trellis.launch")) {
         auto bytes = instr.intAttr("trellis.scratch_bytes");
@@ -871,17 +882,65 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   size_t ws = kGemmWorkspaceBytes;
   api->cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  cublasLtMatmulHeuristicResult_t heuristic{};
+  // Up to 8 candidates from the heuristic; with several, each distinct GEMM
+  // (shape, dtype, epilogue) is timed once on its real buffers and the
+  // fastest kept (cuBLASLt's first choice is not always the best for the
+  // thin shapes here).
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t heuristics[kCandidates] = {};
   int found = 0;
   cublasStatus_t hs = api->cublasLtMatmulAlgoGetHeuristic(
-      lt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
+      lt, desc, la, lb, ld, ld, pref, options.tuneGemms ? kCandidates : 1,
+      heuristics, &found);
   api->cublasLtMatmulPreferenceDestroy(pref);
   if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
     return opError(instr, "cuBLASLt has no algorithm for this GEMM (m=" +
                               std::to_string(m) + ", n=" + std::to_string(n) +
                               ", k=" + std::to_string(k) + ", " +
                               api->describe(hs) + ")");
-  cublasLtMatmulAlgo_t algo = heuristic.algo;
+  std::string key = std::to_string(m) + "x" + std::to_string(n) + "x" +
+                    std::to_string(k) + (transA ? "T" : "N") +
+                    std::to_string(int(dtype)) + "e" +
+                    std::to_string(int(epilogue));
+  cublasLtMatmulAlgo_t algo = heuristics[0].algo;
+  if (auto it = tunedGemms.find(key); it != tunedGemms.end() &&
+                                      it->second < found) {
+    algo = heuristics[it->second].algo;
+  } else if (found > 1) {
+    static const float one = 1.0f, zero = 0.0f;
+    CUevent t0 = nullptr, t1 = nullptr;
+    api->cuEventCreate(&t0, CU_EVENT_DEFAULT);
+    api->cuEventCreate(&t1, CU_EVENT_DEFAULT);
+    float best = 0;
+    int bestIndex = 0;
+    for (int i = 0; i < found; ++i) {
+      float ms = 0;
+      bool ok = true;
+      for (int rep = 0; rep < 4 && ok; ++rep) { // rep 0 warms up
+        if (rep == 1)
+          api->cuEventRecord(t0, stream);
+        ok = api->cublasLtMatmul(
+                 lt, desc, &one, reinterpret_cast<const void *>(a), la,
+                 reinterpret_cast<const void *>(b), lb, &zero,
+                 reinterpret_cast<void *>(d), ld, reinterpret_cast<void *>(d),
+                 ld, &heuristics[i].algo,
+                 reinterpret_cast<void *>(gemmWorkspace), kGemmWorkspaceBytes,
+                 stream) == CUBLAS_STATUS_SUCCESS;
+      }
+      api->cuEventRecord(t1, stream);
+      if (api->cuEventSynchronize(t1) != CUDA_SUCCESS)
+        return opError(instr, "the GPU failed while timing GEMM candidates");
+      api->cuEventElapsedTime(&ms, t0, t1);
+      if (ok && (i == 0 || ms < best)) {
+        best = ms;
+        bestIndex = i;
+      }
+    }
+    api->cuEventDestroy(t0);
+    api->cuEventDestroy(t1);
+    tunedGemms[key] = bestIndex;
+    algo = heuristics[bestIndex].algo;
+  }
   out = [this, desc, la, lb, ld, algo, a, b, d, &instr]() -> Status {
     static const float one = 1.0f, zero = 0.0f;
     cublasStatus_t s = api->cublasLtMatmul(
@@ -992,8 +1051,7 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     if (!attention)
       return opError(instr, "the bundle has no attention kernels for sm_" +
                                 std::to_string(sm));
-    const ValueType &q = type(node.in[0]), &k = type(node.in[1]),
-                    &v = type(node.in[2]);
+    const ValueType &q = type(node.in[0]), &k = type(node.in[1]);
     if (q.dtype != DType::F16 || q.shape.size() != 4)
       return opError(instr, "the attention kernel takes fp16 [B, L, H, d]");
     auto scale = instr.floatAttr("scale");
@@ -1064,8 +1122,8 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
       params.k_batch_stride = params.v_batch_stride = 0;
     params.q_gamma =
         qGamma >= 0 ? reinterpret_cast<const float *>(ptr(qGamma)) : nullptr;
-    std::function<Status()> normalizeK;
-    if (kGamma >= 0) {
+    std::function<Status()> normalizeK, normalizeQ;
+    if (kGamma >= 0 && options.attentionNorms != "fused") {
       static const std::map<int64_t, const char *> normKernels = {
           {64, "trellis_head_rmsnorm_d64"},
           {80, "trellis_head_rmsnorm_d80"},
@@ -1106,8 +1164,35 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
       params.k_batch_stride = k.shape[0] == 1 && q.shape[0] > 1
                                   ? 0
                                   : k.shape[1] * heads * d;
+      params.k_gamma = nullptr;
+      if (qGamma >= 0 && options.attentionNorms == "prepass") {
+        TrellisHeadRmsNormParams nq = np;
+        nq.x = params.q;
+        nq.y = reinterpret_cast<void *>(ptr(node.scratch) + bytesOf(k));
+        nq.x_row_stride = params.q_row_stride;
+        nq.x_head_stride = params.q_head_stride;
+        nq.gamma = reinterpret_cast<const float *>(ptr(qGamma));
+        nq.rows = int32_t(q.shape[0] * q.shape[1]);
+        unsigned qBlocks = trellis_head_rmsnorm_grid(&nq);
+        normalizeQ = [this, nf, nq, qBlocks, &instr]() mutable -> Status {
+          void *args[1] = {&nq};
+          CUresult r = api->cuLaunchKernel(nf, qBlocks, 1, 1,
+                                           TRELLIS_HEAD_RMSNORM_THREADS, 1, 1,
+                                           0, stream, args, nullptr);
+          if (r != CUDA_SUCCESS)
+            return opError(instr, "launching the q head norm: " +
+                                      api->describe(r));
+          return Status::ok();
+        };
+        params.q = nq.y;
+        params.q_row_stride = heads * d;
+        params.q_head_stride = d;
+        params.q_batch_stride = q.shape[1] * heads * d;
+        params.q_gamma = nullptr;
+      }
     }
-    params.k_gamma = nullptr;
+    if (kGamma >= 0 && options.attentionNorms == "fused")
+      params.k_gamma = reinterpret_cast<const float *>(ptr(kGamma));
     params.num_seqs = int32_t(q.shape[0]);
     params.heads = int32_t(heads);
     params.seqlen_q = int32_t(q.shape[1]);
@@ -1120,11 +1205,12 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     trellis_attn_grid(config, &params, grid, block);
     unsigned smem = unsigned(config->smem_bytes);
     node.command = [this, f, params, grid0 = grid[0], grid1 = grid[1],
-                    block0 = block[0], smem, normalizeK,
+                    block0 = block[0], smem, normalizeK, normalizeQ,
                     &instr]() mutable -> Status {
-      if (normalizeK)
-        if (Status s = normalizeK(); !s)
-          return s;
+      for (auto *norm : {&normalizeK, &normalizeQ})
+        if (*norm)
+          if (Status s = (*norm)(); !s)
+            return s;
       void *args[1] = {&params};
       CUresult r = api->cuLaunchKernel(f, grid0, grid1, 1, block0, 1, 1, smem,
                                        stream, args, nullptr);
@@ -1182,11 +1268,12 @@ Status GpuExecutor::Impl::buildCommands(Prepared &p, Body &body) {
       return s;
     const Instr &instr = *node.instr;
     node.what = instr.op;
+    // (append, not " " + string: GCC 12 reports a false -Wrestrict)
     if (auto l = instr.attrs.find("trellis.launch"); l != instr.attrs.end())
-      node.what += " " + l->value("kernel", std::string());
+      node.what.append(" ").append(l->value("kernel", std::string()));
     else if (instr.op == "trellis.linear" || instr.op == "trellis.attention")
       for (int s : node.in)
-        node.what += " " + p.slots[s].type.str();
+        node.what.append(" ").append(p.slots[s].type.str());
     for (Body &region : node.regions)
       if (Status s = buildCommands(p, region); !s)
         return s;

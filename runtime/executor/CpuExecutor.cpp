@@ -309,7 +309,18 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
     }
     if (op == "trellis.broadcast_rows") {
       TRY(row, in.tensor(0));
-      return single(ref::broadcastRows(row, instr.types.at(0).shape));
+      Shape shape = instr.types.at(0).shape;
+      if (in.size() > 1) {
+        // A dynamic result: its leading dimensions are those of `like`.
+        TRY(like, in.tensor(1));
+        size_t lead = shape.size() - size_t(row.rank()) + 1;
+        if (size_t(like.rank()) < lead)
+          return Error{"'like' has rank " + std::to_string(like.rank()) +
+                       ", fewer than the " + std::to_string(lead) +
+                       " leading dimensions of the result"};
+        std::copy_n(like.shape().begin(), lead, shape.begin());
+      }
+      return single(ref::broadcastRows(row, shape));
     }
     if (op == "trellis.layer_norm_modulate") {
       TRY(x, in.tensor(0));

@@ -164,6 +164,11 @@ def test_c_abi_errors(tiny):
     spec.ss.sigma_min = 0.5
     status, msg = call_run(spec, cond, weights=w)
     assert status == 7 and "spec.ss.sigma_min" in msg and "recompile" in msg, msg
+    # Contradicting flags.
+    spec = base_spec(exe, model)
+    spec.flags |= 16 | 32  # TRELLIS_FLAG_CPU_ONLY | TRELLIS_FLAG_REQUIRE_GPU
+    status, msg = call_run(spec, cond, weights=w)
+    assert status == 1 and "exclude each other" in msg, msg
     # A caller buffer that is too small.
     outs = _native.Outputs()
     small = np.zeros(4, np.float32)

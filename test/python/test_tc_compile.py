@@ -135,3 +135,17 @@ def test_bounded_dim_shows_as_minus_one_while_tracing():
 
     tc.compile(f, args=[tc.InputInfo(((1, 4, 8), 3))])
     assert seen["shape"] == (-1, 3)
+
+
+def test_repeated_scalars_and_duplicate_ops():
+    # Equal constants on several lines and duplicate ops (CSE'd by the graph
+    # phase) keep a source location, in f32 and f16.
+    def f(x, y):
+        h = tc.cast(x, tc.float16) * 2.0 + tc.cast(x, tc.float16) * 2.0
+        return y * 1.0 + 1.0, tc.gelu(x) + tc.gelu(x), tc.cast(h, tc.float32)
+
+    exe = tc.compile(f, args=[tc.InputInfo((2,)), tc.InputInfo((3,))])
+    a, b, c = exe(np.ones(2, np.float32), np.ones(3, np.float32))
+    np.testing.assert_array_equal(a, [2, 2, 2])
+    np.testing.assert_allclose(b, 2 * gelu_np(np.ones(2)), rtol=1e-6)
+    np.testing.assert_array_equal(c, [4, 4])

@@ -41,9 +41,16 @@ struct GpuOptions {
   /// Time every command with CUDA events (eager launches) and report the
   /// totals per op kind in GpuReport::profile.
   bool profile = false;
+  /// Time cuBLASLt's candidate algorithms for each distinct GEMM at load and
+  /// keep the fastest (off: the heuristic's first choice).
+  bool tuneGemms = true;
   /// Attention kernel configuration by name (runtime/kernels/attention.h),
   /// for benchmarks; empty: the measured default per head dim.
   std::string attentionConfig;
+  /// Where attention's q/k head norms run: "q-fused" (k by a pre-pass into
+  /// scratch, q in the kernel's prologue), "prepass" (both), "fused" (both in
+  /// the kernel, repeated per query tile for k).
+  std::string attentionNorms = "q-fused";
   /// Release a function's device weights and arena when its run ends.
   bool lowMemory = false;
   /// Pinned staging buffer for weight uploads (two halves, double-buffered).

@@ -38,3 +38,15 @@ func.func @partial_forms(%q: tensor<1x8x2x4xf16>, %k: tensor<1x3x2x4xf16>, %gk: 
   %b = trellis.broadcast_rows %r : (tensor<1x2x4xf16>) -> tensor<1x3x2x4xf16>
   return %o, %b : tensor<1x8x2x4xf16>, tensor<1x3x2x4xf16>
 }
+
+// Rows repeated over a bounded dynamic number of rows, taken from `like`
+// (the folded sparse cross-attention of the SLat stage).
+// CHECK-LABEL: func.func @dynamic_rows
+func.func @dynamic_rows(%row: tensor<1x16x64xf16>, %q: tensor<?x16x64xf16, #trellis.bounds<[32768]>>)
+    -> tensor<?x16x64xf16, #trellis.bounds<[32768]>> {
+  // CHECK: trellis.broadcast_rows %{{.*}}, %{{.*}} : (tensor<1x16x64xf16>, tensor<?x16x64xf16, #trellis.bounds<[32768]>>) -> tensor<?x16x64xf16, #trellis.bounds<[32768]>>
+  %o = trellis.broadcast_rows %row, %q
+         : (tensor<1x16x64xf16>, tensor<?x16x64xf16, #trellis.bounds<[32768]>>)
+         -> tensor<?x16x64xf16, #trellis.bounds<[32768]>>
+  return %o : tensor<?x16x64xf16, #trellis.bounds<[32768]>>
+}

@@ -2093,6 +2093,38 @@ func.func @broadcast_rows_dtype(%r: tensor<1x8xf16>) {
 
 // -----
 
+func.func @broadcast_rows_dynamic_no_like(%r: tensor<1x8xf16>) {
+  // expected-error @+1 {{the dynamic result 'tensor<?x8xf16, #trellis.bounds<[64]>>' needs a 'like' operand for its leading dimensions}}
+  %b = trellis.broadcast_rows %r : (tensor<1x8xf16>) -> tensor<?x8xf16, #trellis.bounds<[64]>>
+  return
+}
+
+// -----
+
+func.func @broadcast_rows_static_like(%r: tensor<1x8xf16>, %l: tensor<4x8xf16>) {
+  // expected-error @+1 {{a static result takes no 'like' operand}}
+  %b = trellis.broadcast_rows %r, %l : (tensor<1x8xf16>, tensor<4x8xf16>) -> tensor<4x8xf16>
+  return
+}
+
+// -----
+
+func.func @broadcast_rows_like_bound(%r: tensor<1x8xf16>, %l: tensor<?x2xf16, #trellis.bounds<[32]>>) {
+  // expected-error @+1 {{leading dimension 0 of the result 'tensor<?x8xf16, #trellis.bounds<[64]>>' differs from that of 'like' 'tensor<?x2xf16, #trellis.bounds<[32]>>'}}
+  %b = trellis.broadcast_rows %r, %l : (tensor<1x8xf16>, tensor<?x2xf16, #trellis.bounds<[32]>>) -> tensor<?x8xf16, #trellis.bounds<[64]>>
+  return
+}
+
+// -----
+
+func.func @broadcast_rows_like_rank(%r: tensor<1x8xf16>, %l: tensor<?xf16, #trellis.bounds<[64]>>) {
+  // expected-error @+1 {{'like' must have at least the result's 2 leading dimension(s), found 'tensor<?xf16, #trellis.bounds<[64]>>'}}
+  %b = trellis.broadcast_rows %r, %l : (tensor<1x8xf16>, tensor<?xf16, #trellis.bounds<[64]>>) -> tensor<?x3x8xf16, #trellis.bounds<[64]>>
+  return
+}
+
+// -----
+
 func.func @layer_norm_modulate_eps(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>) {
   // expected-error @+1 {{eps must be > 0, found 0}}
   %h = trellis.layer_norm_modulate %x, %s, %s {eps = 0.0 : f64} : (tensor<2x16x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>) -> tensor<2x16x8xf16>

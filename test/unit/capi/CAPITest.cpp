@@ -136,7 +136,11 @@ TEST(TrelliscCAPI, MalformedInputIsAUsageErrorNotAnAbort) {
                            "ops": [{"op": "nope", "in": []}]})",
                        R"({"format": "trellisc-trace", "version": 1,
                            "inputs": [{"dtype": 5}], "weights": [],
-                           "outputs": [], "ops": []})"};
+                           "outputs": [], "ops": []})",
+                       R"({"format": "trellisc-trace", "version": 1,
+                           "inputs": [], "outputs": [], "ops": [],
+                           "weights": [{"name": "w", "dtype": "f32",
+                                        "shape": [-4, 2]}]})"};
   for (const char *text : bad) {
     Compiled c;
     c.rc = trellisc_compile_trace(text, std::strlen(text), nullptr, &c.r);

@@ -32,6 +32,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -106,9 +107,12 @@ protected:
     return module;
   }
 
-  /// ss_stage's latent on the CPU reference, kSteps sampler steps.
-  HostTensor runSsStage(mlir::ModuleOp module, int64_t batch) {
-    auto serialized = serializeHostProgram(module, {"ss_stage"});
+  /// The first result of `stage` on the CPU reference, with `steps` sampler
+  /// steps (0: the pipeline's); `*ms` gets the wall time of the run.
+  HostTensor runStage(mlir::ModuleOp module, const std::string &stage,
+                      std::vector<RtValue> inputs, int64_t steps = kSteps,
+                      double *ms = nullptr) {
+    auto serialized = serializeHostProgram(module, {stage});
     EXPECT_TRUE(mlir::succeeded(serialized));
     if (mlir::failed(serialized))
       return {};
@@ -128,18 +132,50 @@ protected:
             return Error{"no tensor '" + name + "' of '" + model + "'"};
           return it->second->tensor(*e);
         });
-    SamplerRunOverrides overrides;
-    overrides.steps = kSteps;
-    exec.setSamplerOverrides("ss_stage", overrides);
-    HostTensor cond = mkmodel::syntheticCond(7, "cond", kCondTokens, 128);
-    HostTensor noise(DType::F32, {batch, 8, 8, 8, 8});
-    for (int64_t i = 0; i < noise.numel(); ++i)
-      noise.mutableData<float>()[i] = float(mkmodel::syntheticNormal(99, i));
-    auto out = exec.run("ss_stage", {cond, noise});
+    if (steps > 0) {
+      SamplerRunOverrides overrides;
+      overrides.steps = steps;
+      exec.setSamplerOverrides(stage, overrides);
+    }
+    auto start = std::chrono::steady_clock::now();
+    auto out = exec.run(stage, std::move(inputs));
+    if (ms)
+      *ms = std::chrono::duration<double, std::milli>(
+                std::chrono::steady_clock::now() - start)
+                .count();
     EXPECT_TRUE(out.isOk()) << out.message();
     if (!out)
       return {};
     return std::get<HostTensor>((*out)[0]);
+  }
+
+  /// ss_stage's latent on the CPU reference, kSteps sampler steps.
+  HostTensor runSsStage(mlir::ModuleOp module, int64_t batch) {
+    HostTensor cond = mkmodel::syntheticCond(7, "cond", kCondTokens, 128);
+    HostTensor noise(DType::F32, {batch, 8, 8, 8, 8});
+    for (int64_t i = 0; i < noise.numel(); ++i)
+      noise.mutableData<float>()[i] = float(mkmodel::syntheticNormal(99, i));
+    return runStage(module, "ss_stage", {cond, noise});
+  }
+
+  /// slat_stage's latent [N, 8] on the CPU reference: about 3% of the
+  /// 32³ voxels of each of `batch` samples (coords in row-major order).
+  HostTensor runSlatStage(mlir::ModuleOp module, int64_t batch,
+                          int64_t steps = kSteps, double *ms = nullptr) {
+    std::vector<int32_t> rows;
+    for (int32_t b = 0; b < batch; ++b)
+      for (int32_t i = 0; i < 32 * 32 * 32; ++i)
+        if (std::abs(mkmodel::syntheticNormal(5 + uint64_t(b), uint64_t(i))) >
+            2.17) // P(|z| > 2.17) = 3%
+          rows.insert(rows.end(), {b, i / 1024, i / 32 % 32, i % 32});
+    int64_t n = int64_t(rows.size()) / 4;
+    HostTensor coords(DType::I32, {n, 4});
+    std::copy(rows.begin(), rows.end(), coords.mutableData<int32_t>());
+    HostTensor cond = mkmodel::syntheticCond(7, "cond", kCondTokens, 128);
+    HostTensor noise(DType::F32, {n, 8});
+    for (int64_t i = 0; i < noise.numel(); ++i)
+      noise.mutableData<float>()[i] = float(mkmodel::syntheticNormal(98, i));
+    return runStage(module, "slat_stage", {coords, cond, noise}, steps, ms);
   }
 
   static double relativeL2(const HostTensor &a, const HostTensor &b) {
@@ -251,6 +287,86 @@ TEST_F(FusionNumeric, FoldZeroConditioning) {
   EXPECT_EQ(count(after->lookupSymbol("ss_stage"), "trellis.attention"), 6);
 }
 
+// slat_stage: the zero-condition fold of the sparse cross-attention (N voxel
+// rows, dynamic). Measured: 0 at batch 1 and 2 (the f32 softmax weights of
+// the 21 identical keys are exactly 1/21 each and sum to 1 within the f16
+// rounding of v).
+TEST_F(FusionNumeric, FoldZeroConditioningSlat) {
+  for (int64_t batch : {1, 2}) {
+    mlir::OwningOpRef<mlir::ModuleOp> module = graphModule(batch);
+    double beforeMs = 0, afterMs = 0;
+    HostTensor before = runSlatStage(*module, batch, kSteps, &beforeMs);
+    // The unconditional region's 2 sparse cross-attentions (one per block).
+    EXPECT_EQ(count(module->lookupSymbol("slat_flow_model"),
+                    "trellis.sparse.cross_attention"),
+              2);
+    mlir::PassManager pm(&context_);
+    specialize(pm);
+    pm.addPass(mlir::trellis::createTrellisFoldZeroConditioning());
+    pm.addPass(mlir::createLoopInvariantCodeMotionPass());
+    pm.addPass(mlir::trellis::createTrellisVerifyLocations());
+    ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+    // Only the conditional region's cross-attentions remain, and no
+    // repeated rows: the folded out-projection is added as one row.
+    mlir::Operation *slat = module->lookupSymbol("slat_stage");
+    EXPECT_EQ(count(slat, "trellis.sparse.cross_attention"), 2);
+    EXPECT_EQ(count(slat, "trellis.broadcast_rows"), batch == 1 ? 0 : 1);
+    HostTensor after = runSlatStage(*module, batch, kSteps, &afterMs);
+    ASSERT_GT(before.numel(), 0);
+    ASSERT_EQ(after.numel(), before.numel());
+    double err = relativeL2(after, before);
+    std::cout << "slat_stage batch " << batch << " N = " << before.dim(0)
+              << ": relative L2 = " << err << ", " << kSteps
+              << " steps: " << beforeMs << " ms before, " << afterMs
+              << " ms after\n";
+    EXPECT_LT(err, 1e-3);
+  }
+}
+
+// The whole fusion pipeline on slat_stage.
+TEST_F(FusionNumeric, FusionPipelineSlat) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = graphModule(1);
+  HostTensor before = runSlatStage(*module, 1);
+  mlir::PassManager pm(&context_);
+  mlir::trellis::buildFusionPipeline(pm);
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  HostTensor after = runSlatStage(*module, 1);
+  ASSERT_EQ(after.numel(), before.numel());
+  double err = relativeL2(after, before);
+  std::cout << "slat_stage fusion pipeline: relative L2 = " << err << "\n";
+  EXPECT_LT(err, 2e-3);
+}
+
+// Negative: a negative condition that is an input (as text-base's CLIP
+// embedding of the empty prompt) is not folded, whatever its values.
+TEST_F(FusionNumeric, FoldZeroConditioningKeepsInputNegCond) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = graphModule(1);
+  // Make the zero neg_cond constant of slat_stage a function argument.
+  auto slat = module->lookupSymbol<mlir::func::FuncOp>("slat_stage");
+  ASSERT_TRUE(slat);
+  mlir::trellis::ConstantOp zero;
+  slat.walk([&](mlir::trellis::ConstantOp op) {
+    auto t = mlir::cast<mlir::RankedTensorType>(op.getType());
+    if (t.getRank() == 3 && t.getDimSize(1) == kCondTokens)
+      zero = op;
+  });
+  ASSERT_TRUE(zero);
+  mlir::Type negType = zero.getType();
+  mlir::BlockArgument neg = slat.getBody().addArgument(negType, zero.getLoc());
+  zero.getResult().replaceAllUsesWith(neg);
+  zero.erase();
+  llvm::SmallVector<mlir::Type> inputs(slat.getArgumentTypes());
+  inputs.push_back(negType);
+  slat.setFunctionType(mlir::FunctionType::get(
+      &context_, inputs, slat.getFunctionType().getResults()));
+  mlir::PassManager pm(&context_);
+  specialize(pm);
+  pm.addPass(mlir::trellis::createTrellisFoldZeroConditioning());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  EXPECT_EQ(count(slat, "trellis.sparse.cross_attention"), 4);
+  EXPECT_EQ(count(slat, "trellis.broadcast_rows"), 0);
+}
+
 TEST_F(FusionNumeric, FuseNormModulate) {
   mlir::OwningOpRef<mlir::ModuleOp> after;
   double err = compare(
@@ -345,6 +461,40 @@ TEST(FusedOpKernels, BroadcastRows) {
   ASSERT_EQ(y.shape(), (Shape{2, 4, 2, 3}));
   for (int64_t i = 0; i < y.numel(); ++i)
     EXPECT_EQ(y.data<uint16_t>()[i], uint16_t(0x3c00 + i % 6)) << i;
+}
+
+// The dynamic form: the leading dimension from `like` at run time.
+TEST(FusedOpKernels, BroadcastRowsLike) {
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<mlir::trellis::TrellisDialect, mlir::func::FuncDialect>();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    func.func @main(%r: tensor<1x2x3xf16>, %q: tensor<?x2x5xf32, #trellis.bounds<[64]>>)
+        -> tensor<?x2x3xf16, #trellis.bounds<[64]>> {
+      %b = trellis.broadcast_rows %r, %q
+             : (tensor<1x2x3xf16>, tensor<?x2x5xf32, #trellis.bounds<[64]>>)
+             -> tensor<?x2x3xf16, #trellis.bounds<[64]>>
+      return %b : tensor<?x2x3xf16, #trellis.bounds<[64]>>
+    })mlir",
+                                                        &ctx);
+  ASSERT_TRUE(module);
+  auto serialized = serializeHostProgram(*module, {"main"});
+  ASSERT_TRUE(mlir::succeeded(serialized));
+  auto program =
+      Program::parse(serialized->program, serialized->locations, "test");
+  ASSERT_TRUE(program.isOk()) << program.message();
+  CpuExecutor exec(*program, nullptr);
+  HostTensor row(DType::F16, {1, 2, 3});
+  for (int i = 0; i < 6; ++i)
+    row.mutableData<uint16_t>()[i] = uint16_t(0x3c00 + i);
+  for (int64_t n : {1, 7}) {
+    HostTensor q(DType::F32, {n, 2, 5});
+    auto out = exec.run("main", {row, q});
+    ASSERT_TRUE(out.isOk()) << out.message();
+    const HostTensor &y = std::get<HostTensor>((*out)[0]);
+    ASSERT_EQ(y.shape(), (Shape{n, 2, 3}));
+    for (int64_t i = 0; i < y.numel(); ++i)
+      EXPECT_EQ(y.data<uint16_t>()[i], uint16_t(0x3c00 + i % 6)) << i;
+  }
 }
 
 /// The fused LayerNorm + modulate against the unfused pair: identical in f32
