@@ -47,6 +47,12 @@ namespace {
 
 constexpr int64_t kBlock = 256;
 constexpr int64_t kMaxElements = (int64_t(1) << 31) - 1;
+/// Elementwise kernels of at least this many vector groups take 4 per thread
+/// (2^18 groups: 4 MiB of f16 at 8 elements a group).
+constexpr int64_t kUnrollMinGroups = int64_t(1) << 18;
+/// Layer norms stage f32 γ / β in workgroup memory up to this many channels
+/// (16 KiB of static shared memory, well under the 48 KiB limit).
+constexpr int64_t kMaxStagedAffine = 2048;
 
 int64_t elemBytes(Type t) { return (t.getIntOrFloatBitWidth() + 7) / 8; }
 
@@ -363,39 +369,54 @@ Launch emitElementwise(KernelBuilder &kb, ArrayRef<int64_t> outShape,
   const int64_t v = pow2Divisor(shape.back(), 16 / minBytes);
   const int64_t total = product(shape);
   const int64_t groups = total / v;
+  // Large tensors: U groups per thread, T = groups / U apart (each access
+  // still coalesced across the warp), every load issued before the first
+  // store: more bytes in flight per thread and a single wave of blocks.
+  const int64_t u = groups >= kUnrollMinGroups && groups % 4 == 0 ? 4 : 1;
+  const int64_t threads = groups / u;
 
   Value gid = kb.globalId();
-  kb.guard(kb.ult(gid, groups));
-  Value flat = kb.mul(gid, v);
-  // Multi-index of the group's first element, innermost first.
-  SmallVector<Value> index(shape.size());
-  Value rest = flat;
-  for (int d = int(shape.size()) - 1; d >= 0; --d) {
-    index[d] = d == 0 ? rest : kb.rem(rest, shape[d]);
-    if (d > 0)
-      rest = kb.div(rest, shape[d]);
-  }
-  SmallVector<Value> vals;
-  for (size_t i = 0; i < operands.size(); ++i) {
-    Value off = kb.idx(0);
-    bool first = true;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (strides[i][d] == 0)
-        continue;
-      Value term = kb.mul(index[d], strides[i][d]);
-      off = first ? term : kb.add(off, term);
-      first = false;
+  kb.guard(kb.ult(gid, threads));
+  auto loadAt = [&](Value flat) {
+    // Multi-index of the group's first element, innermost first.
+    SmallVector<Value> index(shape.size());
+    Value rest = flat;
+    for (int d = int(shape.size()) - 1; d >= 0; --d) {
+      index[d] = d == 0 ? rest : kb.rem(rest, shape[d]);
+      if (d > 0)
+        rest = kb.div(rest, shape[d]);
     }
-    Value mem = kb.arg(operands[i].arg);
-    Value x = strides[i].back() == 1 ? kb.load(mem, off, v)
-                                     : kb.splat(kb.load(mem, off, 1), v);
-    vals.push_back(computeF32 ? kb.toF32(x) : x);
+    SmallVector<Value> vals;
+    for (size_t i = 0; i < operands.size(); ++i) {
+      Value off = kb.idx(0);
+      bool first = true;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (strides[i][d] == 0)
+          continue;
+        Value term = kb.mul(index[d], strides[i][d]);
+        off = first ? term : kb.add(off, term);
+        first = false;
+      }
+      Value mem = kb.arg(operands[i].arg);
+      Value x = strides[i].back() == 1 ? kb.load(mem, off, v)
+                                       : kb.splat(kb.load(mem, off, 1), v);
+      vals.push_back(computeF32 ? kb.toF32(x) : x);
+    }
+    return vals;
+  };
+  SmallVector<Value> flats;
+  SmallVector<SmallVector<Value>> vals;
+  for (int64_t k = 0; k < u; ++k) {
+    flats.push_back(kb.mul(kb.add(gid, kb.idx(k * threads)), v));
+    vals.push_back(loadAt(flats.back()));
   }
-  Value r = body(kb, vals, flat);
-  if (computeF32)
-    r = kb.fromF32(r, memTy(outArg));
-  kb.store(r, kb.arg(outArg), flat);
-  return launch1d(groups);
+  for (int64_t k = 0; k < u; ++k) {
+    Value r = body(kb, vals[k], flats[k]);
+    if (computeF32)
+      r = kb.fromF32(r, memTy(outArg));
+    kb.store(r, kb.arg(outArg), flats[k]);
+  }
+  return launch1d(threads);
 }
 
 /// The reference's f32 formula of a unary op (runtime/reference/Elementwise).
@@ -683,7 +704,8 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
     // overlaps x's instead of following the statistics; a layer norm's f32
     // γ / β go through workgroup memory (stageAffine).
     Value affine;
-    if (s.kind == RowKind::LayerNorm && (s.gamma >= 0 || s.beta >= 0))
+    if (s.kind == RowKind::LayerNorm && (s.gamma >= 0 || s.beta >= 0) &&
+        s.n <= kMaxStagedAffine)
       affine = stageAffine(kb, s);
     else
       for (int64_t j = 0; j < k; ++j)
@@ -908,7 +930,8 @@ Launch emitAxisKernel(KernelBuilder &kb, const RowSpec &s, int64_t outer,
 /// 256 / P = S slices of the block split the n channels (channel c to slice
 /// c % S), so a thread holds kc = n / S vectors in registers and x is read
 /// once. Partial sums meet in workgroup memory. Returns failure when no
-/// configuration keeps kc · V ≤ 32 values per thread.
+/// configuration keeps kc · V ≤ 32 values per thread, or γ / β are too long
+/// to stage.
 FailureOr<Launch> emitChannelSplitLayerNorm(KernelBuilder &kb,
                                             const RowSpec &s, int64_t outer,
                                             int64_t inner) {
@@ -939,7 +962,8 @@ FailureOr<Launch> emitChannelSplitLayerNorm(KernelBuilder &kb,
       break;
     }
   }
-  if (bestScore < 0)
+  if (bestScore < 0 ||
+      ((s.gamma >= 0 || s.beta >= 0) && s.n > kMaxStagedAffine))
     return failure();
   const int64_t slices = kBlock / p, kc = s.n / slices;
   const int64_t groupsPerOuter = inner / v, groups = outer * groupsPerOuter;

@@ -1,9 +1,10 @@
 // RUN: trellis-opt --trellis-gpu-codegen=dump-kernels %s | FileCheck %s
 // RUN: trellis-opt --trellis-gpu-codegen %s | FileCheck %s --check-prefix=ANN
 
-// Elementwise kernels: one group of V elements per thread (16-byte vector
-// accesses), broadcast operands loaded as scalars and splatted, f32 math,
-// one rounding to the result dtype.
+// Elementwise kernels: groups of V elements (16-byte vector accesses), one
+// per thread, four per thread (a quarter of the tensor apart, every load
+// before the first store) from 2^18 groups on; broadcast operands loaded as
+// scalars and splatted, f32 math, one rounding to the result dtype.
 
 // CHECK-LABEL: gpu.module @trellis_kernels
 // CHECK-LABEL: gpu.func @cast_f32_to_f16_2x4096x1024_k0
@@ -46,6 +47,9 @@
 // CHECK-SAME: (%{{.*}}: memref<8388608xf16>, %{{.*}}: memref<2048xf16>, %{{.*}}: memref<2048xf16>, %{{.*}}: memref<8388608xf16>)
 // CHECK-LABEL: gpu.func @gated_residual_f16_2x4096x1024_k7
 // CHECK-SAME: (%{{.*}}: memref<8388608xf16>, %{{.*}}: memref<8388608xf16>, %{{.*}}: memref<2048xf16>, %{{.*}}: memref<8388608xf16>)
+// CHECK-COUNT-12: vector.load
+// CHECK-NOT: vector.load
+// CHECK-COUNT-4: vector.store {{.*}} : memref<8388608xf16>, vector<8xf16>
 // CHECK-LABEL: gpu.func @maximum_f32_7_k8
 // CHECK: arith.maximumf {{.*}} : f32
 // Integer add stays integer.
@@ -66,14 +70,14 @@
 // CHECK-NOT: gpu.func @cast_f32_to_f16_2x4096x1024_k{{[1-9]}}
 
 // ANN-LABEL: func.func @elementwise
-// ANN: trellis.cast {{.*}}trellis.launch = {block = array<i64: 256, 1, 1>, grid = array<i64: 4096, 1, 1>, kernel = "cast_f32_to_f16_2x4096x1024_k0", smem = 0 : i64}
+// ANN: trellis.cast {{.*}}trellis.launch = {block = array<i64: 256, 1, 1>, grid = array<i64: 1024, 1, 1>, kernel = "cast_f32_to_f16_2x4096x1024_k0", smem = 0 : i64}
 // ANN: trellis.add {{.*}}kernel = "add_f16_1x512x128_k1"
-// ANN: trellis.mul {{.*}}grid = array<i64: 2048, 1, 1>, kernel = "mul_f16_1x4096x1024_k2"
+// ANN: trellis.mul {{.*}}grid = array<i64: 512, 1, 1>, kernel = "mul_f16_1x4096x1024_k2"
 // ANN: trellis.sub {{.*}}kernel = "sub_f32_4x8_k3"
 // ANN: trellis.gelu {{.*}}kernel = "gelu_f16_2x4096x4096_k4"
 // ANN: trellis.silu {{.*}}kernel = "silu_f32_1x128_k5"
 // ANN: trellis.modulate {{.*}}kernel = "modulate_f16_2x4096x1024_k6"
-// ANN: trellis.gated_residual {{.*}}kernel = "gated_residual_f16_2x4096x1024_k7"
+// ANN: trellis.gated_residual {{.*}}grid = array<i64: 1024, 1, 1>, kernel = "gated_residual_f16_2x4096x1024_k7"
 // ANN: trellis.maximum {{.*}}grid = array<i64: 1, 1, 1>, kernel = "maximum_f32_7_k8"
 // ANN: trellis.add {{.*}}kernel = "add_i32_16_k9"
 // ANN: trellis.broadcast_rows {{.*}}kernel = "broadcast_rows_f16_2x1374x1024_k10"
