@@ -26,7 +26,7 @@ using namespace trellis;
 int main(int argc, char **argv) {
   std::string exe, model, attention, norms = "q-fused";
   int reps = 5;
-  bool graphs = true, profile = false, tune = true;
+  bool graphs = true, profile = false, tune = true, concurrent = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--exe" && i + 1 < argc)
@@ -41,13 +41,15 @@ int main(int argc, char **argv) {
       profile = true;
     else if (a == "--no-gemm-tuning")
       tune = false;
+    else if (a == "--concurrent-branches")
+      concurrent = true;
     else if (a == "--attention" && i + 1 < argc)
       attention = argv[++i];
     else if (a == "--attention-norms" && i + 1 < argc)
       norms = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s --exe trellis.exe --model DIR [--reps N] "
-                           "[--no-graphs] [--profile] [--no-gemm-tuning] [--attention CONFIG]\n       [--attention-norms q-fused|prepass|fused]\n",
+                           "[--no-graphs] [--profile] [--no-gemm-tuning] [--concurrent-branches] [--attention CONFIG]\n       [--attention-norms q-fused|prepass|fused]\n",
                    argv[0]);
       return 2;
     }
@@ -78,6 +80,7 @@ int main(int argc, char **argv) {
   options.gpu.options.cudaGraphs = graphs;
   options.gpu.options.profile = profile;
   options.gpu.options.tuneGemms = tune;
+  options.gpu.options.concurrentBranches = concurrent;
   options.gpu.options.attentionConfig = attention;
   options.gpu.options.attentionNorms = norms;
   options.gpuCode = BundleGpuCode::from(*bundle);

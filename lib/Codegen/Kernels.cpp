@@ -7,15 +7,20 @@
 // rounding to the result dtype at the store. Families:
 //  * elementwise (casts, unary, binary with NumPy broadcasting, modulation,
 //    the sampler update): V consecutive elements per thread with 16-byte
-//    vector loads/stores when the innermost size allows; broadcast operands
-//    are loaded as scalars and splatted;
+//    vector loads/stores when the innermost size allows (four such groups
+//    per thread on large tensors, all loads before the first store);
+//    broadcast operands are loaded as scalars and splatted;
 //  * row reductions over the last axis (layer_norm, head_rms_norm, softmax,
 //    layer_norm_modulate): G lanes (≤ 32, a power of two) per row, each
 //    holding K vectors of V elements in registers, statistics in f32 reduced
-//    with gpu.shuffle xor; rows too long for registers loop over the row;
-//  * reductions over another axis (the SS decoder's channel layer norm):
-//    one thread per (outer, inner) position looping over the axis, which
-//    keeps the accesses coalesced across threads;
+//    with gpu.shuffle xor; the per-column parameters are loaded with x (a
+//    layer norm's f32 γ / β staged in workgroup memory by the block); rows
+//    too long for registers loop over the row;
+//  * layer norm over another axis (the SS decoder's channel-first norm): the
+//    block's threads split positions (vector accesses along the contiguous
+//    inner axis) and channels, x held in registers, partial sums combined in
+//    workgroup memory; one thread per position looping over the axis where
+//    that does not fit (and for softmax);
 //  * data movement (split, concat, permute, pixel shuffle, im2col);
 //  * timestep embedding, with its frequency table baked in as the reference
 //    computes it.
@@ -207,10 +212,10 @@ public:
   /// A workgroup (shared memory) buffer of n f32, 16-byte aligned for
   /// vector accesses.
   Value workgroupF32(int64_t n) {
-    auto ty = MemRefType::get(
-        {n}, b.getF32Type(), AffineMap(),
-        gpu::AddressSpaceAttr::get(b.getContext(),
-                                   gpu::AddressSpace::Workgroup));
+    auto ty =
+        MemRefType::get({n}, b.getF32Type(), AffineMap(),
+                        gpu::AddressSpaceAttr::get(
+                            b.getContext(), gpu::AddressSpace::Workgroup));
     Value buf = func.addWorkgroupAttribution(ty, loc);
     func.setWorkgroupAttributionAttr(func.getNumWorkgroupAttributions() - 1,
                                      "llvm.align", b.getI64IntegerAttr(16));
@@ -559,8 +564,8 @@ RowParams loadRowParams(KernelBuilder &kb, const RowSpec &s, Value row,
   case RowKind::LayerNorm:
   case RowKind::LayerNormModulate: {
     if (s.gamma >= 0)
-      p.gamma = affine ? kb.load(affine, col, v)
-                       : kb.load(kb.arg(s.gamma), col, v);
+      p.gamma =
+          affine ? kb.load(affine, col, v) : kb.load(kb.arg(s.gamma), col, v);
     if (s.beta >= 0)
       p.beta = affine ? kb.load(affine, kb.add(col, kb.idx(s.n)), v)
                       : kb.load(kb.arg(s.beta), col, v);
@@ -655,8 +660,7 @@ Value stageAffine(KernelBuilder &kb, const RowSpec &s) {
     if (s.gamma >= 0)
       kb.store(kb.load(kb.arg(s.gamma), c, vs), affine, c);
     if (s.beta >= 0)
-      kb.store(kb.load(kb.arg(s.beta), c, vs), affine,
-               kb.add(c, kb.idx(s.n)));
+      kb.store(kb.load(kb.arg(s.beta), c, vs), affine, kb.add(c, kb.idx(s.n)));
   }
   return affine;
 }
@@ -845,8 +849,7 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
         OpBuilder::InsertionGuard ig(kb.b);
         kb.b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
         Value x = kb.toF32(kb.load(kb.arg(s.x), kb.add(base, j), 1));
-        Value y =
-            rowOutput(kb, s, x, st, loadRowParams(kb, s, rowc, j, 1), 1);
+        Value y = rowOutput(kb, s, x, st, loadRowParams(kb, s, rowc, j, 1), 1);
         kb.store(kb.fromF32(y, outTy), kb.arg(s.out), kb.add(base, j));
         scf::YieldOp::create(kb.b, l);
       });
@@ -909,18 +912,17 @@ Launch emitAxisKernel(KernelBuilder &kb, const RowSpec &s, int64_t outer,
         b, loc, arith::AddFOp::create(b, loc, var, kb.f32(double(s.eps), f32)));
     st.rstd = arith::DivFOp::create(b, loc, kb.f32(1.0, f32), sd);
   }
-  scf::ForOp::create(b, loc, kb.idx(0), kb.idx(s.n), kb.idx(1), ValueRange{},
-                     [&](OpBuilder &nb, Location l, Value j, ValueRange) {
-                       OpBuilder::InsertionGuard ig(kb.b);
-                       kb.b.setInsertionPoint(nb.getInsertionBlock(),
-                                              nb.getInsertionPoint());
-                       Value x = kb.toF32(kb.load(kb.arg(s.x), at(j), 1));
-                       Value y = rowOutput(
-                           kb, s, x, st, loadRowParams(kb, s, Value(), j, 1),
-                           1);
-                       kb.store(kb.fromF32(y, outTy), kb.arg(s.out), at(j));
-                       scf::YieldOp::create(kb.b, l);
-                     });
+  scf::ForOp::create(
+      b, loc, kb.idx(0), kb.idx(s.n), kb.idx(1), ValueRange{},
+      [&](OpBuilder &nb, Location l, Value j, ValueRange) {
+        OpBuilder::InsertionGuard ig(kb.b);
+        kb.b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        Value x = kb.toF32(kb.load(kb.arg(s.x), at(j), 1));
+        Value y =
+            rowOutput(kb, s, x, st, loadRowParams(kb, s, Value(), j, 1), 1);
+        kb.store(kb.fromF32(y, outTy), kb.arg(s.out), at(j));
+        scf::YieldOp::create(kb.b, l);
+      });
   return launch1d(items);
 }
 
@@ -932,9 +934,8 @@ Launch emitAxisKernel(KernelBuilder &kb, const RowSpec &s, int64_t outer,
 /// once. Partial sums meet in workgroup memory. Returns failure when no
 /// configuration keeps kc · V ≤ 32 values per thread, or γ / β are too long
 /// to stage.
-FailureOr<Launch> emitChannelSplitLayerNorm(KernelBuilder &kb,
-                                            const RowSpec &s, int64_t outer,
-                                            int64_t inner) {
+FailureOr<Launch> emitChannelSplitLayerNorm(KernelBuilder &kb, const RowSpec &s,
+                                            int64_t outer, int64_t inner) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   Type xTy = cast<MemRefType>(kb.arg(s.x).getType()).getElementType();
@@ -1005,15 +1006,14 @@ FailureOr<Launch> emitChannelSplitLayerNorm(KernelBuilder &kb,
     Value total;
     for (int64_t j = 0; j < slices; ++j) {
       Value part = kb.load(
-          smem, kb.add(kb.mul(pos, v), kb.idx((half * kBlock + j * p) * v)),
-          v);
+          smem, kb.add(kb.mul(pos, v), kb.idx((half * kBlock + j * p) * v)), v);
       total = total ? Value(arith::AddFOp::create(b, loc, total, part)) : part;
     }
     return total;
   };
   Value nF = kb.f32(double(s.n), vecTy);
-  Value mean = arith::DivFOp::create(
-      b, loc, blockSum([](Value x) { return x; }, 0), nF);
+  Value mean =
+      arith::DivFOp::create(b, loc, blockSum([](Value x) { return x; }, 0), nF);
   Value sq = blockSum(
       [&](Value x) {
         Value d = arith::SubFOp::create(b, loc, x, mean);

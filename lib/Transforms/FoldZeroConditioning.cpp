@@ -107,8 +107,7 @@ struct ReshapeOfRows : OpRewritePattern<ReshapeOp> {
     Value row = ReshapeOp::create(
         rewriter, op.getLoc(),
         RankedTensorType::get(rowShape, type.getElementType()), rows.getRow());
-    rewriter
-        .replaceOpWithNewOp<BroadcastRowsOp>(op, type, row, rows.getLike())
+    rewriter.replaceOpWithNewOp<BroadcastRowsOp>(op, type, row, rows.getLike())
         ->setLoc(fuse(rows, op));
     return success();
   }
@@ -181,8 +180,7 @@ struct SparseCrossAttentionOfRows : OpRewritePattern<SparseCrossAttentionOp> {
       return failure();
     auto type = cast<RankedTensorType>(op.getResult().getType());
     Value like = type.hasStaticShape() ? Value() : op.getQ();
-    rewriter
-        .replaceOpWithNewOp<BroadcastRowsOp>(op, type, rows.getRow(), like)
+    rewriter.replaceOpWithNewOp<BroadcastRowsOp>(op, type, rows.getRow(), like)
         ->setLoc(fuse(rows, op));
     return success();
   }

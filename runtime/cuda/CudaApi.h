@@ -43,6 +43,7 @@ namespace trellis::cuda {
   X(cuStreamCreate)                                                            \
   X(cuStreamDestroy)                                                           \
   X(cuStreamSynchronize)                                                       \
+  X(cuStreamWaitEvent)                                                         \
   X(cuStreamBeginCapture)                                                      \
   X(cuStreamEndCapture)                                                        \
   X(cuGraphInstantiate)                                                        \

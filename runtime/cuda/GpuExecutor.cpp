@@ -109,6 +109,10 @@ struct SlotInfo {
   int root = -1;       // the slot this one is a view of (or itself)
   size_t viewOffset = 0;  // bytes from the parent's address (split views)
   int64_t tokenStride = 0; // strided split views: elements between tokens
+  // Lane 1: storage of the unconditional sampler branch, which runs on a
+  // second stream concurrently with lane 0; it must not share memory with
+  // lane-0 values alive at any time in [laneFrom, laneTo] (the loop).
+  int lane = 0, laneFrom = 0, laneTo = 0;
   int def = -1, last = -1;
   size_t offset = 0;   // in the arena / weight pool / constant pool
   CUdeviceptr ptr = 0; // resolved address
@@ -127,6 +131,15 @@ struct GpuExecutor::Impl {
   int attentionFamily = 0;
   std::map<std::string, CUfunction> functions;
   cublasLtHandle_t lt = nullptr;
+  // The second stream of concurrent sampler branches, its own GEMM
+  // workspace, and the fork/join events.
+  CUstream stream2 = nullptr;
+  CUdeviceptr gemmWorkspace2 = 0;
+  CUevent fork = nullptr, join = nullptr;
+  bool concurrentBranches() const {
+    return options.concurrentBranches && !options.checkOps &&
+           !options.checkFinite && !options.profile;
+  }
   std::map<std::string, int> tunedGemms; // GEMM key -> heuristic index
   CUdeviceptr gemmWorkspace = 0;
 
@@ -267,6 +280,13 @@ GpuExecutor::Impl::~Impl() {
     release(*p);
   if (gemmWorkspace)
     api->cuMemFree(gemmWorkspace);
+  if (gemmWorkspace2)
+    api->cuMemFree(gemmWorkspace2);
+  for (CUevent e : {fork, join})
+    if (e)
+      api->cuEventDestroy(e);
+  if (stream2)
+    api->cuStreamDestroy(stream2);
   if (lt)
     api->cublasLtDestroy(lt);
   if (generated)
@@ -354,6 +374,19 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
                        "cuMemAlloc (GEMM workspace)");
       !s)
     return s;
+  if (concurrentBranches()) {
+    if (Status s =
+            check(api->cuStreamCreate(&stream2, CU_STREAM_NON_BLOCKING),
+                  "cuStreamCreate");
+        !s)
+      return s;
+    if (Status s = check(api->cuMemAlloc(&gemmWorkspace2, kGemmWorkspaceBytes),
+                         "cuMemAlloc (GEMM workspace)");
+        !s)
+      return s;
+    api->cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING);
+    api->cuEventCreate(&join, CU_EVENT_DISABLE_TIMING);
+  }
   return Status::ok();
 }
 
@@ -686,6 +719,47 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
   for (int r : p.results)
     p.slots[root(p, r)].last = pos;
 
+  // The unconditional branch's own storage is lane 1 when the branches run
+  // concurrently.
+  if (concurrentBranches()) {
+    std::function<void(Body &, const Node &)> markLane =
+        [&](Body &body, const Node &loop) {
+          auto mark = [&](int slot) {
+            SlotInfo &info = p.slots[slot];
+            if (info.root != slot || info.where != SlotInfo::Where::Arena)
+              return;
+            info.lane = 1;
+            info.laneFrom = loop.pos;
+            info.laneTo = loop.endPos;
+          };
+          for (int a : body.args)
+            mark(a);
+          for (Node &node : body.nodes) {
+            for (int o : node.out)
+              mark(o);
+            if (node.scratch >= 0)
+              mark(node.scratch);
+            for (Body &region : node.regions)
+              markLane(region, loop);
+          }
+        };
+    std::function<void(Body &)> find = [&](Body &body) {
+      for (Node &node : body.nodes) {
+        if (node.instr->op == "trellis.flow_sample" &&
+            node.regions.size() == 2) {
+          markLane(node.regions[1], node);
+          SlotInfo &vu = p.slots[node.loopSlots[1]];
+          vu.lane = 1;
+          vu.laneFrom = node.pos;
+          vu.laneTo = node.endPos;
+        }
+        for (Body &region : node.regions)
+          find(region);
+      }
+    };
+    find(p.body);
+  }
+
   // First-fit over the arena roots, in order of definition.
   std::vector<int> order;
   for (size_t s = 0; s < p.slots.size(); ++s)
@@ -703,7 +777,18 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
     std::vector<std::pair<size_t, size_t>> busy;
     for (int o : placed) {
       const SlotInfo &other = p.slots[o];
-      if (other.last < info.def || info.last < other.def)
+      int aFrom = info.def, aTo = info.last;
+      int bFrom = other.def, bTo = other.last;
+      if (info.lane != other.lane) { // concurrent: the lane-1 side's loop
+        if (info.lane) {
+          aFrom = info.laneFrom;
+          aTo = info.laneTo;
+        } else {
+          bFrom = other.laneFrom;
+          bTo = other.laneTo;
+        }
+      }
+      if (bTo < aFrom || aTo < bFrom)
         continue;
       busy.push_back({other.offset,
                       other.offset + alignUp(std::max<size_t>(
@@ -1635,11 +1720,29 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
     double t = grid_[size_t(i)], tPrev = grid_[size_t(i + 1)];
     float tau = ref::modelTime(t);
     bool guided = ref::isGuidedStep(t, (*interval)[0], (*interval)[1]);
-    if (Status s = evaluate(condBody, tau, 0, 1, vc, i); !s)
-      return s;
-    if (guided)
-      if (Status s = evaluate(uncondBody, tau, 1, 2, vu, i); !s)
+    if (guided && specialized && concurrentBranches()) {
+      // The unconditional branch on the second stream, concurrently with
+      // the conditional one (its storage is lane 1 of the plan).
+      api->cuEventRecord(fork, stream);
+      api->cuStreamWaitEvent(stream2, fork, 0);
+      std::swap(stream, stream2);
+      std::swap(gemmWorkspace, gemmWorkspace2);
+      Status s = evaluate(uncondBody, tau, 1, 2, vu, i);
+      api->cuEventRecord(join, stream);
+      std::swap(stream, stream2);
+      std::swap(gemmWorkspace, gemmWorkspace2);
+      if (!s)
         return s;
+      if (Status c = evaluate(condBody, tau, 0, 1, vc, i); !c)
+        return c;
+      api->cuStreamWaitEvent(stream, join, 0);
+    } else {
+      if (Status s = evaluate(condBody, tau, 0, 1, vc, i); !s)
+        return s;
+      if (guided)
+        if (Status s = evaluate(uncondBody, tau, 1, 2, vu, i); !s)
+          return s;
+    }
     CUdeviceptr args4[4] = {x, vc, vu, x};
     float strength = float(w), dt = float(t - tPrev);
     int32_t guidedFlag = guided ? 1 : 0;
