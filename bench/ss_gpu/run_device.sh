@@ -59,6 +59,26 @@ if has tiny; then
     --json "$OUT/tiny_parity.json" 2>&1 | tee -a "$OUT/summary.txt"
 fi
 
+if has capi; then
+  log "tiny: the C ABI (python/examples/run_trellis.py over libtrellis_rt.so) vs trellis.exe, both on the GPU"
+  M=/tmp/tiny
+  "$B/trellis-mkmodel" --preset tiny --seed 1 --out $M --force --quiet
+  for run in a b; do
+    "$B/tiny.exe" --model $M --cond $M/cond.npy --out "$OUT/exe_$run" --seed 1 --gpu require \
+      > "$OUT/exe_$run.log" 2>&1; echo "trellis.exe rc=$?" | tee -a "$OUT/summary.txt"
+  done
+  TRELLISC_BUILD_DIR=$B python3 "$ROOT/python/examples/run_trellis.py" --program "$B/tiny.exe" --model $M \
+    --cond $M/cond.npy --out "$OUT/capi" --seed 1 > "$OUT/capi.log" 2>&1
+  echo "launcher rc=$?" | tee -a "$OUT/summary.txt"; tail -3 "$OUT/capi.log" | tee -a "$OUT/summary.txt"
+  python3 - "$OUT" <<'EOF2' | tee -a "$OUT/summary.txt"
+import numpy as np, sys
+o = sys.argv[1]
+for name in ["ss_latent.npy", "coords.npy", "slat.npy"]:
+    a, b, c = (np.load(f"{o}/{d}/{name}") for d in ("exe_a", "exe_b", "capi"))
+    print(f"{name}: exe run 1 == run 2: {np.array_equal(a, b)}; C ABI == exe: {np.array_equal(a, c)}")
+EOF2
+fi
+
 if has memcheck; then
   log "tiny: compute-sanitizer memcheck (graphs on, then eager)"
   M=/tmp/tiny

@@ -26,7 +26,7 @@ using namespace trellis;
 int main(int argc, char **argv) {
   std::string exe, model, attention, norms = "q-fused";
   int reps = 5;
-  bool graphs = true, profile = false, tune = true, concurrent = false;
+  bool graphs = true, profile = false, tune = false, concurrent = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--exe" && i + 1 < argc)
@@ -39,8 +39,8 @@ int main(int argc, char **argv) {
       graphs = false;
     else if (a == "--profile")
       profile = true;
-    else if (a == "--no-gemm-tuning")
-      tune = false;
+    else if (a == "--tune-gemms")
+      tune = true;
     else if (a == "--concurrent-branches")
       concurrent = true;
     else if (a == "--attention" && i + 1 < argc)
@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
       norms = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s --exe trellis.exe --model DIR [--reps N] "
-                           "[--no-graphs] [--profile] [--no-gemm-tuning] [--concurrent-branches] [--attention CONFIG]\n       [--attention-norms q-fused|prepass|fused]\n",
+                           "[--no-graphs] [--profile] [--tune-gemms] [--concurrent-branches] [--attention CONFIG]\n       [--attention-norms q-fused|prepass|fused]\n",
                    argv[0]);
       return 2;
     }

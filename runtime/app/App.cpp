@@ -55,6 +55,10 @@ usage: trellis.exe --model DIR --cond FILE --out DIR [options]
   --gpu-check-ops      compare every GPU op with the CPU reference on the
                        same inputs; stop at the first one off by more than
                        --gpu-check-tolerance (default 0.02 relative L2)
+  --gpu-sync-ops       wait for every GPU op, so a GPU fault names its op
+  --gpu-tune-gemms     time cuBLASLt's candidates per GEMM and keep the
+                       fastest (~1% faster; results may then differ in the
+                       last bits from run to run)
   --no-cuda-graphs     launch sampler steps op by op instead of as graphs
   --stop-after STAGE   ss (after coords.npy) or slat (after slat.npy)
   --low-memory         release a stage's device weights and arena after it
@@ -120,6 +124,10 @@ Result<Options> parseArgs(int argc, char **argv) {
       o.gpu.options.checkOps = true;
     else if (a == "--gpu-check-tolerance")
       s = number(o.gpu.options.checkTolerance);
+    else if (a == "--gpu-tune-gemms")
+      o.gpu.options.tuneGemms = true;
+    else if (a == "--gpu-sync-ops")
+      o.gpu.options.syncEachOp = true;
     else if (a == "--no-cuda-graphs")
       o.gpu.options.cudaGraphs = false;
     else if (a == "--low-memory")

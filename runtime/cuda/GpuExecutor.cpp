@@ -1568,12 +1568,16 @@ Status GpuExecutor::Impl::runNode(Prepared &p, Node &node) {
   }
   if (options.checkOps || options.checkFinite)
     return checkNode(p, node);
+  if (options.syncEachOp)
+    if (CUresult r = api->cuStreamSynchronize(stream); r != CUDA_SUCCESS)
+      return opError(instr, "the GPU failed in this op: " + api->describe(r));
   return Status::ok();
 }
 
 Status GpuExecutor::Impl::runBody(Prepared &p, Body &body, bool allowGraph) {
   bool graphs = allowGraph && options.cudaGraphs && !options.checkOps &&
-                !options.checkFinite && !options.profile;
+                !options.checkFinite && !options.profile &&
+                !options.syncEachOp;
   if (graphs) {
     auto it = p.graphs.find(&body);
     if (it == p.graphs.end()) {
@@ -1929,7 +1933,7 @@ Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
   if (sync != CUDA_SUCCESS)
     return Error{"the GPU failed while running '" + name +
                  "': " + api.describe(sync) +
-                 " (run with --gpu-check-ops to find the op)"};
+                 " (run with --gpu-sync-ops to name the op that failed)"};
   size_t freeBytes = 0, totalBytes = 0;
   api.cuMemGetInfo(&freeBytes, &totalBytes);
   m.report.deviceBytesInUse = totalBytes - freeBytes;

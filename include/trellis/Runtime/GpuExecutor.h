@@ -36,6 +36,9 @@ struct GpuOptions {
   /// error exceeds `checkTolerance`.
   bool checkOps = false;
   double checkTolerance = 2e-2;
+  /// Wait for every op to finish (eager launches), so that an asynchronous
+  /// GPU fault is reported with the op and its source location.
+  bool syncEachOp = false;
   /// NaN/Inf check of every result (eager launches).
   bool checkFinite = false;
   /// Time every command with CUDA events (eager launches) and report the
@@ -47,8 +50,10 @@ struct GpuOptions {
   /// within run-to-run noise, for 32 MiB more memory.
   bool concurrentBranches = false;
   /// Time cuBLASLt's candidate algorithms for each distinct GEMM at load and
-  /// keep the fastest (off: the heuristic's first choice).
-  bool tuneGemms = true;
+  /// keep the fastest. Off by default: the choice then depends on timing, so
+  /// two runs of the same inputs may round differently; the heuristic's first
+  /// choice (the default) gives the same bits every run.
+  bool tuneGemms = false;
   /// Attention kernel configuration by name (runtime/kernels/attention.h),
   /// for benchmarks; empty: the measured default per head dim.
   std::string attentionConfig;
