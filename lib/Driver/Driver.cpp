@@ -145,6 +145,12 @@ cl::opt<std::string> precision(
     cl::desc("trellis: fp16 where TRELLIS stores fp16 (spec §11); fp32: "
              "everything in f32 (a debugging aid, not TRELLIS's numbers)"));
 
+cl::opt<unsigned> mlpChunkTokens(
+    "mlp-chunk-tokens", cl::cat(category), cl::init(0),
+    cl::desc("GPU: run each MLP over this many tokens at a time "
+             "(trellis-chunk-mlp; bounds the [L, 4C] hidden activation for "
+             "small-memory GPUs; 0 = whole sequence)"));
+
 /// A usage error: exit code 2.
 int usageError(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "trellisc") << message << "\n";
@@ -184,7 +190,7 @@ void addPhasePasses(Phase phase, PassManager &pm) {
     pm.addPass(::mlir::trellis::createTrellisVerifyLocations());
     break;
   case Phase::Fusion:
-    ::mlir::trellis::buildFusionPipeline(pm);
+    ::mlir::trellis::buildFusionPipeline(pm, mlpChunkTokens);
     pm.addPass(::mlir::trellis::createTrellisVerifyLocations());
     break;
   default:

@@ -8,6 +8,11 @@
 // IR: trellis.layer_norm {{.*}}trellis.launch = {block = array<i64: {{.*}}>, grid = array<i64: {{.*}}>, kernel = "[[LN:layer_norm_f16_[0-9a-z_]+]]"
 // IR: trellis.attention
 
+// --mlp-chunk-tokens splits the MLP over tokens (trellis-chunk-mlp).
+// RUN: trellisc %s --compile-to=fusion --mlp-chunk-tokens=64 | FileCheck %s --check-prefix=CHUNK
+// CHUNK-COUNT-2: trellis.linear {{.*}} -> tensor<1x64x256xf16>
+// CHUNK: trellis.concat
+
 // RUN: trellisc %s --compile-to=codegen --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --input-file=%t.ptx --check-prefix=PTX
 // PTX: .target sm_90a
