@@ -79,6 +79,17 @@ for name in ["ss_latent.npy", "coords.npy", "slat.npy"]:
 EOF2
 fi
 
+if has faults; then
+  log "tiny: an asynchronous GPU fault (injected into the first gated_residual kernel) is reported with its op"
+  M=/tmp/tiny
+  for mode in "" "--gpu-sync-ops"; do
+    TRELLIS_GPU_INJECT_FAULT=trellis.gated_residual "$B/tiny.exe" --model $M --cond $M/cond.npy \
+      --stop-after ss --out "$OUT/fault" --gpu require $mode > "$OUT/fault$mode.log" 2>&1
+    echo "rc=$? $mode" | tee -a "$OUT/summary.txt"; grep "error" "$OUT/fault$mode.log" | tee -a "$OUT/summary.txt"
+    ls "$OUT/fault" 2>/dev/null | tee -a "$OUT/summary.txt"
+  done
+fi
+
 if has memcheck; then
   log "tiny: compute-sanitizer memcheck (graphs on, then eager)"
   M=/tmp/tiny

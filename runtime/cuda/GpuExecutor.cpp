@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -141,6 +142,7 @@ struct GpuExecutor::Impl {
            !options.checkFinite && !options.profile;
   }
   std::map<std::string, int> tunedGemms; // GEMM key -> heuristic index
+  bool faultInjected = false;
   CUdeviceptr gemmWorkspace = 0;
 
   const Program &program;
@@ -192,7 +194,15 @@ struct GpuExecutor::Impl {
   Status check(CUresult r, const char *what) const {
     if (r == CUDA_SUCCESS)
       return Status::ok();
-    return Error{std::string(what) + " failed: " + api->describe(r)};
+    std::string hint;
+    // Faults of a kernel that ran earlier surface at the next call.
+    if (!options.syncEachOp &&
+        (r == CUDA_ERROR_ILLEGAL_ADDRESS || r == CUDA_ERROR_LAUNCH_FAILED ||
+         r == CUDA_ERROR_MISALIGNED_ADDRESS ||
+         r == CUDA_ERROR_ILLEGAL_INSTRUCTION || r == CUDA_ERROR_ASSERT))
+      hint = "; it comes from an earlier GPU op: rerun with --gpu-sync-ops "
+             "to name it";
+    return Error{std::string(what) + " failed: " + api->describe(r) + hint};
   }
   Status check(cublasStatus_t s, const char *what) const {
     if (s == CUBLAS_STATUS_SUCCESS)
@@ -1332,6 +1342,14 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     args->push_back(ptr(s));
   for (int s : node.out)
     args->push_back(ptr(s));
+  // Test hook for the error path (bench/ss_gpu/run_device.sh faults): the
+  // first generated kernel of op TRELLIS_GPU_INJECT_FAULT gets an invalid
+  // input address, so the GPU faults asynchronously inside it.
+  if (const char *inject = std::getenv("TRELLIS_GPU_INJECT_FAULT");
+      inject && instr.op == inject && !faultInjected && !args->empty()) {
+    (*args)[0] = CUdeviceptr(0x10);
+    faultInjected = true;
+  }
   node.command = [this, f, grid, block, smem, args, &instr]() -> Status {
     std::vector<void *> params;
     for (CUdeviceptr &a : *args)
