@@ -1,4 +1,5 @@
-//===- ss_bench.cpp - Times the compiled SS stage on the GPU ---------------===//
+//===- ss_bench.cpp - Times the compiled SS stage on the GPU
+//---------------===//
 //
 // trellis-ss-bench --exe trellis.exe --model DIR [--reps N] [--no-graphs]
 //
@@ -48,8 +49,11 @@ int main(int argc, char **argv) {
     else if (a == "--attention-norms" && i + 1 < argc)
       norms = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s --exe trellis.exe --model DIR [--reps N] "
-                           "[--no-graphs] [--profile] [--tune-gemms] [--concurrent-branches] [--attention CONFIG]\n       [--attention-norms q-fused|prepass|fused]\n",
+      std::fprintf(stderr,
+                   "usage: %s --exe trellis.exe --model DIR [--reps N] "
+                   "[--no-graphs] [--profile] [--tune-gemms] "
+                   "[--concurrent-branches] [--attention CONFIG]\n       "
+                   "[--attention-norms q-fused|prepass|fused]\n",
                    argv[0]);
       return 2;
     }
@@ -106,8 +110,9 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "error: %s\n", out.message().c_str());
       return 1;
     }
-    double wall = std::chrono::duration<double>(
-                      std::chrono::steady_clock::now() - t0).count();
+    double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     const GpuReport &g = *session.gpuReport();
     if (r == 0) {
       firstWallS = wall;

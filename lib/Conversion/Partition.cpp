@@ -27,9 +27,9 @@ void splitConvBias(func::FuncOp fn) {
     OpBuilder b(op);
     Location loc = op.getLoc();
     auto resultType = cast<RankedTensorType>(op.getType());
-    auto conv = mlir::trellis::Conv3dOp::create(
-        b, loc, resultType, op.getInput(), op.getWeight(), Value(),
-        op.getPaddingAttr());
+    auto conv = mlir::trellis::Conv3dOp::create(b, loc, resultType,
+                                                op.getInput(), op.getWeight(),
+                                                Value(), op.getPaddingAttr());
     auto biasType = cast<RankedTensorType>(op.getBias().getType());
     auto column = RankedTensorType::get({biasType.getDimSize(0), 1, 1, 1},
                                         biasType.getElementType());

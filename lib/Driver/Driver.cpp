@@ -1,4 +1,5 @@
-//===- Driver.cpp - The trellisc compiler driver ----------------------------===//
+//===- Driver.cpp - The trellisc compiler driver
+//----------------------------===//
 //
 // Reads a TRELLIS pipeline.json (or trellis-dialect MLIR), runs the compile
 // phases up to --compile-to, and writes what --emit asks for.
@@ -63,8 +64,9 @@ cl::OptionCategory debugCategory(
 /// registers thousands of others that --help hides.
 void exposeMLIRDebugOptions() {
   static const char *const kPrefixes[] = {
-      "mlir-print-ir-",      "mlir-print-debuginfo", "mlir-pretty-debuginfo",
-      "mlir-timing",         "mlir-pass-statistics", "mlir-elide-elementsattrs",
+      "mlir-print-ir-",        "mlir-print-debuginfo",
+      "mlir-pretty-debuginfo", "mlir-timing",
+      "mlir-pass-statistics",  "mlir-elide-elementsattrs",
       "mlir-print-op-generic", "mlir-disable-threading"};
   for (auto &entry : cl::getRegisteredOptions()) {
     llvm::StringRef name = entry.first;
@@ -90,7 +92,7 @@ std::string phaseHelp() {
     help += "\n    " + info.name.str() +
             std::string(11 - std::min<size_t>(10, info.name.size()), ' ') +
             info.summary.str() +
-            (info.builtForCUDA ? ""
+            (info.builtForCUDA  ? ""
              : info.builtForCPU ? " [built for --target=cpu]"
              : info.gpuOnly     ? " [GPU only; not built yet]"
                                 : " [not built yet]");
@@ -107,13 +109,12 @@ cl::opt<EmitKind> emitKind(
     "emit", cl::cat(category), cl::init(EmitKind::Default),
     cl::desc("What to write (default: exe for a full compile, mlir when "
              "--compile-to names an IR phase)"),
-    cl::values(clEnumValN(EmitKind::MLIR, "mlir", "the IR after the phase"),
-               clEnumValN(EmitKind::PTX, "ptx",
-                          "the PTX of the generated kernels"),
-               clEnumValN(EmitKind::Bundle, "bundle",
-                          "the versioned bundle alone"),
-               clEnumValN(EmitKind::Exe, "exe",
-                          "a standalone executable (runtime + bundle)")));
+    cl::values(
+        clEnumValN(EmitKind::MLIR, "mlir", "the IR after the phase"),
+        clEnumValN(EmitKind::PTX, "ptx", "the PTX of the generated kernels"),
+        clEnumValN(EmitKind::Bundle, "bundle", "the versioned bundle alone"),
+        clEnumValN(EmitKind::Exe, "exe",
+                   "a standalone executable (runtime + bundle)")));
 
 cl::opt<Target> target(
     "target", cl::cat(category), cl::init(Target::CUDA),
@@ -131,10 +132,10 @@ cl::opt<int64_t> condTokens(
     "cond-tokens", cl::cat(pipelineCategory), cl::init(0),
     cl::desc("Conditioning tokens per image (Lc; default 1374 for image "
              "pipelines, 77 for text)"));
-cl::opt<int64_t> numImages(
-    "images", cl::cat(pipelineCategory), cl::init(1),
-    cl::desc("Conditioning images per run (rows of cond; >1 needs "
-             "--multi-image)"));
+cl::opt<int64_t>
+    numImages("images", cl::cat(pipelineCategory), cl::init(1),
+              cl::desc("Conditioning images per run (rows of cond; >1 needs "
+                       "--multi-image)"));
 cl::opt<std::string> multiImage(
     "multi-image", cl::cat(pipelineCategory), cl::init("none"),
     cl::desc("How several images condition one sample: none, stochastic, "
@@ -279,8 +280,8 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
     out.slatResolution = *flow->config->slatFlow()->resolution;
   if (finalPhase == Phase::Config) {
     llvm::outs() << pipeline->file << ": "
-                 << config::pipelineClassName(pipeline->pipelineClass)
-                 << ", " << weights.size() << " models\n";
+                 << config::pipelineClassName(pipeline->pipelineClass) << ", "
+                 << weights.size() << " models\n";
     for (const config::ModelRef &m : pipeline->models)
       if (m.config)
         llvm::outs() << "  " << m.key << ": " << *m.config->name << " ("
@@ -337,7 +338,8 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
   options.condTokens = condTokens;
   options.images = numImages;
   options.multiImage = multiImage;
-  options.ssOverrides.origin = options.slatOverrides.origin = "trellisc options";
+  options.ssOverrides.origin = options.slatOverrides.origin =
+      "trellisc options";
   models::buildPipeline(tracer, *pipeline, options);
   if (tracer.hasErrors()) {
     for (const trace::TraceError &e : tracer.errors())
@@ -385,8 +387,8 @@ int emitBundle(ModuleOp module, EmitKind emit, const CompiledInput &in,
     bundle.set("ptx.sm_90a", kernels.ptxSm90a);
     if (!kernels.ptxCompute75.empty())
       bundle.set("ptx.compute_75", kernels.ptxCompute75);
-    for (const char *image : {"attn.sm_90a", "attn.compute_80",
-                              "attn.compute_75"}) {
+    for (const char *image :
+         {"attn.sm_90a", "attn.compute_80", "attn.compute_75"}) {
       std::string key = image;
       std::replace(key.begin(), key.end(), '.', '_');
       std::string_view bytes = embeddedImage(key);
@@ -443,9 +445,10 @@ int run() {
                       "': expected a pipeline.json (.json) or trellis IR "
                       "(.mlir)");
   if (*finalPhase < start)
-    return usageError("--compile-to=" + compileTo + " comes before the input's "
-                      "phase '" + getPhaseInfo(start).name +
-                      "': nothing to do");
+    return usageError("--compile-to=" + compileTo +
+                      " comes before the input's "
+                      "phase '" +
+                      getPhaseInfo(start).name + "': nothing to do");
 
   const PhaseInfo &final = getPhaseInfo(*finalPhase);
   EmitKind emit = emitKind;
@@ -466,7 +469,8 @@ int run() {
   Target tgt = target;
   llvm::StringRef targetName = tgt == Target::CPU ? "cpu" : "cuda";
   if (!final.appliesTo(tgt))
-    return usageError("phase '" + final.name + "' exists only for GPU "
+    return usageError("phase '" + final.name +
+                      "' exists only for GPU "
                       "targets; --target=cpu runs the trellis ops as they are");
   for (const PhaseInfo &info : allPhases()) {
     if (info.phase < start || info.phase > *finalPhase ||
@@ -477,8 +481,8 @@ int run() {
         "phase '" + info.name + "' (" + info.summary +
         ") is not implemented yet for --target=" + targetName +
         " in this build of trellisc; from this input the compiler can reach '" +
-        getPhaseInfo(reach).name + "' (use --compile-to=" +
         getPhaseInfo(reach).name +
+        "' (use --compile-to=" + getPhaseInfo(reach).name +
         (tgt == Target::CUDA && getPhaseInfo(Phase::Bundle).builtForCPU
              ? ", or --target=cpu for the CPU reference backend"
              : "") +
@@ -517,8 +521,7 @@ int run() {
   if (failed(applyPassManagerCLOptions(pm)))
     return usageError("invalid pass manager options");
   for (const PhaseInfo &info : allPhases())
-    if (info.phase > start && info.phase <= *finalPhase &&
-        info.appliesTo(tgt))
+    if (info.phase > start && info.phase <= *finalPhase && info.appliesTo(tgt))
       addPhasePasses(info.phase, pm);
   if (failed(pm.run(*module)))
     return 1;
@@ -567,7 +570,8 @@ int compilerMain(int argc, char **argv) {
   cl::HideUnrelatedOptions({&category, &pipelineCategory, &debugCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
-      "trellisc: ahead-of-time compiler for the TRELLIS image-to-3D pipeline\n\n"
+      "trellisc: ahead-of-time compiler for the TRELLIS image-to-3D "
+      "pipeline\n\n"
       "  trellisc models/TRELLIS-image-large/pipeline.json -o trellis.exe\n"
       "  trellisc model.mlir --compile-to=graph   (print the IR after a "
       "phase)\n\n"

@@ -1,4 +1,5 @@
-//===- NoAttentionImages.cpp - Builds without the CUDA toolkit -------------===//
+//===- NoAttentionImages.cpp - Builds without the CUDA toolkit
+//-------------===//
 #include <string_view>
 
 namespace trellis {

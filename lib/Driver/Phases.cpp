@@ -1,4 +1,5 @@
-//===- Phases.cpp - The named compile phases of trellisc --------------------===//
+//===- Phases.cpp - The named compile phases of trellisc
+//--------------------===//
 #include "lib/Driver/Phases.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -8,8 +9,8 @@ namespace trellis {
 // {phase, name, summary, built for CUDA, built for CPU, GPU only, MLIR out}
 static constexpr PhaseInfo kPhases[] = {
     {Phase::Config, "config",
-     "parse and validate pipeline.json and the checkpoint sidecars", true,
-     true, false, false},
+     "parse and validate pipeline.json and the checkpoint sidecars", true, true,
+     false, false},
     {Phase::Trace, "trace",
      "run the TRELLIS model builders: trellis IR of every model and stage",
      true, true, false, true},

@@ -1,4 +1,5 @@
-//===- App.cpp - The trellis.exe command line -------------------------------===//
+//===- App.cpp - The trellis.exe command line
+//-------------------------------===//
 //
 // Parses the command line, loads the bundle (embedded, or --bundle), reads the
 // input files and hands them to runPipeline (Runner.cpp: stages, noise,
@@ -30,7 +31,8 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-const char *const kUsage = R"(trellis.exe: the TRELLIS image-to-3D pipeline, compiled by trellisc
+const char *const kUsage =
+    R"(trellis.exe: the TRELLIS image-to-3D pipeline, compiled by trellisc
 
 usage: trellis.exe --model DIR --cond FILE --out DIR [options]
        trellis.exe --inspect
@@ -154,8 +156,7 @@ Result<Options> parseArgs(int argc, char **argv) {
       else if (s)
         s = Error{"option --gpu expects auto, off or require, found '" + mode +
                   "'"};
-    }
-    else if (a == "--model")
+    } else if (a == "--model")
       s = str(o.model);
     else if (a == "--cond")
       s = str(o.cond);
@@ -240,9 +241,7 @@ public:
     std::cerr << "\r  " << fn << ": step " << k << "/" << n
               << (k == n ? "\n" : "") << std::flush;
   }
-  void message(const std::string &line) override {
-    std::cerr << line << "\n";
-  }
+  void message(const std::string &line) override { std::cerr << line << "\n"; }
 };
 
 /// Reads the input files of the command line into a pipeline request.
@@ -336,8 +335,8 @@ int runtimeMain(int argc, char **argv) {
   if (opts->threads > 0)
     ref::setNumThreads(opts->threads);
   {
-    const nlohmann::json &gpu = loaded->meta.value("gpu_entries",
-                                                   nlohmann::json::array());
+    const nlohmann::json &gpu =
+        loaded->meta.value("gpu_entries", nlohmann::json::array());
     std::cerr << "trellis.exe: compiled for "
               << loaded->meta.value("target", std::string("cpu"))
               << (gpu.empty() ? "" : " (GPU stages: " + gpu.dump() + ")")

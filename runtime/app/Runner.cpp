@@ -1,4 +1,5 @@
-//===- Runner.cpp - The TRELLIS pipeline run as a library -------------------===//
+//===- Runner.cpp - The TRELLIS pipeline run as a library
+//-------------------===//
 //
 // Stage order, seeded noise, input checks and output files of trellis.exe;
 // shared by the command line (App.cpp) and the C ABI (runtime/capi).
@@ -50,8 +51,7 @@ static Result<LoadedBundle> finishLoad(Bundle bundle,
 
 Result<LoadedBundle> LoadedBundle::load(const std::string &path,
                                         bool embedded) {
-  auto bundle =
-      embedded ? Bundle::readEmbedded(path) : Bundle::readFile(path);
+  auto bundle = embedded ? Bundle::readEmbedded(path) : Bundle::readFile(path);
   if (!bundle)
     return Error{bundle.message()};
   return finishLoad(std::move(*bundle), path);
@@ -73,9 +73,9 @@ WeightProvider modelDirectoryWeights(const json &manifest,
                                      const std::string &modelDir) {
   auto files = std::make_shared<
       std::map<std::string, std::shared_ptr<const SafetensorsFile>>>();
-  return [files, manifest, modelDir](const std::string &model,
-                                     const std::string &name)
-             -> Result<HostTensor> {
+  return [files, manifest,
+          modelDir](const std::string &model,
+                    const std::string &name) -> Result<HostTensor> {
     auto it = files->find(model);
     if (it == files->end()) {
       if (!manifest.contains(model) || !manifest[model].is_string())
@@ -293,9 +293,9 @@ private:
     obs_.stageBegin(name, title);
     obs_.message(std::string("[") + title + "] running " + name);
     auto r = session_.call(name, std::move(args));
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                             start)
-                   .count();
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (r) {
       std::ostringstream line;
       line << "[" << title << "] done in " << s << " s";
@@ -347,7 +347,8 @@ Result<PipelineResult> PipelineRun::run() {
   const Function *slat = program.find("slat_stage");
   if (!slat)
     return Error{"the bundle is not a TRELLIS pipeline (no slat_stage); it "
-                 "exports: " + [&] {
+                 "exports: " +
+                 [&] {
                    std::string s;
                    for (const auto &e : program.entries())
                      s += (s.empty() ? "" : ", ") + e;
@@ -355,8 +356,7 @@ Result<PipelineResult> PipelineRun::run() {
                  }()};
   bool text = slat->argTypes.size() == 4;
   const HostTensor &condIn = req_.cond.tensor;
-  HostTensor condT =
-      condIn.dtype() == DType::F32 ? condIn : condIn.toFloat32();
+  HostTensor condT = condIn.dtype() == DType::F32 ? condIn : condIn.toFloat32();
   if (Status s = expectInputType(condT, slat->argTypes[1], req_.cond.what); !s)
     return Error{s.message()};
   std::vector<RtValue> condArgs = {condT};
@@ -404,8 +404,7 @@ Result<PipelineResult> PipelineRun::run() {
     if (Status s = write("ss_latent.npy", res.ssLatent); !s)
       return Error{s.message()};
     res.coords = tensorAt(*r, 1);
-    obs_.message("  " + std::to_string(res.coords.dim(0)) +
-                 " occupied voxels");
+    obs_.message("  " + std::to_string(res.coords.dim(0)) + " occupied voxels");
   }
   obs_.coords(res.coords);
   if (Status s = write("coords.npy", res.coords); !s)
@@ -425,12 +424,11 @@ Result<PipelineResult> PipelineRun::run() {
     if (slatNoise.rank() != 2 || slatNoise.dim(0) != n ||
         slatNoise.dim(1) != slatNoiseType.shape[1] ||
         slatNoise.dtype() != DType::F32)
-      return Error{req_.slatNoise->what + " is " +
-                   shapeToString(slatNoise.shape()) + " " +
-                   std::string(dtypeName(slatNoise.dtype())) + ", expected [" +
-                   std::to_string(n) + ", " +
-                   std::to_string(slatNoiseType.shape[1]) +
-                   "] F32 (one row per voxel, in coordinate order)"};
+      return Error{
+          req_.slatNoise->what + " is " + shapeToString(slatNoise.shape()) +
+          " " + std::string(dtypeName(slatNoise.dtype())) + ", expected [" +
+          std::to_string(n) + ", " + std::to_string(slatNoiseType.shape[1]) +
+          "] F32 (one row per voxel, in coordinate order)"};
   } else {
     slatNoise = rng.tensor({n, slatNoiseType.shape[1]});
   }
@@ -533,10 +531,9 @@ Status PipelineRun::decodeMesh(PipelineResult &res) {
   res.meshCubes = tensorAt(*r, 0);
   res.meshFields = tensorAt(*r, 1);
   if (!req_.outDir.empty())
-    if (Status s = writeNpz(outPath("mesh_fields.npz"),
-                            {{"coords", res.meshCubes},
-                             {"fields", res.meshFields}},
-                            false);
+    if (Status s = writeNpz(
+            outPath("mesh_fields.npz"),
+            {{"coords", res.meshCubes}, {"fields", res.meshFields}}, false);
         !s)
       return s;
   // FlexiCubes over the candidate cubes (first sample), then PLY + GLB.
@@ -546,9 +543,9 @@ Status PipelineRun::decodeMesh(PipelineResult &res) {
       mesh::extractFlexiCubes(res.meshCubes, res.meshFields, resolution);
   if (!extracted)
     return Error{extracted.message()};
-  double secs = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   std::ostringstream line;
   line << "[3/3 decoders] FlexiCubes at " << resolution
        << "^3: " << extracted->vertices.dim(0) << " vertices, "

@@ -1,4 +1,5 @@
-//===- CudaApi.cpp - dlopen of the CUDA driver and cuBLASLt ----------------===//
+//===- CudaApi.cpp - dlopen of the CUDA driver and cuBLASLt
+//----------------===//
 #include "CudaApi.h"
 
 #include <dlfcn.h>
@@ -24,8 +25,8 @@ std::string Api::describe(CUresult r) const {
 }
 
 std::string Api::describe(cublasStatus_t s) const {
-  const char *text = cublasLtGetStatusString ? cublasLtGetStatusString(s)
-                                             : nullptr;
+  const char *text =
+      cublasLtGetStatusString ? cublasLtGetStatusString(s) : nullptr;
   return text ? text : "cuBLAS status " + std::to_string(int(s));
 }
 

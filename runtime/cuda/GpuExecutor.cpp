@@ -94,21 +94,26 @@ struct Node {
   const Instr *instr = nullptr;
   std::vector<int> in, out;
   std::vector<Body> regions;
-  int pos = 0, endPos = 0;           // endPos > pos for loops
-  std::function<Status()> command;   // enqueues the op's work on the stream
-  std::string what;                  // profile category
-  bool view = false;                 // a split whose results are views
-  int scratch = -1;                  // conv3d: the im2col buffer's slot
-  int loopState = -1;                // flow_sample: v_cond, v_uncond, tau...
-  std::vector<int> loopSlots;        // flow_sample: [vc, vu, tau0, tau1]
+  int pos = 0, endPos = 0;         // endPos > pos for loops
+  std::function<Status()> command; // enqueues the op's work on the stream
+  std::string what;                // profile category
+  bool view = false;               // a split whose results are views
+  int scratch = -1;                // conv3d: the im2col buffer's slot
+  int loopState = -1;              // flow_sample: v_cond, v_uncond, tau...
+  std::vector<int> loopSlots;      // flow_sample: [vc, vu, tau0, tau1]
 };
 
 struct SlotInfo {
   ValueType type;
-  enum class Where { Unset, Arena, Weight, Constant, Host } where =
-      Where::Unset;
-  int root = -1;       // the slot this one is a view of (or itself)
-  size_t viewOffset = 0;  // bytes from the parent's address (split views)
+  enum class Where {
+    Unset,
+    Arena,
+    Weight,
+    Constant,
+    Host
+  } where = Where::Unset;
+  int root = -1;           // the slot this one is a view of (or itself)
+  size_t viewOffset = 0;   // bytes from the parent's address (split views)
   int64_t tokenStride = 0; // strided split views: elements between tokens
   // Lane 1: storage of the unconditional sampler branch, which runs on a
   // second stream concurrently with lane 0; it must not share memory with
@@ -188,8 +193,8 @@ struct GpuExecutor::Impl {
 
   // -- errors ---------------------------------------------------------------
   Error opError(const Instr &instr, const std::string &message) const {
-    return Error{"error in '" + instr.op + "' " +
-                 program.describe(instr.loc) + ": " + message};
+    return Error{"error in '" + instr.op + "' " + program.describe(instr.loc) +
+                 ": " + message};
   }
   Status check(CUresult r, const char *what) const {
     if (r == CUDA_SUCCESS)
@@ -309,19 +314,16 @@ GpuExecutor::Impl::~Impl() {
     api->cuDevicePrimaryCtxRelease(device);
 }
 
-Status GpuExecutor::Impl::loadModule(CUmodule &module,
-                                     const std::string &image,
+Status GpuExecutor::Impl::loadModule(CUmodule &module, const std::string &image,
                                      const char *what) {
   char log[8192] = {0};
   CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER,
                          CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *values[] = {log, reinterpret_cast<void *>(sizeof(log))};
-  CUresult r = api->cuModuleLoadDataEx(&module, image.c_str(), 2, opts,
-                                       values);
+  CUresult r = api->cuModuleLoadDataEx(&module, image.c_str(), 2, opts, values);
   if (r != CUDA_SUCCESS)
-    return Error{std::string("loading the ") + what +
-                 " module failed: " + api->describe(r) +
-                 (log[0] ? std::string("\n") + log : "")};
+    return Error{std::string("loading the ") + what + " module failed: " +
+                 api->describe(r) + (log[0] ? std::string("\n") + log : "")};
   return Status::ok();
 }
 
@@ -369,13 +371,11 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
       return s;
   } else if (sm >= 80 && !images.attnCompute80.empty()) {
     attentionFamily = TRELLIS_ATTN_SM80;
-    if (Status s = loadModule(attention, images.attnCompute80, "attention");
-        !s)
+    if (Status s = loadModule(attention, images.attnCompute80, "attention"); !s)
       return s;
   } else if (!images.attnCompute75.empty()) {
     attentionFamily = TRELLIS_ATTN_SM75;
-    if (Status s = loadModule(attention, images.attnCompute75, "attention");
-        !s)
+    if (Status s = loadModule(attention, images.attnCompute75, "attention"); !s)
       return s;
   }
   if (Status s = check(api->cublasLtCreate(&lt), "cublasLtCreate"); !s)
@@ -385,9 +385,8 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
       !s)
     return s;
   if (concurrentBranches()) {
-    if (Status s =
-            check(api->cuStreamCreate(&stream2, CU_STREAM_NON_BLOCKING),
-                  "cuStreamCreate");
+    if (Status s = check(api->cuStreamCreate(&stream2, CU_STREAM_NON_BLOCKING),
+                         "cuStreamCreate");
         !s)
       return s;
     if (Status s = check(api->cuMemAlloc(&gemmWorkspace2, kGemmWorkspaceBytes),
@@ -732,27 +731,27 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
   // The unconditional branch's own storage is lane 1 when the branches run
   // concurrently.
   if (concurrentBranches()) {
-    std::function<void(Body &, const Node &)> markLane =
-        [&](Body &body, const Node &loop) {
-          auto mark = [&](int slot) {
-            SlotInfo &info = p.slots[slot];
-            if (info.root != slot || info.where != SlotInfo::Where::Arena)
-              return;
-            info.lane = 1;
-            info.laneFrom = loop.pos;
-            info.laneTo = loop.endPos;
-          };
-          for (int a : body.args)
-            mark(a);
-          for (Node &node : body.nodes) {
-            for (int o : node.out)
-              mark(o);
-            if (node.scratch >= 0)
-              mark(node.scratch);
-            for (Body &region : node.regions)
-              markLane(region, loop);
-          }
-        };
+    std::function<void(Body &, const Node &)> markLane = [&](Body &body,
+                                                             const Node &loop) {
+      auto mark = [&](int slot) {
+        SlotInfo &info = p.slots[slot];
+        if (info.root != slot || info.where != SlotInfo::Where::Arena)
+          return;
+        info.lane = 1;
+        info.laneFrom = loop.pos;
+        info.laneTo = loop.endPos;
+      };
+      for (int a : body.args)
+        mark(a);
+      for (Node &node : body.nodes) {
+        for (int o : node.out)
+          mark(o);
+        if (node.scratch >= 0)
+          mark(node.scratch);
+        for (Body &region : node.regions)
+          markLane(region, loop);
+      }
+    };
     std::function<void(Body &)> find = [&](Body &body) {
       for (Node &node : body.nodes) {
         if (node.instr->op == "trellis.flow_sample" &&
@@ -800,9 +799,9 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
       }
       if (bTo < aFrom || aTo < bFrom)
         continue;
-      busy.push_back({other.offset,
-                      other.offset + alignUp(std::max<size_t>(
-                                         bytesOf(other.type), 1))});
+      busy.push_back(
+          {other.offset,
+           other.offset + alignUp(std::max<size_t>(bytesOf(other.type), 1))});
     }
     std::sort(busy.begin(), busy.end());
     size_t offset = 0;
@@ -871,11 +870,10 @@ Status GpuExecutor::Impl::stageWeights(Prepared &p) {
       break;
     }
     if (t->dtype() != info.type.dtype || t->shape() != info.type.shape) {
-      status = Error{"weight '" + info.weightName + "' of '" +
-                     info.weightModel + "': the bundle expects " +
-                     info.type.str() + ", the file holds " +
-                     shapeToString(t->shape()) + " " +
-                     std::string(dtypeName(t->dtype()))};
+      status = Error{
+          "weight '" + info.weightName + "' of '" + info.weightModel +
+          "': the bundle expects " + info.type.str() + ", the file holds " +
+          shapeToString(t->shape()) + " " + std::string(dtypeName(t->dtype()))};
       break;
     }
     const char *src = static_cast<const char *>(t->raw());
@@ -886,10 +884,10 @@ Status GpuExecutor::Impl::stageWeights(Prepared &p) {
         api->cuEventSynchronize(done[buffer]);
       char *dst = static_cast<char *>(pinned) + buffer * half;
       std::memcpy(dst, src + done_, chunk);
-      if (Status c = check(api->cuMemcpyHtoDAsync(p.weightPool + info.offset +
-                                                      done_,
-                                                  dst, chunk, stream),
-                           "cuMemcpyHtoDAsync (weights)");
+      if (Status c =
+              check(api->cuMemcpyHtoDAsync(p.weightPool + info.offset + done_,
+                                           dst, chunk, stream),
+                    "cuMemcpyHtoDAsync (weights)");
           !c) {
         status = c;
         break;
@@ -900,7 +898,9 @@ Status GpuExecutor::Impl::stageWeights(Prepared &p) {
       done_ += chunk;
     }
   }
-  api->cuStreamSynchronize(stream);
+  if (Status c = check(api->cuStreamSynchronize(stream), "weight staging");
+      !c && status)
+    status = c;
   for (CUevent e : done)
     api->cuEventDestroy(e);
   api->cuMemFreeHost(pinned);
@@ -939,18 +939,24 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   const Instr &instr = *node.instr;
   auto fail = [&](Status s) { return opError(instr, s.message()); };
   cublasLtMatmulDesc_t desc = nullptr;
-  if (Status s = check(api->cublasLtMatmulDescCreate(
-                           &desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-                       "cublasLtMatmulDescCreate");
+  if (Status s = check(
+          api->cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+          "cublasLtMatmulDescCreate");
       !s)
     return fail(s);
   p.descs.push_back(desc);
   cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opB = CUBLAS_OP_N;
-  api->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA,
-                                      sizeof(opA));
-  api->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB,
-                                      sizeof(opB));
+  // Every descriptor call is checked; the first failure is reported.
+  cublasStatus_t setup = CUBLAS_STATUS_SUCCESS;
+  auto keep = [&](cublasStatus_t r) {
+    if (setup == CUBLAS_STATUS_SUCCESS)
+      setup = r;
+  };
+  keep(api->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                           &opA, sizeof(opA)));
+  keep(api->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                           &opB, sizeof(opB)));
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   if (act == "gelu_tanh")
     epilogue = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
@@ -958,25 +964,33 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
     return opError(instr, "activation '" + act + "' has no GEMM epilogue");
   else if (bias)
     epilogue = CUBLASLT_EPILOGUE_BIAS;
-  api->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                      &epilogue, sizeof(epilogue));
+  keep(api->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                           &epilogue, sizeof(epilogue)));
   if (bias)
-    api->cublasLtMatmulDescSetAttribute(
-        desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+    keep(api->cublasLtMatmulDescSetAttribute(
+        desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   cudaDataType_t type = cudaType(dtype);
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
   if (transA)
-    api->cublasLtMatrixLayoutCreate(&la, type, uint64_t(k), uint64_t(m), k);
+    keep(api->cublasLtMatrixLayoutCreate(&la, type, uint64_t(k), uint64_t(m),
+                                         k));
   else
-    api->cublasLtMatrixLayoutCreate(&la, type, uint64_t(m), uint64_t(k), m);
-  api->cublasLtMatrixLayoutCreate(&lb, type, uint64_t(k), uint64_t(n), k);
-  api->cublasLtMatrixLayoutCreate(&ld, type, uint64_t(m), uint64_t(n), m);
+    keep(api->cublasLtMatrixLayoutCreate(&la, type, uint64_t(m), uint64_t(k),
+                                         m));
+  keep(api->cublasLtMatrixLayoutCreate(&lb, type, uint64_t(k), uint64_t(n), k));
+  keep(api->cublasLtMatrixLayoutCreate(&ld, type, uint64_t(m), uint64_t(n), m));
   p.layouts.insert(p.layouts.end(), {la, lb, ld});
   cublasLtMatmulPreference_t pref = nullptr;
-  api->cublasLtMatmulPreferenceCreate(&pref);
+  keep(api->cublasLtMatmulPreferenceCreate(&pref));
   size_t ws = kGemmWorkspaceBytes;
-  api->cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  keep(api->cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  if (setup != CUBLAS_STATUS_SUCCESS) {
+    if (pref)
+      api->cublasLtMatmulPreferenceDestroy(pref);
+    return opError(instr, "setting up the cuBLASLt GEMM failed: " +
+                              api->describe(setup));
+  }
   // Up to 8 candidates from the heuristic; with several, each distinct GEMM
   // (shape, dtype, epilogue) is timed once on its real buffers and the
   // fastest kept (cuBLASLt's first choice is not always the best for the
@@ -998,8 +1012,8 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
                     std::to_string(int(dtype)) + "e" +
                     std::to_string(int(epilogue));
   cublasLtMatmulAlgo_t algo = heuristics[0].algo;
-  if (auto it = tunedGemms.find(key); it != tunedGemms.end() &&
-                                      it->second < found) {
+  if (auto it = tunedGemms.find(key);
+      it != tunedGemms.end() && it->second < found) {
     algo = heuristics[it->second].algo;
   } else if (found > 1) {
     static const float one = 1.0f, zero = 0.0f;
@@ -1041,9 +1055,8 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
     cublasStatus_t s = api->cublasLtMatmul(
         lt, desc, &one, reinterpret_cast<const void *>(a), la,
         reinterpret_cast<const void *>(b), lb, &zero,
-        reinterpret_cast<void *>(d), ld, reinterpret_cast<void *>(d), ld,
-        &algo, reinterpret_cast<void *>(gemmWorkspace), kGemmWorkspaceBytes,
-        stream);
+        reinterpret_cast<void *>(d), ld, reinterpret_cast<void *>(d), ld, &algo,
+        reinterpret_cast<void *>(gemmWorkspace), kGemmWorkspaceBytes, stream);
     if (s != CUBLAS_STATUS_SUCCESS)
       return opError(instr, "cublasLtMatmul failed: " + api->describe(s));
     return Status::ok();
@@ -1055,17 +1068,15 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
   const std::string &op = instr.op;
   auto ptr = [&](int slot) { return address(p, slot); };
-  auto type = [&](int slot) -> const ValueType & {
-    return p.slots[slot].type;
-  };
+  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
   if (node.view || op == "trellis.weight" || op == "trellis.constant" ||
       op == "trellis.reshape" || isHostOp(op) || op == "trellis.flow_sample")
     return Status::ok(); // no device command (host ops run in runNode)
 
   if (op == "trellis.linear") {
     const ValueType &x = type(node.in[0]), &w = type(node.in[1]);
-    if (w.dtype != x.dtype || (node.in.size() > 2 &&
-                               type(node.in[2]).dtype != x.dtype))
+    if (w.dtype != x.dtype ||
+        (node.in.size() > 2 && type(node.in[2]).dtype != x.dtype))
       return opError(instr, "the GPU GEMM needs x, W and b of one dtype");
     int64_t k = w.shape[1], n = w.shape[0];
     int64_t m = int64_t(bytesOf(x) / dtypeSize(x.dtype)) / k;
@@ -1074,9 +1085,8 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
       act = *a;
     // Row-major out[m_tok, n] is column-major [n, m_tok]: D = Wᵀᵀ·xᵀ.
     return buildGemm(p, node, ptr(node.in[1]), ptr(node.in[0]),
-                     ptr(node.out[0]),
-                     node.in.size() > 2 ? ptr(node.in[2]) : 0, x.dtype, n, m,
-                     k, /*transA=*/true, act, node.command);
+                     ptr(node.out[0]), node.in.size() > 2 ? ptr(node.in[2]) : 0,
+                     x.dtype, n, m, k, /*transA=*/true, act, node.command);
   }
 
   if (op == "trellis.conv3d") {
@@ -1102,9 +1112,8 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
       auto it = functions.find(name);
       CUfunction f = nullptr;
       if (it == functions.end()) {
-        if (!generated ||
-            api->cuModuleGetFunction(&f, generated, name.c_str()) !=
-                CUDA_SUCCESS)
+        if (!generated || api->cuModuleGetFunction(
+                              &f, generated, name.c_str()) != CUDA_SUCCESS)
           return opError(instr, "kernel '" + name +
                                     "' is not in the generated module");
         functions[name] = f;
@@ -1176,19 +1185,19 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
       config = &c;
     }
     if (!config)
-      return opError(instr, "no attention kernel for head dim " +
-                                std::to_string(d));
+      return opError(instr,
+                     "no attention kernel for head dim " + std::to_string(d));
     CUfunction f = functions[config->name];
     if (!f) {
-      if (Status s = check(api->cuModuleGetFunction(&f, attention,
-                                                    config->name),
-                           "cuModuleGetFunction");
+      if (Status s =
+              check(api->cuModuleGetFunction(&f, attention, config->name),
+                    "cuModuleGetFunction");
           !s)
         return opError(instr, s.message());
       if (config->smem_bytes > 48 * 1024)
-        api->cuFuncSetAttribute(
-            f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            config->smem_bytes);
+        api->cuFuncSetAttribute(f,
+                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                config->smem_bytes);
       functions[config->name] = f;
     }
     TrellisAttnParams params{};
@@ -1245,20 +1254,19 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
       unsigned blocks = trellis_head_rmsnorm_grid(&np);
       normalizeK = [this, nf, np, blocks, &instr]() mutable -> Status {
         void *args[1] = {&np};
-        CUresult r = api->cuLaunchKernel(nf, blocks, 1, 1,
-                                         TRELLIS_HEAD_RMSNORM_THREADS, 1, 1, 0,
-                                         stream, args, nullptr);
+        CUresult r =
+            api->cuLaunchKernel(nf, blocks, 1, 1, TRELLIS_HEAD_RMSNORM_THREADS,
+                                1, 1, 0, stream, args, nullptr);
         if (r != CUDA_SUCCESS)
-          return opError(instr, "launching the k head norm: " +
-                                    api->describe(r));
+          return opError(instr,
+                         "launching the k head norm: " + api->describe(r));
         return Status::ok();
       };
       params.k = np.y;
       params.k_row_stride = heads * d;
       params.k_head_stride = d;
-      params.k_batch_stride = k.shape[0] == 1 && q.shape[0] > 1
-                                  ? 0
-                                  : k.shape[1] * heads * d;
+      params.k_batch_stride =
+          k.shape[0] == 1 && q.shape[0] > 1 ? 0 : k.shape[1] * heads * d;
       params.k_gamma = nullptr;
       if (qGamma >= 0 && options.attentionNorms == "prepass") {
         TrellisHeadRmsNormParams nq = np;
@@ -1275,8 +1283,8 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
                                            TRELLIS_HEAD_RMSNORM_THREADS, 1, 1,
                                            0, stream, args, nullptr);
           if (r != CUDA_SUCCESS)
-            return opError(instr, "launching the q head norm: " +
-                                      api->describe(r));
+            return opError(instr,
+                           "launching the q head norm: " + api->describe(r));
           return Status::ok();
         };
         params.q = nq.y;
@@ -1354,10 +1362,10 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     std::vector<void *> params;
     for (CUdeviceptr &a : *args)
       params.push_back(&a);
-    CUresult r = api->cuLaunchKernel(
-        f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]),
-        unsigned(block[0]), unsigned(block[1]), unsigned(block[2]), smem,
-        stream, params.data(), nullptr);
+    CUresult r = api->cuLaunchKernel(f, unsigned(grid[0]), unsigned(grid[1]),
+                                     unsigned(grid[2]), unsigned(block[0]),
+                                     unsigned(block[1]), unsigned(block[2]),
+                                     smem, stream, params.data(), nullptr);
     if (r != CUDA_SUCCESS)
       return opError(instr, "launching its kernel: " + api->describe(r));
     return Status::ok();
@@ -1439,9 +1447,8 @@ Result<HostTensor> GpuExecutor::Impl::download(const Prepared &p, int slot) {
     int64_t tokens = info.type.shape[0] * info.type.shape[1];
     size_t row = t.nbytes() / size_t(tokens), elem = dtypeSize(t.dtype());
     std::vector<char> span(size_t((tokens - 1) * stride) * elem + row);
-    if (Status s = check(api->cuMemcpyDtoHAsync(span.data(),
-                                                address(p, slot), span.size(),
-                                                stream),
+    if (Status s = check(api->cuMemcpyDtoHAsync(span.data(), address(p, slot),
+                                                span.size(), stream),
                          "cuMemcpyDtoHAsync");
         !s)
       return Error{s.message()};
@@ -1453,14 +1460,12 @@ Result<HostTensor> GpuExecutor::Impl::download(const Prepared &p, int slot) {
                   span.data() + size_t(i * stride) * elem, row);
     return t;
   }
-  if (Status s = check(api->cuMemcpyDtoHAsync(t.mutableRaw(),
-                                              address(p, slot),
+  if (Status s = check(api->cuMemcpyDtoHAsync(t.mutableRaw(), address(p, slot),
                                               t.nbytes(), stream),
                        "cuMemcpyDtoHAsync");
       !s)
     return Error{s.message()};
-  if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream");
-      !s)
+  if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream"); !s)
     return Error{s.message()};
   return t;
 }
@@ -1469,9 +1474,9 @@ Status GpuExecutor::Impl::upload(const Prepared &p, int slot,
                                  const HostTensor &t) {
   if (t.nbytes() == 0)
     return Status::ok();
-  if (Status s = check(api->cuMemcpyHtoDAsync(address(p, slot),
-                                              t.raw(), t.nbytes(), stream),
-                       "cuMemcpyHtoDAsync");
+  if (Status s = check(
+          api->cuMemcpyHtoDAsync(address(p, slot), t.raw(), t.nbytes(), stream),
+          "cuMemcpyHtoDAsync");
       !s)
     return s;
   // The host tensor may die when we return: wait for the copy.
@@ -1480,8 +1485,7 @@ Status GpuExecutor::Impl::upload(const Prepared &p, int slot,
 
 Status GpuExecutor::Impl::checkNode(Prepared &p, const Node &node) {
   const Instr &instr = *node.instr;
-  if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream");
-      !s)
+  if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream"); !s)
     return opError(instr, s.message());
   std::vector<HostTensor> gpu;
   for (int s : node.out) {
@@ -1554,8 +1558,7 @@ Status GpuExecutor::Impl::runNode(Prepared &p, Node &node) {
     auto rows = ref::occupancy(*logits);
     if (!rows)
       return opError(instr, rows.message());
-    auto coords =
-        ref::CoordSet::create(*rows, logits->dim(2), logits->dim(0));
+    auto coords = ref::CoordSet::create(*rows, logits->dim(2), logits->dim(0));
     if (!coords)
       return opError(instr, coords.message());
     p.hostSlots[node.out[0]] =
@@ -1594,8 +1597,7 @@ Status GpuExecutor::Impl::runNode(Prepared &p, Node &node) {
 
 Status GpuExecutor::Impl::runBody(Prepared &p, Body &body, bool allowGraph) {
   bool graphs = allowGraph && options.cudaGraphs && !options.checkOps &&
-                !options.checkFinite && !options.profile &&
-                !options.syncEachOp;
+                !options.checkFinite && !options.profile && !options.syncEachOp;
   if (graphs) {
     auto it = p.graphs.find(&body);
     if (it == p.graphs.end()) {
@@ -1633,9 +1635,7 @@ Status GpuExecutor::Impl::runBody(Prepared &p, Body &body, bool allowGraph) {
 
 Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
-  auto fail = [&](const std::string &m) -> Status {
-    return opError(instr, m);
-  };
+  auto fail = [&](const std::string &m) -> Status { return opError(instr, m); };
   auto steps = instr.intAttr("steps");
   auto rescale = instr.floatAttr("rescale_t");
   auto cfg = instr.floatAttr("cfg_strength");
@@ -1660,8 +1660,8 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
   std::string kernel = update->value("kernel", std::string());
   CUfunction f = functions[kernel];
   if (!f) {
-    if (!generated || api->cuModuleGetFunction(&f, generated,
-                                               kernel.c_str()) != CUDA_SUCCESS)
+    if (!generated ||
+        api->cuModuleGetFunction(&f, generated, kernel.c_str()) != CUDA_SUCCESS)
       return fail("kernel '" + kernel + "' is not in the generated module");
     functions[kernel] = f;
   }
@@ -1681,19 +1681,18 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
   const ValueType &noiseType = p.slots[node.in[0]].type;
   if (noiseType.dtype != DType::F32)
     return fail("the GPU sampler expects f32 noise");
-  if (Status s = check(api->cuMemcpyDtoDAsync(x, address(p, node.in[0]),
-                                              stateBytes, stream),
-                       "cuMemcpyDtoDAsync");
+  if (Status s = check(
+          api->cuMemcpyDtoDAsync(x, address(p, node.in[0]), stateBytes, stream),
+          "cuMemcpyDtoDAsync");
       !s)
     return fail(s.message());
-  int64_t batch = condBody.args.size() > 1
-                      ? p.slots[condBody.args[1]].type.shape.at(0)
-                      : 1;
+  int64_t batch =
+      condBody.args.size() > 1 ? p.slots[condBody.args[1]].type.shape.at(0) : 1;
   // τ for every (step, branch), in pinned memory that outlives the copies.
   void *pinnedTau = nullptr;
-  if (Status s = check(api->cuMemAllocHost(&pinnedTau,
-                                           size_t(n) * 2 * batch * 4),
-                       "cuMemAllocHost");
+  if (Status s =
+          check(api->cuMemAllocHost(&pinnedTau, size_t(n) * 2 * batch * 4),
+                "cuMemAllocHost");
       !s)
     return fail(s.message());
   std::unique_ptr<void, std::function<void(void *)>> tauGuard(
@@ -1722,17 +1721,16 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
       if (argBytes % srcBytes != 0)
         return fail("the condition does not tile the model batch");
       for (size_t off = 0; off < argBytes; off += srcBytes)
-        if (Status s = check(api->cuMemcpyDtoDAsync(
-                                 address(p, body.args[2]) + off, src,
-                                 srcBytes, stream),
-                             "cuMemcpyDtoDAsync (condition)");
+        if (Status s =
+                check(api->cuMemcpyDtoDAsync(address(p, body.args[2]) + off,
+                                             src, srcBytes, stream),
+                      "cuMemcpyDtoDAsync (condition)");
             !s)
           return fail(s.message());
     }
     if (Status s = runBody(p, body, true); !s)
       return s;
-    return check(api->cuMemcpyDtoDAsync(into,
-                                        address(p, body.yields.at(0)),
+    return check(api->cuMemcpyDtoDAsync(into, address(p, body.yields.at(0)),
                                         stateBytes, stream),
                  "cuMemcpyDtoDAsync (velocity)");
   };
@@ -1768,12 +1766,12 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
     CUdeviceptr args4[4] = {x, vc, vu, x};
     float strength = float(w), dt = float(t - tPrev);
     int32_t guidedFlag = guided ? 1 : 0;
-    void *params[7] = {&args4[0], &args4[1], &args4[2], &args4[3],
+    void *params[7] = {&args4[0], &args4[1], &args4[2],  &args4[3],
                        &strength, &dt,       &guidedFlag};
-    CUresult r = api->cuLaunchKernel(
-        f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]),
-        unsigned(block[0]), unsigned(block[1]), unsigned(block[2]), 0, stream,
-        params, nullptr);
+    CUresult r = api->cuLaunchKernel(f, unsigned(grid[0]), unsigned(grid[1]),
+                                     unsigned(grid[2]), unsigned(block[0]),
+                                     unsigned(block[1]), unsigned(block[2]), 0,
+                                     stream, params, nullptr);
     if (r != CUDA_SUCCESS)
       return fail("launching the sampler update: " + api->describe(r));
     ++report.commands;
@@ -1847,9 +1845,9 @@ Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
     m.report.arenaBytes = p.arenaBytes;
     m.report.weightBytes = p.weightBytes;
     m.report.constantBytes = p.constantBytes;
-    if (Status s = m.check(api.cuMemAlloc(&p.arena, std::max<size_t>(
-                                                        p.arenaBytes, 256)),
-                           "cuMemAlloc (arena)");
+    if (Status s = m.check(
+            api.cuMemAlloc(&p.arena, std::max<size_t>(p.arenaBytes, 256)),
+            "cuMemAlloc (arena)");
         !s)
       return Error{"cannot allocate the " + std::to_string(p.arenaBytes >> 20) +
                    " MiB activation arena of '" + name + "': " + s.message()};

@@ -1,4 +1,5 @@
-//===- NoCuda.cpp - GpuExecutor when built without the CUDA toolkit --------===//
+//===- NoCuda.cpp - GpuExecutor when built without the CUDA toolkit
+//--------===//
 #include "trellis/Runtime/GpuExecutor.h"
 
 namespace trellis {
@@ -10,9 +11,10 @@ struct GpuExecutor::Impl {
 GpuExecutor::GpuExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuExecutor::~GpuExecutor() = default;
 
-Result<std::unique_ptr<GpuExecutor>>
-GpuExecutor::create(const Program &, const GpuImages &, WeightProvider,
-                    GpuOptions) {
+Result<std::unique_ptr<GpuExecutor>> GpuExecutor::create(const Program &,
+                                                         const GpuImages &,
+                                                         WeightProvider,
+                                                         GpuOptions) {
   return Error{"this runtime was built without the CUDA backend"};
 }
 Status GpuExecutor::supports(const std::string &) {

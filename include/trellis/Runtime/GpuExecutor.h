@@ -69,9 +69,9 @@ struct GpuOptions {
 
 /// The device code a bundle carries (sections of the same names).
 struct GpuImages {
-  std::string ptxSm90a;     // generated kernels, sm_90a
-  std::string ptxCompute75; // generated kernels, portable PTX
-  std::string attnSm90a;    // attention kernels, sm_90a cubin
+  std::string ptxSm90a;      // generated kernels, sm_90a
+  std::string ptxCompute75;  // generated kernels, portable PTX
+  std::string attnSm90a;     // attention kernels, sm_90a cubin
   std::string attnCompute80; // attention kernels, PTX
   std::string attnCompute75; // attention kernels, PTX
 };
@@ -102,9 +102,10 @@ class GpuExecutor {
 public:
   /// Loads the CUDA driver and cuBLASLt, creates the context and loads the
   /// modules. Fails (with the reason) when no usable GPU is present.
-  static Result<std::unique_ptr<GpuExecutor>>
-  create(const Program &program, const GpuImages &images,
-         WeightProvider weights, GpuOptions options);
+  static Result<std::unique_ptr<GpuExecutor>> create(const Program &program,
+                                                     const GpuImages &images,
+                                                     WeightProvider weights,
+                                                     GpuOptions options);
   ~GpuExecutor();
 
   /// Whether `function` can run here (every op has a GPU command). The reason
