@@ -11,6 +11,7 @@
 #include "trellis/Format/Npy.h"
 #include "trellis/Reference/Parallel.h"
 #include "trellis/Runtime/Bundle.h"
+#include "trellis/Runtime/GpuExecutor.h"
 #include "trellis/Runtime/Runner.h"
 
 #include <nlohmann/json.hpp>
@@ -309,6 +310,25 @@ int inspect(const Bundle &bundle, const Program &program, const json &meta,
   std::cout << "locations: " << program.locations().size() << "\n";
   if (const std::string *w = bundle.find("weights"))
     std::cout << "weights: " << *w << "\n";
+  // The device memory of the GPU stages, planned here (no GPU needed).
+  if (meta.contains("gpu_entries") && meta["gpu_entries"].is_array())
+    for (const auto &e : meta["gpu_entries"]) {
+      if (!e.is_string())
+        continue;
+      std::string name = e.get<std::string>();
+      auto plan = GpuExecutor::planMemory(program, name);
+      if (!plan) {
+        std::cout << "gpu plan of " << name << ": " << plan.message() << "\n";
+        continue;
+      }
+      auto mib = [](size_t b) { return std::to_string((b + (1 << 19)) >> 20); };
+      std::cout << "gpu plan of " << name << ": arena " << mib(plan->arenaBytes)
+                << " MiB for " << plan->values << " values ("
+                << mib(plan->naiveBytes) << " MiB without reuse; "
+                << plan->views << " views), weights " << mib(plan->weightBytes)
+                << " MiB, constants " << mib(plan->constantBytes)
+                << " MiB; checked: no two live values share memory\n";
+    }
   return 0;
 }
 

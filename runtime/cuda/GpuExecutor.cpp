@@ -1812,6 +1812,85 @@ GpuExecutor::create(const Program &program, const GpuImages &images,
   return std::unique_ptr<GpuExecutor>(new GpuExecutor(std::move(impl)));
 }
 
+Result<GpuMemoryPlan> GpuExecutor::planMemory(const Program &program,
+                                              const std::string &function,
+                                              GpuOptions options) {
+  // No driver calls: prepare() only inlines and plans.
+  Impl m(program, nullptr, options);
+  auto pr = m.prepare(function);
+  if (!pr)
+    return Error{pr.message()};
+  const Impl::Prepared &p = **pr;
+  GpuMemoryPlan plan;
+  plan.arenaBytes = p.arenaBytes;
+  plan.weightBytes = p.weightBytes;
+  plan.constantBytes = p.constantBytes;
+  // The check, by a sweep over definition order (independent of the
+  // first-fit): every pair of arena values with intersecting lifetimes must
+  // have disjoint byte ranges inside the arena.
+  struct Range {
+    int from, to;         // lifetime
+    int spanFrom, spanTo; // what other lanes see (the loop, for lane 1)
+    size_t begin, end;
+    int slot, lane;
+  };
+  std::vector<Range> ranges;
+  for (size_t s = 0; s < p.slots.size(); ++s) {
+    const SlotInfo &info = p.slots[s];
+    if (info.root != int(s)) {
+      ++plan.views;
+      continue;
+    }
+    if (info.where != SlotInfo::Where::Arena || info.def < 0)
+      continue;
+    ++plan.values;
+    size_t bytes = bytesOf(info.type);
+    plan.naiveBytes += alignUp(std::max<size_t>(bytes, 1));
+    if (info.offset + bytes > p.arenaBytes)
+      return Error{"memory plan of '" + function + "': value " +
+                   std::to_string(s) + " ends outside the arena"};
+    Range r{info.def,    info.last,           info.def, info.last,
+            info.offset, info.offset + bytes, int(s),   info.lane};
+    if (info.lane) {
+      r.spanFrom = std::min(info.def, info.laneFrom);
+      r.spanTo = std::max(info.last, info.laneTo);
+    }
+    ranges.push_back(r);
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range &a, const Range &b) {
+    return a.spanFrom < b.spanFrom;
+  });
+  auto alive = [](const Range &a, const Range &b) {
+    // Same lane: the lifetimes; different lanes: the lane-1 value's span.
+    int af = a.from, at = a.to, bf = b.from, bt = b.to;
+    if (a.lane != b.lane) {
+      if (a.lane) {
+        af = a.spanFrom;
+        at = a.spanTo;
+      } else {
+        bf = b.spanFrom;
+        bt = b.spanTo;
+      }
+    }
+    return !(at < bf || bt < af);
+  };
+  std::vector<const Range *> active;
+  for (const Range &r : ranges) {
+    active.erase(
+        std::remove_if(active.begin(), active.end(),
+                       [&](const Range *a) { return a->spanTo < r.spanFrom; }),
+        active.end());
+    for (const Range *a : active)
+      if (a->begin < r.end && r.begin < a->end && alive(*a, r))
+        return Error{"memory plan of '" + function + "': values " +
+                     std::to_string(a->slot) + " and " +
+                     std::to_string(r.slot) +
+                     " are alive together and share memory"};
+    active.push_back(&r);
+  }
+  return plan;
+}
+
 Status GpuExecutor::supports(const std::string &function) {
   auto p = impl_->prepare(function);
   if (!p)

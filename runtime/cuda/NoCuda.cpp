@@ -17,6 +17,10 @@ Result<std::unique_ptr<GpuExecutor>> GpuExecutor::create(const Program &,
                                                          GpuOptions) {
   return Error{"this runtime was built without the CUDA backend"};
 }
+Result<GpuMemoryPlan> GpuExecutor::planMemory(const Program &,
+                                              const std::string &, GpuOptions) {
+  return Error{"this runtime was built without the CUDA backend"};
+}
 Status GpuExecutor::supports(const std::string &) {
   return Error{"built without the CUDA backend"};
 }

@@ -107,3 +107,20 @@ def test_every_gpu_op_matches_the_cpu_reference(tiny):
                     "--gpu-check-ops")
     assert r.returncode == 0, r.stderr
     assert "op results matched the CPU reference" in r.stderr
+
+
+def test_inspect_plans_gpu_memory_without_a_gpu(tiny):
+    """--inspect plans the GPU stage's device memory (no GPU needed) and checks
+    the plan with an independent sweep: no two live values share memory."""
+    model, exes, noise, d = tiny
+    r = run(exes["cuda"], "--inspect")
+    assert r.returncode == 0, r.stderr
+    line = next(l for l in r.stdout.splitlines()
+                if l.startswith("gpu plan of ss_stage"))
+    assert "checked: no two live values share memory" in line, line
+    arena = int(line.split("arena ")[1].split(" MiB")[0])
+    naive = int(line.split("(")[1].split(" MiB")[0])
+    assert 0 < arena < naive, line
+    # A CPU bundle has no GPU stages to plan.
+    r = run(exes["cpu"], "--inspect")
+    assert r.returncode == 0 and "gpu plan" not in r.stdout

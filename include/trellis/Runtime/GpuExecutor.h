@@ -98,8 +98,24 @@ struct GpuReport {
   std::vector<ProfileEntry> profile;
 };
 
+/// The device memory an entry function needs (planned without a GPU).
+struct GpuMemoryPlan {
+  size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
+  size_t values = 0;     // slots with storage of their own in the arena
+  size_t views = 0;      // reshapes and copy-free splits (no storage)
+  size_t naiveBytes = 0; // the arena without reuse (sum of all values)
+};
+
 class GpuExecutor {
 public:
+  /// Plans `function`'s device memory as run() would (inlining, views,
+  /// liveness, first-fit), without a GPU, and checks the plan with an
+  /// independent sweep: no two values that are alive at the same time share
+  /// a byte. For `trellis.exe --inspect` and the tests.
+  static Result<GpuMemoryPlan> planMemory(const Program &program,
+                                          const std::string &function,
+                                          GpuOptions options = {});
+
   /// Loads the CUDA driver and cuBLASLt, creates the context and loads the
   /// modules. Fails (with the reason) when no usable GPU is present.
   static Result<std::unique_ptr<GpuExecutor>> create(const Program &program,
