@@ -11,8 +11,10 @@
 //     host op at the stage boundary (occupancy),
 //   * runs the sampler loop on the host, each velocity evaluation a captured
 //     CUDA graph.
-// Every CUDA call is checked; every failure names the op and its source
-// location from the bundle's location table. No CUDA library is linked: the
+// Launches, copies, synchronizations and cuBLASLt setup are checked (event
+// bookkeeping and teardown are not); every failure names the op and its
+// source location from the bundle's location table — an asynchronous fault
+// the enclosing op, or with GpuOptions::syncEachOp the op itself. No CUDA library is linked: the
 // driver and cuBLASLt are loaded at run time, so GpuExecutor::create fails
 // with a reason (and the caller falls back to the CPU) where there is no GPU.
 //
