@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the attention kernels and their harnesses into build-attn/ (or $1). Needs the CUDA
-# toolkit (nvcc, ptxas, cuda.h, the libcuda stub), no GPU. Not part of the CMake build.
+# toolkit (nvcc, ptxas, cuda.h, the libcuda stub), no GPU. The CMake build compiles the kernel images that
+# trellisc embeds itself (runtime/kernels/CMakeLists.txt); this script adds the standalone harnesses.
 #   build-attn/attention_sm90a.cubin   wgmma kernels, sm_90a      (TRELLIS_ATTN_SM90_CONFIGS)
 #   build-attn/attention_sm80.ptx      mma.sync kernels, compute_80 (TRELLIS_ATTN_SM80_CONFIGS)
 #   build-attn/attention_sm75.ptx      mma.sync kernels, compute_75 (TRELLIS_ATTN_SM75_CONFIGS)

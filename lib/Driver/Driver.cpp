@@ -299,40 +299,7 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
   }
   trace::Tracer tracer(context);
   tracer.setAllFp32(precision == "fp32");
-  tracer.setWeightLookup(
-      [&files](const std::string &model,
-               const std::string &name) -> std::optional<trace::WeightInfo> {
-        auto it = files.find(model);
-        if (it == files.end())
-          return std::nullopt;
-        const SafetensorsEntry *e = it->second->find(name);
-        if (!e)
-          return std::nullopt;
-        return trace::WeightInfo{e->dtype, e->shape};
-      });
-  // Weight errors name the config values that imply each expected shape.
-  std::map<std::string, models::ModelManifest> manifests;
-  for (const config::ModelRef &m : pipeline->models)
-    if (m.config)
-      manifests.emplace(m.key, models::buildManifest(*m.config));
-  tracer.setWeightOriginLookup(
-      [&manifests](const std::string &model, const std::string &name)
-          -> std::optional<trace::WeightOrigin> {
-        auto it = manifests.find(model);
-        const models::ManifestTensor *t =
-            it == manifests.end() ? nullptr : it->second.find(name);
-        if (!t || t->shapeArgs.empty())
-          return std::nullopt;
-        // Point at the most specific width arg (mlp_ratio after
-        // model_channels), not at the block count that names the module.
-        const models::ArgRef *best = &t->shapeArgs.front();
-        for (const models::ArgRef &a : t->shapeArgs) {
-          llvm::StringRef n(a.name);
-          if (!(n.starts_with("num_") && n.ends_with("blocks")))
-            best = &a;
-        }
-        return trace::WeightOrigin{best->pos, t->describeShapeArgs()};
-      });
+  models::bindCheckpoints(tracer, *pipeline, std::move(files));
   models::PipelineOptions options;
   options.batch = batchSize;
   options.condTokens = condTokens;

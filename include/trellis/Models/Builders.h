@@ -10,16 +10,19 @@
 
 #include "trellis/Config/ModelConfig.h"
 #include "trellis/Config/PipelineConfig.h"
+#include "trellis/Format/Safetensors.h"
 #include "trellis/Trace/Tracer.h"
 
+#include <map>
+#include <memory>
 #include <string>
 
 namespace trellis::models {
 
 /// Static sizes a compile fixes.
 struct TraceSizes {
-  int64_t batch = 1;       // samples B
-  int64_t condTokens = 0;  // Lc (1374 image, 77 text)
+  int64_t batch = 1;      // samples B
+  int64_t condTokens = 0; // Lc (1374 image, 77 text)
 };
 
 /// func @name(x [B,Cin,R,R,R] f32, τ [B] f32, cond [B,Lc,Cc] f32)
@@ -50,9 +53,9 @@ int64_t voxelBound(int64_t resolution, const TraceSizes &sizes);
 
 /// What a pipeline compile fixes besides the configs.
 struct PipelineOptions {
-  int64_t batch = 1;       // samples B
-  int64_t images = 1;      // rows of cond (N_img; 1 unless multi-image)
-  int64_t condTokens = 0;  // Lc; 0 = the pipeline class's (1374 / 77)
+  int64_t batch = 1;      // samples B
+  int64_t images = 1;     // rows of cond (N_img; 1 unless multi-image)
+  int64_t condTokens = 0; // Lc; 0 = the pipeline class's (1374 / 77)
   std::string multiImage = "none";
   config::SamplerOverrides ssOverrides, slatOverrides;
 };
@@ -69,6 +72,13 @@ struct PipelineOptions {
 /// Text pipelines take neg_cond after cond (CLIP("") is not zeros).
 inline constexpr const char *kStageFunctions[] = {
     "ss_stage", "slat_stage", "decode_gs", "decode_rf", "decode_mesh"};
+
+/// Checks every traced weight against the mapped checkpoints `files` (model
+/// key -> safetensors) and makes a mismatch name the config values that imply
+/// the expected shape (each model's manifest). Call before buildPipeline.
+void bindCheckpoints(
+    trace::Tracer &t, const config::PipelineConfig &pipeline,
+    std::map<std::string, std::shared_ptr<const SafetensorsFile>> files);
 
 /// Traces every model of the pipeline and the stage functions. Errors are
 /// the tracer's (t.errors()).
