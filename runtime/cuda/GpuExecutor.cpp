@@ -215,6 +215,17 @@ struct GpuExecutor::Impl {
     return Error{std::string(what) + " failed: " + api->describe(s)};
   }
 
+  /// A generated kernel as the compiler annotated it ({kernel, grid, block,
+  /// smem}), resolved in the generated module (cached by name).
+  struct Launch {
+    CUfunction fn = nullptr;
+    unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
+  };
+  Result<Launch> resolveLaunch(const json &annotation);
+  /// Enqueues `l` on the current stream; errors name `instr`.
+  Status launch(const Launch &l, void **params, const Instr &instr,
+                const char *what);
+
   Status init(const GpuImages &images);
   Status loadModule(CUmodule &module, const std::string &image,
                     const char *what);
@@ -1064,6 +1075,48 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   return Status::ok();
 }
 
+Result<GpuExecutor::Impl::Launch>
+GpuExecutor::Impl::resolveLaunch(const json &annotation) {
+  Launch l;
+  std::string name = annotation.value("kernel", std::string());
+  auto grid = annotation.value("grid", std::vector<int64_t>());
+  auto block = annotation.value("block", std::vector<int64_t>());
+  if (name.empty() || grid.size() != 3 || block.size() != 3)
+    return Error{"malformed kernel annotation " + annotation.dump()};
+  for (int i = 0; i < 3; ++i) {
+    l.grid[i] = unsigned(grid[i]);
+    l.block[i] = unsigned(block[i]);
+  }
+  l.smem = unsigned(annotation.value("smem", int64_t(0)));
+  CUfunction &f = functions[name];
+  if (!f) {
+    if (!generated ||
+        api->cuModuleGetFunction(&f, generated, name.c_str()) != CUDA_SUCCESS)
+      return Error{"kernel '" + name + "' is not in the generated module"};
+    if (l.smem > 48 * 1024)
+      if (Status s =
+              check(api->cuFuncSetAttribute(
+                        f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        int(l.smem)),
+                    "cuFuncSetAttribute");
+          !s)
+        return Error{s.message()};
+  }
+  l.fn = f;
+  return l;
+}
+
+Status GpuExecutor::Impl::launch(const Launch &l, void **params,
+                                 const Instr &instr, const char *what) {
+  CUresult r = api->cuLaunchKernel(l.fn, l.grid[0], l.grid[1], l.grid[2],
+                                   l.block[0], l.block[1], l.block[2], l.smem,
+                                   stream, params, nullptr);
+  if (r != CUDA_SUCCESS)
+    return opError(instr,
+                   std::string("launching ") + what + ": " + api->describe(r));
+  return Status::ok();
+}
+
 Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
   const std::string &op = instr.op;
@@ -1105,37 +1158,16 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     const ValueType &o = type(node.out[0]);
     int64_t positions = o.shape[2] * o.shape[3] * o.shape[4];
     std::function<Status()> im2col, gemm;
-    // im2col launch: reuse the generic launcher with (x, col).
-    {
-      const json &l = *launch;
-      auto name = l.value("kernel", std::string());
-      auto it = functions.find(name);
-      CUfunction f = nullptr;
-      if (it == functions.end()) {
-        if (!generated || api->cuModuleGetFunction(
-                              &f, generated, name.c_str()) != CUDA_SUCCESS)
-          return opError(instr, "kernel '" + name +
-                                    "' is not in the generated module");
-        functions[name] = f;
-      } else {
-        f = it->second;
-      }
-      auto grid = l.at("grid").get<std::vector<int64_t>>();
-      auto block = l.at("block").get<std::vector<int64_t>>();
-      unsigned smem = unsigned(l.value("smem", int64_t(0)));
-      CUdeviceptr xp = ptr(node.in[0]), col = ptr(node.scratch);
-      im2col = [this, f, grid, block, smem, xp, col, &instr]() -> Status {
-        CUdeviceptr args[2] = {xp, col};
-        void *params[2] = {&args[0], &args[1]};
-        CUresult r = api->cuLaunchKernel(
-            f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]),
-            unsigned(block[0]), unsigned(block[1]), unsigned(block[2]), smem,
-            stream, params, nullptr);
-        if (r != CUDA_SUCCESS)
-          return opError(instr, "launching im2col: " + api->describe(r));
-        return Status::ok();
-      };
-    }
+    // im2col: (x, col).
+    auto im2colLaunch = resolveLaunch(*launch);
+    if (!im2colLaunch)
+      return opError(instr, im2colLaunch.message());
+    CUdeviceptr xp = ptr(node.in[0]), col = ptr(node.scratch);
+    im2col = [this, l = *im2colLaunch, xp, col, &instr]() -> Status {
+      CUdeviceptr args[2] = {xp, col};
+      void *params[2] = {&args[0], &args[1]};
+      return this->launch(l, params, instr, "im2col");
+    };
     // out[cout, P] row-major = column-major [P, cout] = col[P, k]ᶜᵐ · W[k,
     // cout]ᶜᵐ.
     if (Status s = buildGemm(p, node, ptr(node.scratch), ptr(node.in[1]),
@@ -1329,22 +1361,9 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
   if (launch == instr.attrs.end() || !launch->is_object())
     return opError(instr, "has no GPU implementation (no trellis.launch "
                           "annotation from the compiler)");
-  const json &l = *launch;
-  std::string name = l.value("kernel", std::string());
-  CUfunction f = functions[name];
-  if (!f) {
-    if (!generated ||
-        api->cuModuleGetFunction(&f, generated, name.c_str()) != CUDA_SUCCESS)
-      return opError(instr,
-                     "kernel '" + name + "' is not in the generated module");
-    functions[name] = f;
-  }
-  auto grid = l.at("grid").get<std::vector<int64_t>>();
-  auto block = l.at("block").get<std::vector<int64_t>>();
-  unsigned smem = unsigned(l.value("smem", int64_t(0)));
-  if (smem > 48 * 1024)
-    api->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                            int(smem));
+  auto kernel = resolveLaunch(*launch);
+  if (!kernel)
+    return opError(instr, kernel.message());
   auto args = std::make_shared<std::vector<CUdeviceptr>>();
   for (int s : node.in)
     args->push_back(ptr(s));
@@ -1358,17 +1377,11 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     (*args)[0] = CUdeviceptr(0x10);
     faultInjected = true;
   }
-  node.command = [this, f, grid, block, smem, args, &instr]() -> Status {
+  node.command = [this, l = *kernel, args, &instr]() -> Status {
     std::vector<void *> params;
     for (CUdeviceptr &a : *args)
       params.push_back(&a);
-    CUresult r = api->cuLaunchKernel(f, unsigned(grid[0]), unsigned(grid[1]),
-                                     unsigned(grid[2]), unsigned(block[0]),
-                                     unsigned(block[1]), unsigned(block[2]),
-                                     smem, stream, params.data(), nullptr);
-    if (r != CUDA_SUCCESS)
-      return opError(instr, "launching its kernel: " + api->describe(r));
-    return Status::ok();
+    return this->launch(l, params.data(), instr, "its kernel");
   };
   return Status::ok();
 }
@@ -1657,16 +1670,9 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
   auto update = instr.attrs.find("trellis.update");
   if (update == instr.attrs.end())
     return fail("the compiler did not annotate the sampler's update kernel");
-  std::string kernel = update->value("kernel", std::string());
-  CUfunction f = functions[kernel];
-  if (!f) {
-    if (!generated ||
-        api->cuModuleGetFunction(&f, generated, kernel.c_str()) != CUDA_SUCCESS)
-      return fail("kernel '" + kernel + "' is not in the generated module");
-    functions[kernel] = f;
-  }
-  auto grid = update->at("grid").get<std::vector<int64_t>>();
-  auto block = update->at("block").get<std::vector<int64_t>>();
+  auto updateLaunch = resolveLaunch(*update);
+  if (!updateLaunch)
+    return fail(updateLaunch.message());
 
   // Two region forms: one body (x, τ, cond) evaluated with cond and with
   // neg_cond, or two bodies (x, τ) after trellis-specialize-guidance.
@@ -1768,12 +1774,9 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
     int32_t guidedFlag = guided ? 1 : 0;
     void *params[7] = {&args4[0], &args4[1], &args4[2],  &args4[3],
                        &strength, &dt,       &guidedFlag};
-    CUresult r = api->cuLaunchKernel(f, unsigned(grid[0]), unsigned(grid[1]),
-                                     unsigned(grid[2]), unsigned(block[0]),
-                                     unsigned(block[1]), unsigned(block[2]), 0,
-                                     stream, params, nullptr);
-    if (r != CUDA_SUCCESS)
-      return fail("launching the sampler update: " + api->describe(r));
+    if (Status s = launch(*updateLaunch, params, instr, "the sampler update");
+        !s)
+      return s;
     ++report.commands;
     if (options.checkFinite) {
       auto xs = download(p, node.out[0]);
