@@ -4,9 +4,7 @@
 // docs/design/gpu-backend.md for the contract with the compiler.
 //
 //===----------------------------------------------------------------------===//
-#include "trellis/Runtime/GpuExecutor.h"
-
-#include "CudaApi.h"
+#include "GpuExecutorImpl.h"
 
 #include "runtime/kernels/attention.h"
 #include "trellis/Reference/Kernels.h"
@@ -22,278 +20,6 @@
 #include <tuple>
 
 namespace trellis {
-
-using cuda::Api;
-using json = nlohmann::json;
-using CoordsPtr = std::shared_ptr<const ref::CoordSet>;
-
-namespace {
-
-constexpr size_t kAlign = 256;
-constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
-
-size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-size_t bytesOf(const ValueType &t) {
-  int64_t n = 1;
-  for (int64_t d : t.shape)
-    n *= d;
-  return size_t(n) * dtypeSize(t.dtype);
-}
-
-bool isStatic(const ValueType &t) {
-  if (t.kind != ValueType::Kind::Tensor)
-    return false;
-  for (int64_t d : t.shape)
-    if (d < 0)
-      return false;
-  return true;
-}
-
-/// The ops that run on the host at a stage boundary (their inputs are
-/// downloaded, their outputs stay on the host).
-bool isHostOp(const std::string &op) {
-  return op == "trellis.occupancy" || op == "trellis.sparse.to_tensor";
-}
-
-/// The optional head-norm gain operands of trellis.attention (operand
-/// segments q, k, v, q_gamma?, k_gamma?): indices into the operand list, or
-/// -1.
-std::pair<int, int> attentionGammas(const Instr &instr) {
-  auto seg = instr.attrs.find("operandSegmentSizes");
-  if (seg == instr.attrs.end() || !seg->is_array() || seg->size() != 5)
-    return {-1, -1};
-  int next = 3, q = -1, k = -1;
-  if ((*seg)[3].get<int>() == 1)
-    q = next++;
-  if ((*seg)[4].get<int>() == 1)
-    k = next++;
-  return {q, k};
-}
-
-} // namespace
-
-//===----------------------------------------------------------------------===//
-// The inlined op tree of one entry function
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-struct Node;
-
-/// A region body (or the function body): ops, block arguments, yields.
-struct Body {
-  std::vector<Node> nodes;
-  std::vector<int> args, yields;
-  int endPos = 0; // position of the body's last use point (its yields)
-};
-
-/// One op with its operand/result slots in the instantiation's global
-/// numbering. Sampler ops keep their regions as nested bodies.
-struct Node {
-  const Instr *instr = nullptr;
-  std::vector<int> in, out;
-  std::vector<Body> regions;
-  int pos = 0, endPos = 0;         // endPos > pos for loops
-  std::function<Status()> command; // enqueues the op's work on the stream
-  std::string what;                // profile category
-  bool view = false;               // a split whose results are views
-  int scratch = -1;                // conv3d: the im2col buffer's slot
-  int loopState = -1;              // flow_sample: v_cond, v_uncond, tau...
-  std::vector<int> loopSlots;      // flow_sample: [vc, vu, tau0, tau1]
-};
-
-struct SlotInfo {
-  ValueType type;
-  enum class Where {
-    Unset,
-    Arena,
-    Weight,
-    Constant,
-    Host
-  } where = Where::Unset;
-  int root = -1;           // the slot this one is a view of (or itself)
-  size_t viewOffset = 0;   // bytes from the parent's address (split views)
-  int64_t tokenStride = 0; // strided split views: elements between tokens
-  // Lane 1: storage of the unconditional sampler branch, which runs on a
-  // second stream concurrently with lane 0; it must not share memory with
-  // lane-0 values alive at any time in [laneFrom, laneTo] (the loop).
-  int lane = 0, laneFrom = 0, laneTo = 0;
-  int def = -1, last = -1;
-  size_t offset = 0;   // in the arena / weight pool / constant pool
-  CUdeviceptr ptr = 0; // resolved address
-  std::string weightModel, weightName;
-};
-
-} // namespace
-
-struct GpuExecutor::Impl {
-  const Api *api = nullptr;
-  CUdevice device = 0;
-  CUcontext context = nullptr;
-  CUstream stream = nullptr;
-  int sm = 0;
-  CUmodule generated = nullptr, attention = nullptr;
-  int attentionFamily = 0;
-  std::map<std::string, CUfunction> functions;
-  cublasLtHandle_t lt = nullptr;
-  // The second stream of concurrent sampler branches, its own GEMM
-  // workspace, and the fork/join events.
-  CUstream stream2 = nullptr;
-  CUdeviceptr gemmWorkspace2 = 0;
-  CUevent fork = nullptr, join = nullptr;
-  bool concurrentBranches() const {
-    return options.concurrentBranches && !options.checkOps &&
-           !options.checkFinite && !options.profile;
-  }
-  std::map<std::string, int> tunedGemms; // GEMM key -> heuristic index
-  bool faultInjected = false;
-  CUdeviceptr gemmWorkspace = 0;
-
-  const Program &program;
-  WeightProvider weights;
-  GpuOptions options;
-  std::map<std::string, SamplerRunOverrides> overrides;
-  StepCallback onStep;
-  GpuReport report;
-  /// Profiling: (category, start, stop) per timed command of the run.
-  std::vector<std::tuple<const std::string *, CUevent, CUevent>> timings;
-  std::vector<CUevent> eventPool;
-  size_t eventsUsed = 0;
-  CUevent nextEvent() {
-    if (eventsUsed == eventPool.size()) {
-      CUevent e = nullptr;
-      api->cuEventCreate(&e, CU_EVENT_DEFAULT);
-      eventPool.push_back(e);
-    }
-    return eventPool[eventsUsed++];
-  }
-
-  /// One prepared entry function.
-  struct Prepared {
-    std::string name;
-    Body body;
-    std::vector<SlotInfo> slots;
-    std::vector<int> args, results;
-    size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
-    CUdeviceptr arena = 0, weightPool = 0, constantPool = 0;
-    std::vector<RtValue> hostSlots; // host values (coords)
-    std::vector<std::vector<uint8_t>> constantBytesHost;
-    std::map<const Body *, CUgraphExec> graphs;
-    std::vector<cublasLtMatmulDesc_t> descs;
-    std::vector<cublasLtMatrixLayout_t> layouts;
-    int positions = 0;
-    bool resident = false;
-  };
-  std::map<std::string, std::unique_ptr<Prepared>> prepared;
-
-  Impl(const Program &p, WeightProvider w, GpuOptions o)
-      : program(p), weights(std::move(w)), options(o) {}
-  ~Impl();
-
-  // -- errors ---------------------------------------------------------------
-  Error opError(const Instr &instr, const std::string &message) const {
-    return Error{"error in '" + instr.op + "' " + program.describe(instr.loc) +
-                 ": " + message};
-  }
-  Status check(CUresult r, const char *what) const {
-    if (r == CUDA_SUCCESS)
-      return Status::ok();
-    std::string hint;
-    // Faults of a kernel that ran earlier surface at the next call.
-    if (!options.syncEachOp &&
-        (r == CUDA_ERROR_ILLEGAL_ADDRESS || r == CUDA_ERROR_LAUNCH_FAILED ||
-         r == CUDA_ERROR_MISALIGNED_ADDRESS ||
-         r == CUDA_ERROR_ILLEGAL_INSTRUCTION || r == CUDA_ERROR_ASSERT))
-      hint = "; it comes from an earlier GPU op: rerun with --gpu-sync-ops "
-             "to name it";
-    return Error{std::string(what) + " failed: " + api->describe(r) + hint};
-  }
-  Status check(cublasStatus_t s, const char *what) const {
-    if (s == CUBLAS_STATUS_SUCCESS)
-      return Status::ok();
-    return Error{std::string(what) + " failed: " + api->describe(s)};
-  }
-
-  /// A generated kernel as the compiler annotated it ({kernel, grid, block,
-  /// smem}), resolved in the generated module (cached by name).
-  struct Launch {
-    CUfunction fn = nullptr;
-    unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
-  };
-  Result<Launch> resolveLaunch(const json &annotation);
-  /// Enqueues `l` on the current stream; errors name `instr`.
-  Status launch(const Launch &l, void **params, const Instr &instr,
-                const char *what);
-
-  Status init(const GpuImages &images);
-  Status loadModule(CUmodule &module, const std::string &image,
-                    const char *what);
-
-  // -- preparation ----------------------------------------------------------
-  Result<Prepared *> prepare(const std::string &name);
-  Status instantiate(Prepared &p, const Function &fn,
-                     const std::vector<int> &argSlots,
-                     std::vector<int> &resultSlots, Body &into);
-  Status instantiateBody(Prepared &p, const std::vector<Instr> &instrs,
-                         std::vector<int> &map, Body &into);
-  int newSlot(Prepared &p, const ValueType &type) {
-    SlotInfo s;
-    s.type = type;
-    s.root = int(p.slots.size());
-    p.slots.push_back(s);
-    return s.root;
-  }
-  int root(const Prepared &p, int s) const {
-    while (p.slots[s].root != s)
-      s = p.slots[s].root;
-    return s;
-  }
-  /// The device address of a slot: its storage root plus the offsets of the
-  /// views in between.
-  CUdeviceptr address(const Prepared &p, int s) const {
-    size_t offset = 0;
-    while (p.slots[s].root != s) {
-      offset += p.slots[s].viewOffset;
-      s = p.slots[s].root;
-    }
-    return p.slots[s].ptr + offset;
-  }
-  /// Elements between consecutive tokens of a strided split view ([B, L, H,
-  /// d] into a packed [B, L, S, H, d]), 0 for a dense slot.
-  int64_t tokenStride(const Prepared &p, int s) const {
-    while (true) {
-      if (p.slots[s].tokenStride)
-        return p.slots[s].tokenStride;
-      if (p.slots[s].root == s)
-        return 0;
-      s = p.slots[s].root;
-    }
-  }
-  bool viewSplit(Prepared &p, Node &node,
-                 const std::multimap<int, std::pair<const Node *, int>> &users);
-  void number(Prepared &p, Body &body, int &pos);
-  void liveness(Prepared &p, Body &body, std::vector<const Node *> &loops);
-  void use(Prepared &p, int slot, int pos,
-           const std::vector<const Node *> &loops);
-  Status plan(Prepared &p);
-  Status stageWeights(Prepared &p);
-  Status buildCommands(Prepared &p, Body &body);
-  Status buildCommand(Prepared &p, Node &node);
-  Status buildGemm(Prepared &p, Node &node, CUdeviceptr a, CUdeviceptr b,
-                   CUdeviceptr d, CUdeviceptr bias, DType dtype, int64_t m,
-                   int64_t n, int64_t k, bool transA, const std::string &act,
-                   std::function<Status()> &out);
-
-  // -- running --------------------------------------------------------------
-  Status runBody(Prepared &p, Body &body, bool allowGraph);
-  Status runNode(Prepared &p, Node &node);
-  Status runSampler(Prepared &p, Node &node);
-  Status checkNode(Prepared &p, const Node &node);
-  Result<HostTensor> download(const Prepared &p, int slot);
-  Status upload(const Prepared &p, int slot, const HostTensor &t);
-  void release(Prepared &p);
-};
 
 //===----------------------------------------------------------------------===//
 // Context, modules
@@ -641,6 +367,11 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
   std::function<Status(Body &)> classify = [&](Body &body) -> Status {
     for (Node &node : body.nodes) {
       const Instr &instr = *node.instr;
+      if (node.bound) {
+        for (int s : node.out)
+          p.slots[s].where = SlotInfo::Where::Bound;
+        continue;
+      }
       if (instr.op == "trellis.reshape") {
         p.slots[node.out[0]].root = node.in[0];
         continue;
@@ -706,6 +437,13 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
           node.scratch = newSlot(p, t);
           p.slots[node.scratch].where = SlotInfo::Where::Arena;
         }
+      }
+      if (size_t bytes = p.dynamic ? sparseScratchBytes(p, node) : 0) {
+        ValueType t;
+        t.dtype = DType::U8;
+        t.shape = {int64_t(bytes)};
+        node.scratch = newSlot(p, t);
+        p.slots[node.scratch].where = SlotInfo::Where::Arena;
       }
       if (instr.op == "trellis.conv3d" && instr.hasAttr("trellis.launch")) {
         auto bytes = instr.intAttr("trellis.scratch_bytes");
@@ -1117,14 +855,59 @@ Status GpuExecutor::Impl::launch(const Launch &l, void **params,
   return Status::ok();
 }
 
+Result<std::pair<const TrellisAttnConfig *, CUfunction>>
+GpuExecutor::Impl::attentionKernel(int64_t d) {
+  if (!attention)
+    return Error{"the bundle has no attention kernels for sm_" +
+                 std::to_string(sm)};
+  const TrellisAttnConfig *config = nullptr;
+  static const std::map<int64_t, std::string> sm90Defaults = {
+      {64, "trellis_attn_sm90_d64_m128_n64_s4"},
+      {80, "trellis_attn_sm90_d80_m128_n64_s4"},
+      {128, "trellis_attn_sm90_d128_m128_n128_s3"}};
+  for (int i = 0; i < trellis_attn_num_configs && !config; ++i) {
+    const TrellisAttnConfig &c = trellis_attn_configs[i];
+    if (c.family != attentionFamily || c.head_dim != d)
+      continue;
+    if (!options.attentionConfig.empty()) {
+      if (options.attentionConfig != c.name)
+        continue;
+    } else if (attentionFamily == TRELLIS_ATTN_SM90A &&
+               sm90Defaults.count(d) && sm90Defaults.at(d) != c.name) {
+      continue;
+    }
+    config = &c;
+  }
+  if (!config)
+    return Error{"no attention kernel for head dim " + std::to_string(d)};
+  CUfunction f = functions[config->name];
+  if (!f) {
+    if (Status s = check(api->cuModuleGetFunction(&f, attention, config->name),
+                         "cuModuleGetFunction");
+        !s)
+      return Error{s.message()};
+    if (config->smem_bytes > 48 * 1024)
+      api->cuFuncSetAttribute(f,
+                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                              config->smem_bytes);
+    functions[config->name] = f;
+  }
+  return std::make_pair(config, f);
+}
+
 Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
   const std::string &op = instr.op;
   auto ptr = [&](int slot) { return address(p, slot); };
   auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
-  if (node.view || op == "trellis.weight" || op == "trellis.constant" ||
-      op == "trellis.reshape" || isHostOp(op) || op == "trellis.flow_sample")
+  if (node.bound || node.view || op == "trellis.weight" ||
+      op == "trellis.constant" || op == "trellis.reshape" || isHostOp(op) ||
+      op == "trellis.flow_sample")
     return Status::ok(); // no device command (host ops run in runNode)
+  if (auto sparse = buildSparseCommand(p, node); !sparse)
+    return sparse.takeError();
+  else if (*sparse)
+    return Status::ok();
 
   if (op == "trellis.linear") {
     const ValueType &x = type(node.in[0]), &w = type(node.in[1]);
@@ -1184,9 +967,6 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
   }
 
   if (op == "trellis.attention") {
-    if (!attention)
-      return opError(instr, "the bundle has no attention kernels for sm_" +
-                                std::to_string(sm));
     const ValueType &q = type(node.in[0]), &k = type(node.in[1]);
     if (q.dtype != DType::F16 || q.shape.size() != 4)
       return opError(instr, "the attention kernel takes fp16 [B, L, H, d]");
@@ -1198,40 +978,10 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     int qGamma = qIndex >= 0 ? node.in.at(qIndex) : -1;
     int kGamma = kIndex >= 0 ? node.in.at(kIndex) : -1;
     int64_t heads = q.shape[2], d = q.shape[3];
-    const TrellisAttnConfig *config = nullptr;
-    static const std::map<int64_t, std::string> sm90Defaults = {
-        {64, "trellis_attn_sm90_d64_m128_n64_s4"},
-        {80, "trellis_attn_sm90_d80_m128_n64_s4"},
-        {128, "trellis_attn_sm90_d128_m128_n128_s3"}};
-    for (int i = 0; i < trellis_attn_num_configs && !config; ++i) {
-      const TrellisAttnConfig &c = trellis_attn_configs[i];
-      if (c.family != attentionFamily || c.head_dim != d)
-        continue;
-      if (!options.attentionConfig.empty()) {
-        if (options.attentionConfig != c.name)
-          continue;
-      } else if (attentionFamily == TRELLIS_ATTN_SM90A &&
-                 sm90Defaults.count(d) && sm90Defaults.at(d) != c.name) {
-        continue;
-      }
-      config = &c;
-    }
-    if (!config)
-      return opError(instr,
-                     "no attention kernel for head dim " + std::to_string(d));
-    CUfunction f = functions[config->name];
-    if (!f) {
-      if (Status s =
-              check(api->cuModuleGetFunction(&f, attention, config->name),
-                    "cuModuleGetFunction");
-          !s)
-        return opError(instr, s.message());
-      if (config->smem_bytes > 48 * 1024)
-        api->cuFuncSetAttribute(f,
-                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                config->smem_bytes);
-      functions[config->name] = f;
-    }
+    auto kernelFor = attentionKernel(d);
+    if (!kernelFor)
+      return opError(instr, kernelFor.message());
+    auto [config, f] = *kernelFor;
     TrellisAttnParams params{};
     params.q = reinterpret_cast<const void *>(ptr(node.in[0]));
     params.k = reinterpret_cast<const void *>(ptr(node.in[1]));
@@ -1369,6 +1119,17 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     args->push_back(ptr(s));
   for (int s : node.out)
     args->push_back(ptr(s));
+  // Dynamic rows (gpu-backend.md, "Sparse stages"): the kernel was generated
+  // for the bound; it takes the actual row count last and the grid covers
+  // rows · threads_per_row threads.
+  Launch l = *kernel;
+  std::shared_ptr<int64_t> rows;
+  if (auto tpr = launch->find("threads_per_row"); tpr != launch->end()) {
+    rows = std::make_shared<int64_t>(type(node.out[0]).shape.at(0));
+    int64_t threads = *rows * tpr->get<int64_t>();
+    l.grid[0] = unsigned(std::max<int64_t>(
+        1, (threads + l.block[0] - 1) / int64_t(l.block[0])));
+  }
   // Test hook for the error path (bench/ss_gpu/run_device.sh faults): the
   // first generated kernel of op TRELLIS_GPU_INJECT_FAULT gets an invalid
   // input address, so the GPU faults asynchronously inside it.
@@ -1377,10 +1138,12 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     (*args)[0] = CUdeviceptr(0x10);
     faultInjected = true;
   }
-  node.command = [this, l = *kernel, args, &instr]() -> Status {
+  node.command = [this, l, args, rows, &instr]() -> Status {
     std::vector<void *> params;
     for (CUdeviceptr &a : *args)
       params.push_back(&a);
+    if (rows)
+      params.push_back(rows.get());
     return this->launch(l, params.data(), instr, "its kernel");
   };
   return Status::ok();
@@ -1410,20 +1173,61 @@ Status GpuExecutor::Impl::buildCommands(Prepared &p, Body &body) {
 //===----------------------------------------------------------------------===//
 
 Result<GpuExecutor::Impl::Prepared *>
-GpuExecutor::Impl::prepare(const std::string &name) {
-  if (auto it = prepared.find(name); it != prepared.end())
-    return it->second.get();
+GpuExecutor::Impl::prepare(const std::string &name,
+                           const std::vector<RtValue> *args) {
   const Function *fn = program.find(name);
   if (!fn)
     return Error{"the program has no function '" + name + "'"};
+  bool dynamic = false;
+  for (const ValueType &t : fn->argTypes)
+    dynamic |= !isStatic(t);
+  auto it = prepared.find(name);
+  if (it != prepared.end() && !dynamic)
+    return it->second.get();
+  if (dynamic && !args)
+    return Error{"'" + name + "' depends on the voxel count: it is planned "
+                 "when it is called"};
+  // A sparse stage stays prepared while its coordinate arguments are the
+  // same bytes (the bench and the decoders call it repeatedly).
+  if (it != prepared.end()) {
+    const Prepared &old = *it->second;
+    bool same = old.bindingKey.size() == args->size();
+    for (size_t i = 0; same && i < args->size(); ++i) {
+      const HostTensor *a = std::get_if<HostTensor>(&(*args)[i]);
+      const std::optional<HostTensor> &b = old.bindingKey[i];
+      if (!a) {
+        same = false;
+      } else if (b) { // a coordinate argument: the same bytes
+        same = a->dtype() == b->dtype() && a->shape() == b->shape() &&
+               std::memcmp(a->raw(), b->raw(), b->nbytes()) == 0;
+      } else { // a feature argument: the same shape
+        same = a->shape() == old.slots[old.args[i]].type.shape;
+      }
+    }
+    if (same)
+      return it->second.get();
+  }
   auto p = std::make_unique<Prepared>();
   p->name = name;
+  p->dynamic = dynamic;
   for (const ValueType &t : fn->argTypes)
     p->args.push_back(newSlot(*p, t));
   if (Status s = instantiate(*p, *fn, p->args, p->results, p->body); !s)
     return Error{s.message()};
+  if (dynamic)
+    if (Status s = bind(*p, *args); !s)
+      return Error{s.message()};
   if (Status s = plan(*p); !s)
     return Error{s.message()};
+  if (it != prepared.end()) {
+    // Re-bound: keep the staged weights (same function, same weight plan).
+    Prepared &old = *it->second;
+    if (old.weightPool && old.weightBytes == p->weightBytes) {
+      p->weightPool = old.weightPool;
+      old.weightPool = 0;
+    }
+    release(old);
+  }
   prepared[name] = std::move(p);
   return prepared[name].get();
 }
@@ -1438,7 +1242,8 @@ void GpuExecutor::Impl::release(Prepared &p) {
     api->cublasLtMatmulDescDestroy(d);
   p.layouts.clear();
   p.descs.clear();
-  for (CUdeviceptr *m : {&p.arena, &p.weightPool, &p.constantPool})
+  for (CUdeviceptr *m :
+       {&p.arena, &p.weightPool, &p.constantPool, &p.boundPool})
     if (*m) {
       api->cuMemFree(*m);
       *m = 0;
@@ -1520,6 +1325,10 @@ Status GpuExecutor::Impl::checkNode(Prepared &p, const Node &node) {
   // Inputs as the GPU holds them (views of weights included).
   std::vector<RtValue> inputs;
   for (int s : node.in) {
+    if (p.slots[root(p, s)].where == SlotInfo::Where::Bound) {
+      inputs.push_back(p.boundValues[root(p, s)]);
+      continue;
+    }
     auto t = download(p, s);
     if (!t)
       return opError(instr, t.message());
@@ -1562,6 +1371,8 @@ Status GpuExecutor::Impl::checkNode(Prepared &p, const Node &node) {
 
 Status GpuExecutor::Impl::runNode(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
+  if (node.bound)
+    return Status::ok(); // evaluated when the coordinates were bound
   if (instr.op == "trellis.flow_sample")
     return runSampler(p, node);
   if (instr.op == "trellis.occupancy") {
@@ -1673,6 +1484,14 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
   auto updateLaunch = resolveLaunch(*update);
   if (!updateLaunch)
     return fail(updateLaunch.message());
+  int64_t stateRows = p.slots[node.out[0]].type.shape.at(0);
+  bool dynamicUpdate = update->contains("threads_per_row");
+  if (dynamicUpdate) {
+    int64_t threads = stateRows * update->at("threads_per_row").get<int64_t>();
+    updateLaunch->grid[0] = unsigned(std::max<int64_t>(
+        1, (threads + updateLaunch->block[0] - 1) /
+               int64_t(updateLaunch->block[0])));
+  }
 
   // Two region forms: one body (x, τ, cond) evaluated with cond and with
   // neg_cond, or two bodies (x, τ) after trellis-specialize-guidance.
@@ -1772,8 +1591,8 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
     CUdeviceptr args4[4] = {x, vc, vu, x};
     float strength = float(w), dt = float(t - tPrev);
     int32_t guidedFlag = guided ? 1 : 0;
-    void *params[7] = {&args4[0], &args4[1], &args4[2],  &args4[3],
-                       &strength, &dt,       &guidedFlag};
+    void *params[8] = {&args4[0], &args4[1], &args4[2],   &args4[3],
+                       &strength, &dt,       &guidedFlag, &stateRows};
     if (Status s = launch(*updateLaunch, params, instr, "the sampler update");
         !s)
       return s;
@@ -1915,7 +1734,7 @@ const GpuReport &GpuExecutor::report() const { return impl_->report; }
 Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
                                               std::vector<RtValue> args) {
   Impl &m = *impl_;
-  auto pr = m.prepare(name);
+  auto pr = m.prepare(name, &args);
   if (!pr)
     return Error{pr.message()};
   Impl::Prepared &p = **pr;
@@ -1933,8 +1752,9 @@ Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
         !s)
       return Error{"cannot allocate the " + std::to_string(p.arenaBytes >> 20) +
                    " MiB activation arena of '" + name + "': " + s.message()};
-    if (Status s = m.stageWeights(p); !s)
-      return Error{s.message()};
+    if (!p.weightPool)
+      if (Status s = m.stageWeights(p); !s)
+        return Error{s.message()};
     if (p.constantBytes)
       if (Status s = m.check(api.cuMemAlloc(&p.constantPool, p.constantBytes),
                              "cuMemAlloc (constants)");
@@ -1977,6 +1797,8 @@ Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
       return Status::ok();
     };
     if (Status s = constants(p.body); !s)
+      return Error{s.message()};
+    if (Status s = m.uploadBound(p); !s)
       return Error{s.message()};
     if (Status s = m.buildCommands(p, p.body); !s)
       return Error{s.message()};
@@ -2039,6 +1861,10 @@ Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
   for (int r : p.results) {
     if (p.slots[m.root(p, r)].where == SlotInfo::Where::Host) {
       results.push_back(p.hostSlots[m.root(p, r)]);
+      continue;
+    }
+    if (p.slots[m.root(p, r)].where == SlotInfo::Where::Bound) {
+      results.push_back(p.boundValues[m.root(p, r)]);
       continue;
     }
     auto t = m.download(p, r);

@@ -6,6 +6,7 @@
 // architecture too).
 #include "attention_sm80.cuh"
 #include "head_rmsnorm.cuh"
+#include "sparse.cuh"
 
 #define TRELLIS_ATTN_DEFINE_SM80(D, BM, BN, ST, MB)                            \
   extern "C" __global__ void __launch_bounds__((BM)*2, MB)                     \

@@ -4,6 +4,7 @@
 // (attention.h); names follow TRELLIS_ATTN_NAME_SM90.
 #include "attention_sm90.cuh"
 #include "head_rmsnorm.cuh"
+#include "sparse.cuh"
 
 #define TRELLIS_ATTN_DEFINE_SM90(D, BM, BN, ST, MB, E16, SUF)                  \
   extern "C" __global__ void __launch_bounds__((BM)*2, MB)                     \

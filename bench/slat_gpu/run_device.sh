@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The issue-6 check-and-measure run on a GPU machine, in one go (bench/slat_gpu/README.md).
+# Needs build-gpu/ prepared by bench/ss_gpu/prepare.sh on the build machine (trellis-mkmodel,
+# trellis-slat-bench, tiny.exe and large.exe compiled with --target=cuda, lib/).
+# Writes everything under $OUT (default ./out-gpu). Steps can be picked:
+#   run_device.sh tiny check memcheck full large torch        (default: tiny check large)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=$ROOT/build-gpu
+OUT=${OUT:-$ROOT/out-gpu}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+STEPS=${*:-tiny check large}
+log() { echo "== $* ==" | tee -a "$OUT/summary.txt"; }
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+nvidia-smi -L | tee "$OUT/device.txt"
+compare() { # compare CPU_DIR GPU_DIR NAME...
+  python3 - "$@" <<'PY' | tee -a "$OUT/summary.txt"
+import numpy as np, sys
+a, b = sys.argv[1], sys.argv[2]
+for name in sys.argv[3:]:
+    x, y = np.load(f"{a}/{name}.npy").astype(np.float64), np.load(f"{b}/{name}.npy").astype(np.float64)
+    if x.shape != y.shape:
+        print(f"{name}: shapes differ {x.shape} vs {y.shape}"); continue
+    rel = np.linalg.norm(x - y) / max(np.linalg.norm(x), 1e-30)
+    print(f"{name} {list(x.shape)}: GPU vs CPU reference rel L2 {rel:.3e}, max abs {np.abs(x - y).max():.3e}")
+PY
+}
+TINY_OUTS="slat decode_gs_0 decode_gs_1 decode_gs_2 decode_gs_3 decode_gs_4 decode_rf_0 decode_rf_1 decode_rf_2 decode_mesh_0 decode_mesh_1"
+
+if has tiny || has check || has memcheck || has full; then
+  M=/tmp/tiny
+  "$B/trellis-mkmodel" --preset tiny --seed 1 --out $M --force --quiet
+  "$B/tiny.exe" --model $M --cond $M/cond.npy --out /tmp/tiny_ss --stop-after ss --seed 1 --gpu off > /dev/null 2>&1
+  cp /tmp/tiny_ss/coords.npy "$OUT/tiny_coords.npy"
+fi
+if has tiny; then
+  log "tiny: SLat stage + decoders, GPU vs CPU reference (same coords, same noise)"
+  "$B/trellis-slat-bench" --exe "$B/tiny.exe" --model /tmp/tiny --coords /tmp/tiny_ss/coords.npy --decoders \
+    --cpu --out "$OUT/tiny_cpu" > "$OUT/tiny_cpu.log" 2>&1; echo "cpu rc=$?" | tee -a "$OUT/summary.txt"
+  "$B/trellis-slat-bench" --exe "$B/tiny.exe" --model /tmp/tiny --coords /tmp/tiny_ss/coords.npy --decoders \
+    --reps 2 --out "$OUT/tiny_gpu" > "$OUT/tiny_gpu.log" 2>&1; echo "gpu rc=$?" | tee -a "$OUT/summary.txt"
+  tail -8 "$OUT/tiny_gpu.log" | tee -a "$OUT/summary.txt"
+  compare "$OUT/tiny_cpu" "$OUT/tiny_gpu" $TINY_OUTS
+fi
+if has check; then
+  log "tiny: every GPU op of the SLat stage and decoders against the CPU reference (--gpu-check-ops)"
+  "$B/tiny.exe" --model /tmp/tiny --cond /tmp/tiny/cond.npy --out "$OUT/tiny_check" --seed 1 --gpu require \
+    --gpu-check-ops --steps-slat 2 > "$OUT/tiny_check.log" 2>&1
+  echo "rc=$?" | tee -a "$OUT/summary.txt"; grep -E "error|checked|worst" "$OUT/tiny_check.log" | tail -5 | tee -a "$OUT/summary.txt"
+fi
+if has full; then
+  log "tiny: the whole pipeline on the GPU (trellis.exe --gpu require)"
+  "$B/tiny.exe" --model /tmp/tiny --cond /tmp/tiny/cond.npy --out "$OUT/tiny_full" --seed 1 --gpu require \
+    > "$OUT/tiny_full.log" 2>&1; echo "rc=$?" | tee -a "$OUT/summary.txt"; tail -6 "$OUT/tiny_full.log" | tee -a "$OUT/summary.txt"
+fi
+if has memcheck; then
+  log "tiny: compute-sanitizer memcheck of the SLat stage and decoders"
+  /usr/local/cuda/bin/compute-sanitizer --tool memcheck --print-limit 20 "$B/trellis-slat-bench" \
+    --exe "$B/tiny.exe" --model /tmp/tiny --coords /tmp/tiny_ss/coords.npy --decoders --reps 1 \
+    > "$OUT/memcheck.log" 2>&1
+  echo "rc=$?" | tee -a "$OUT/summary.txt"; grep -E "ERROR SUMMARY" "$OUT/memcheck.log" | tee -a "$OUT/summary.txt"
+fi
+
+if has large || has torch; then
+  M=/tmp/large
+  ( time "$B/trellis-mkmodel" --preset image-large --seed 1 --out $M --force --quiet \
+      --only slat_flow_model,slat_decoder_gs,slat_decoder_rf,slat_decoder_mesh ) 2>&1 | tail -3
+  python3 "$ROOT/bench/slat_gpu/make_coords.py" --voxels ${VOXELS:-20000} --out /tmp/coords_large.npy
+  python3 -c "import numpy as np; np.save('/tmp/slat_noise.npy', np.random.default_rng(7).standard_normal((${VOXELS:-20000}, 8)).astype('float32'))"
+fi
+if has large; then
+  log "image-large: trellisc SLat stage and decoders, ${VOXELS:-20000} voxels"
+  "$B/trellis-slat-bench" --exe "$B/large.exe" --model /tmp/large --coords /tmp/coords_large.npy \
+    --noise /tmp/slat_noise.npy --decoders --reps ${REPS:-3} --out "$OUT/large" 2>&1 | tee "$OUT/large.log" \
+    | tail -9 | tee -a "$OUT/summary.txt"
+  log "image-large: one SLat-flow forward (1 step, cfg 0) for parity"
+  "$B/trellis-slat-bench" --exe "$B/large.exe" --model /tmp/large --coords /tmp/coords_large.npy \
+    --noise /tmp/slat_noise.npy --reps 0 --steps 1 --cfg 0 --out "$OUT/large_1step" > "$OUT/large_1step.log" 2>&1
+  echo "rc=$?" | tee -a "$OUT/summary.txt"
+  rm -f "$OUT"/large/*.npy  # the decoders' outputs are large; keep the 1-step ones
+fi
+if has torch; then
+  log "image-large: PyTorch parity (fp32) and eager / torch.compile timing of the same math"
+  python3 "$ROOT/bench/slat_gpu/parity.py" --model /tmp/large --coords /tmp/coords_large.npy \
+    --cond /tmp/large/cond.npy --noise /tmp/slat_noise.npy --latent1 "$OUT/large_1step/slat.npy" \
+    --json "$OUT/parity.json" 2>&1 | tail -6 | tee -a "$OUT/summary.txt"
+  python3 "$ROOT/bench/pytorch/slat_stage.py" --model /tmp/large --coords /tmp/coords_large.npy \
+    --cond /tmp/large/cond.npy --mode both --precision fp16 --json "$OUT/torch.json" 2>&1 \
+    | grep -v "^autotune\|^  triton" > "$OUT/torch.txt"; tail -14 "$OUT/torch.txt" | tee -a "$OUT/summary.txt"
+fi

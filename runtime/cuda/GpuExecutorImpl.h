@@ -1,0 +1,352 @@
+//===- GpuExecutorImpl.h - The CUDA executor's internals --------*- C++ -*-===//
+//
+// Private to runtime/cuda: the inlined op tree (Body, Node), the slots of the
+// memory plan and GpuExecutor::Impl, shared by GpuExecutor.cpp (planning,
+// dense commands, running) and SparseCommands.cpp (binding the coordinates of
+// a sparse stage, the sparse feature ops).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRELLIS_RUNTIME_CUDA_GPUEXECUTORIMPL_H
+#define TRELLIS_RUNTIME_CUDA_GPUEXECUTORIMPL_H
+
+#include "trellis/Runtime/GpuExecutor.h"
+
+#include "CudaApi.h"
+
+#include "runtime/kernels/attention.h"
+#include "trellis/Reference/Kernels.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace trellis {
+
+using cuda::Api;
+using json = nlohmann::json;
+using CoordsPtr = std::shared_ptr<const ref::CoordSet>;
+
+namespace gpuexec {
+
+constexpr size_t kAlign = 256;
+constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
+
+inline size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+inline size_t bytesOf(const ValueType &t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape)
+    n *= d;
+  return size_t(n) * dtypeSize(t.dtype);
+}
+
+inline bool isStatic(const ValueType &t) {
+  if (t.kind != ValueType::Kind::Tensor)
+    return false;
+  for (int64_t d : t.shape)
+    if (d < 0)
+      return false;
+  return true;
+}
+
+/// The ops that run on the host at a stage boundary (their inputs are
+/// downloaded, their outputs stay on the host).
+inline bool isHostOp(const std::string &op) {
+  return op == "trellis.occupancy" || op == "trellis.sparse.to_tensor";
+}
+
+/// The optional head-norm gain operands of trellis.attention (operand
+/// segments q, k, v, q_gamma?, k_gamma?): indices into the operand list, or
+/// -1.
+inline std::pair<int, int> attentionGammas(const Instr &instr) {
+  auto seg = instr.attrs.find("operandSegmentSizes");
+  if (seg == instr.attrs.end() || !seg->is_array() || seg->size() != 5)
+    return {-1, -1};
+  int next = 3, q = -1, k = -1;
+  if ((*seg)[3].get<int>() == 1)
+    q = next++;
+  if ((*seg)[4].get<int>() == 1)
+    k = next++;
+  return {q, k};
+}
+
+} // namespace gpuexec
+
+//===----------------------------------------------------------------------===//
+// The inlined op tree of one entry function
+//===----------------------------------------------------------------------===//
+
+namespace gpuexec {
+
+struct Node;
+
+/// A region body (or the function body): ops, block arguments, yields.
+struct Body {
+  std::vector<Node> nodes;
+  std::vector<int> args, yields;
+  int endPos = 0; // position of the body's last use point (its yields)
+};
+
+/// One op with its operand/result slots in the instantiation's global
+/// numbering. Sampler ops keep their regions as nested bodies.
+struct Node {
+  const Instr *instr = nullptr;
+  std::vector<int> in, out;
+  std::vector<Body> regions;
+  int pos = 0, endPos = 0;         // endPos > pos for loops
+  std::function<Status()> command; // enqueues the op's work on the stream
+  std::string what;                // profile category
+  bool view = false;               // a split whose results are views
+  int scratch = -1;                // conv3d: the im2col buffer's slot
+  int loopState = -1;              // flow_sample: v_cond, v_uncond, tau...
+  std::vector<int> loopSlots;      // flow_sample: [vc, vu, tau0, tau1]
+  // Sparse stages: evaluated on the host when the coordinates are bound
+  // (a coordinate op, or an op of bound values only); no device command.
+  bool bound = false;
+  // Index arrays a sparse op needs besides its operands (built at binding,
+  // uploaded to the binding pool): downsample {child offsets, children},
+  // upsample {parent rows}.
+  std::vector<HostTensor> auxHost;
+  std::vector<CUdeviceptr> aux;
+};
+
+struct SlotInfo {
+  ValueType type;
+  enum class Where {
+    Unset,
+    Arena,
+    Weight,
+    Constant,
+    Host,
+    Bound // computed on the host at binding, copied to the binding pool
+  } where = Where::Unset;
+  int root = -1;           // the slot this one is a view of (or itself)
+  size_t viewOffset = 0;   // bytes from the parent's address (split views)
+  int64_t tokenStride = 0; // strided split views: elements between tokens
+  // Lane 1: storage of the unconditional sampler branch, which runs on a
+  // second stream concurrently with lane 0; it must not share memory with
+  // lane-0 values alive at any time in [laneFrom, laneTo] (the loop).
+  int lane = 0, laneFrom = 0, laneTo = 0;
+  int def = -1, last = -1;
+  size_t offset = 0;   // in the arena / weight pool / constant pool
+  CUdeviceptr ptr = 0; // resolved address
+  // Bound coordinate values on the device: coords int32 [N, 4] or segment
+  // rows int32 [N] at ptr; the per-sample / per-segment offsets int32 at aux.
+  CUdeviceptr aux = 0;
+  bool dynamicRows = false; // declared with a dynamic dimension 0
+  std::string weightModel, weightName;
+};
+
+} // namespace gpuexec
+
+using namespace gpuexec;
+
+struct GpuExecutor::Impl {
+  const Api *api = nullptr;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  int sm = 0;
+  CUmodule generated = nullptr, attention = nullptr;
+  int attentionFamily = 0;
+  std::map<std::string, CUfunction> functions;
+  cublasLtHandle_t lt = nullptr;
+  // The second stream of concurrent sampler branches, its own GEMM
+  // workspace, and the fork/join events.
+  CUstream stream2 = nullptr;
+  CUdeviceptr gemmWorkspace2 = 0;
+  CUevent fork = nullptr, join = nullptr;
+  bool concurrentBranches() const {
+    return options.concurrentBranches && !options.checkOps &&
+           !options.checkFinite && !options.profile;
+  }
+  std::map<std::string, int> tunedGemms; // GEMM key -> heuristic index
+  bool faultInjected = false;
+  CUdeviceptr gemmWorkspace = 0;
+
+  const Program &program;
+  WeightProvider weights;
+  GpuOptions options;
+  std::map<std::string, SamplerRunOverrides> overrides;
+  StepCallback onStep;
+  GpuReport report;
+  /// Profiling: (category, start, stop) per timed command of the run.
+  std::vector<std::tuple<const std::string *, CUevent, CUevent>> timings;
+  std::vector<CUevent> eventPool;
+  size_t eventsUsed = 0;
+  CUevent nextEvent() {
+    if (eventsUsed == eventPool.size()) {
+      CUevent e = nullptr;
+      api->cuEventCreate(&e, CU_EVENT_DEFAULT);
+      eventPool.push_back(e);
+    }
+    return eventPool[eventsUsed++];
+  }
+
+  /// One prepared entry function.
+  struct Prepared {
+    std::string name;
+    Body body;
+    std::vector<SlotInfo> slots;
+    std::vector<int> args, results;
+    size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
+    CUdeviceptr arena = 0, weightPool = 0, constantPool = 0;
+    std::vector<RtValue> hostSlots; // host values (coords)
+    // Sparse stages: the argument values the binding was computed from, the
+    // bound host values by slot, and their device copies.
+    bool dynamic = false;
+    std::vector<std::optional<HostTensor>> bindingKey;
+    std::vector<RtValue> boundValues;
+    CUdeviceptr boundPool = 0;
+    size_t boundBytes = 0;
+    std::vector<std::vector<uint8_t>> constantBytesHost;
+    std::map<const Body *, CUgraphExec> graphs;
+    std::vector<cublasLtMatmulDesc_t> descs;
+    std::vector<cublasLtMatrixLayout_t> layouts;
+    int positions = 0;
+    bool resident = false;
+  };
+  std::map<std::string, std::unique_ptr<Prepared>> prepared;
+
+  Impl(const Program &p, WeightProvider w, GpuOptions o)
+      : program(p), weights(std::move(w)), options(o) {}
+  ~Impl();
+
+  // -- errors ---------------------------------------------------------------
+  Error opError(const Instr &instr, const std::string &message) const {
+    return Error{"error in '" + instr.op + "' " + program.describe(instr.loc) +
+                 ": " + message};
+  }
+  Status check(CUresult r, const char *what) const {
+    if (r == CUDA_SUCCESS)
+      return Status::ok();
+    std::string hint;
+    // Faults of a kernel that ran earlier surface at the next call.
+    if (!options.syncEachOp &&
+        (r == CUDA_ERROR_ILLEGAL_ADDRESS || r == CUDA_ERROR_LAUNCH_FAILED ||
+         r == CUDA_ERROR_MISALIGNED_ADDRESS ||
+         r == CUDA_ERROR_ILLEGAL_INSTRUCTION || r == CUDA_ERROR_ASSERT))
+      hint = "; it comes from an earlier GPU op: rerun with --gpu-sync-ops "
+             "to name it";
+    return Error{std::string(what) + " failed: " + api->describe(r) + hint};
+  }
+  Status check(cublasStatus_t s, const char *what) const {
+    if (s == CUBLAS_STATUS_SUCCESS)
+      return Status::ok();
+    return Error{std::string(what) + " failed: " + api->describe(s)};
+  }
+
+  /// A generated kernel as the compiler annotated it ({kernel, grid, block,
+  /// smem}), resolved in the generated module (cached by name).
+  struct Launch {
+    CUfunction fn = nullptr;
+    unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
+  };
+  Result<Launch> resolveLaunch(const json &annotation);
+  /// Enqueues `l` on the current stream; errors name `instr`.
+  Status launch(const Launch &l, void **params, const Instr &instr,
+                const char *what);
+
+  Status init(const GpuImages &images);
+  Status loadModule(CUmodule &module, const std::string &image,
+                    const char *what);
+
+  // -- preparation ----------------------------------------------------------
+  /// The prepared function; for a sparse stage (dynamic argument shapes)
+  /// bound to `args` (re-bound when the coordinates change; the staged
+  /// weights are kept).
+  Result<Prepared *> prepare(const std::string &name,
+                             const std::vector<RtValue> *args = nullptr);
+  // -- sparse stages (SparseCommands.cpp) ------------------------------------
+  /// Evaluates the coordinate values on the host and gives every dynamic
+  /// tensor its concrete shape (before plan()).
+  Status bind(Prepared &p, const std::vector<RtValue> &args);
+  /// Copies the bound values and index arrays to the device (after plan()).
+  Status uploadBound(Prepared &p);
+  /// The device command of a sparse feature op; false if `node` is not one.
+  Result<bool> buildSparseCommand(Prepared &p, Node &node);
+  /// Scratch bytes a sparse feature op needs (conv gather rows, group-norm
+  /// statistics, window-ordered q/k/v), 0 for none.
+  size_t sparseScratchBytes(const Prepared &p, const Node &node) const;
+  /// The attention kernel for head dim `d` (GpuOptions::attentionConfig or
+  /// the measured default of the family).
+  Result<std::pair<const TrellisAttnConfig *, CUfunction>>
+  attentionKernel(int64_t d);
+  /// A kernel of the runtime module (attention, head norm, sparse), cached.
+  Result<CUfunction> runtimeKernel(const std::string &name);
+  /// Enqueues a 1-D launch of 256-thread blocks over `threads` threads.
+  Status launch1d(CUfunction f, int64_t threads, void **params,
+                  const Instr &instr, const char *what);
+  Status instantiate(Prepared &p, const Function &fn,
+                     const std::vector<int> &argSlots,
+                     std::vector<int> &resultSlots, Body &into);
+  Status instantiateBody(Prepared &p, const std::vector<Instr> &instrs,
+                         std::vector<int> &map, Body &into);
+  int newSlot(Prepared &p, const ValueType &type) {
+    SlotInfo s;
+    s.type = type;
+    s.dynamicRows = type.kind == ValueType::Kind::Tensor &&
+                    !type.shape.empty() && type.shape[0] < 0;
+    s.root = int(p.slots.size());
+    p.slots.push_back(s);
+    return s.root;
+  }
+  int root(const Prepared &p, int s) const {
+    while (p.slots[s].root != s)
+      s = p.slots[s].root;
+    return s;
+  }
+  /// The device address of a slot: its storage root plus the offsets of the
+  /// views in between.
+  CUdeviceptr address(const Prepared &p, int s) const {
+    size_t offset = 0;
+    while (p.slots[s].root != s) {
+      offset += p.slots[s].viewOffset;
+      s = p.slots[s].root;
+    }
+    return p.slots[s].ptr + offset;
+  }
+  /// Elements between consecutive tokens of a strided split view ([B, L, H,
+  /// d] into a packed [B, L, S, H, d]), 0 for a dense slot.
+  int64_t tokenStride(const Prepared &p, int s) const {
+    while (true) {
+      if (p.slots[s].tokenStride)
+        return p.slots[s].tokenStride;
+      if (p.slots[s].root == s)
+        return 0;
+      s = p.slots[s].root;
+    }
+  }
+  bool viewSplit(Prepared &p, Node &node,
+                 const std::multimap<int, std::pair<const Node *, int>> &users);
+  void number(Prepared &p, Body &body, int &pos);
+  void liveness(Prepared &p, Body &body, std::vector<const Node *> &loops);
+  void use(Prepared &p, int slot, int pos,
+           const std::vector<const Node *> &loops);
+  Status plan(Prepared &p);
+  Status stageWeights(Prepared &p);
+  Status buildCommands(Prepared &p, Body &body);
+  Status buildCommand(Prepared &p, Node &node);
+  Status buildGemm(Prepared &p, Node &node, CUdeviceptr a, CUdeviceptr b,
+                   CUdeviceptr d, CUdeviceptr bias, DType dtype, int64_t m,
+                   int64_t n, int64_t k, bool transA, const std::string &act,
+                   std::function<Status()> &out);
+
+  // -- running --------------------------------------------------------------
+  Status runBody(Prepared &p, Body &body, bool allowGraph);
+  Status runNode(Prepared &p, Node &node);
+  Status runSampler(Prepared &p, Node &node);
+  Status checkNode(Prepared &p, const Node &node);
+  Result<HostTensor> download(const Prepared &p, int slot);
+  Status upload(const Prepared &p, int slot, const HostTensor &t);
+  void release(Prepared &p);
+};
+
+
+} // namespace trellis
+
+#endif // TRELLIS_RUNTIME_CUDA_GPUEXECUTORIMPL_H

@@ -1,0 +1,725 @@
+//===- SparseCommands.cpp - The sparse stages on the GPU -------------------===//
+//
+// The part of the CUDA executor that runs functions over voxel sets whose size
+// is known only at call time (docs/design/gpu-backend.md, "Sparse stages"):
+//   * bind(): the coordinate values (coords, neighbour maps, segments, and
+//     everything computed from coordinates alone, e.g. the APE) are evaluated
+//     on the host with the CPU reference; every dynamic tensor gets its
+//     concrete row count, so that plan() sees static shapes;
+//   * uploadBound(): those values and the index arrays of downsample /
+//     upsample go to the device once, in one pool;
+//   * buildSparseCommand(): the sparse feature ops as commands over the
+//     runtime kernels (runtime/kernels/sparse.cuh, the attention kernels) and
+//     cuBLASLt.
+//
+//===----------------------------------------------------------------------===//
+#include "GpuExecutorImpl.h"
+
+#include "runtime/kernels/attention.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace trellis {
+
+using SegmentsPtr = std::shared_ptr<const ref::Segments>;
+
+namespace {
+
+/// Ops evaluated on the host when a sparse function is bound: they compute
+/// coordinate structures, or features of the coordinates alone.
+bool isCoordinateOp(const std::string &op) {
+  static const char *const ops[] = {
+      "trellis.sparse.from_tensor",     "trellis.sparse.coarsen",
+      "trellis.sparse.subdivide",       "trellis.sparse.neighbor_map",
+      "trellis.sparse.batch_segments",  "trellis.sparse.window_segments",
+      "trellis.sparse.xyz",             "trellis.sparse.to_tensor",
+      "trellis.ape"};
+  return std::find(std::begin(ops), std::end(ops), op) != std::end(ops);
+}
+
+/// Gathered conv3d rows per chunk: at most this many bytes of scratch.
+constexpr size_t kConvGatherBytes = size_t(128) << 20;
+
+int64_t rowElems(const ValueType &t) {
+  int64_t n = 1;
+  for (size_t d = 1; d < t.shape.size(); ++d)
+    n *= t.shape[d];
+  return n;
+}
+
+const char *typeSuffix(DType t) { return t == DType::F16 ? "f16" : "f32"; }
+
+bool isIdentity(const ref::Segments &s) {
+  const int32_t *rows = s.rows.data<int32_t>();
+  for (int64_t i = 0; i < s.rows.numel(); ++i)
+    if (rows[i] != i)
+      return false;
+  return true;
+}
+
+int32_t longestSegment(const HostTensor &offsets) {
+  const int32_t *o = offsets.data<int32_t>();
+  int32_t longest = 0;
+  for (int64_t i = 0; i + 1 < offsets.numel(); ++i)
+    longest = std::max(longest, o[i + 1] - o[i]);
+  return longest;
+}
+
+HostTensor offsetsOf(const ref::CoordSet &c) {
+  HostTensor t(DType::I32, {int64_t(c.offsets.size())});
+  for (size_t i = 0; i < c.offsets.size(); ++i)
+    t.mutableData<int32_t>()[i] = int32_t(c.offsets[i]);
+  return t;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Binding
+//===----------------------------------------------------------------------===//
+
+Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
+  const std::string where = "'" + p.name + "'";
+  if (args.size() != p.args.size())
+    return Error{where + " takes " + std::to_string(p.args.size()) +
+                 " arguments, " + std::to_string(args.size()) + " given"};
+  p.boundValues.assign(p.slots.size(), RtValue{});
+  p.bindingKey.assign(args.size(), std::nullopt);
+  std::vector<char> isArg(p.slots.size(), 0), isBound(p.slots.size(), 0);
+  std::map<int, const Instr *> constants;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const HostTensor *t = std::get_if<HostTensor>(&args[i]);
+    ValueType &type = p.slots[p.args[i]].type;
+    std::string what = "argument " + std::to_string(i) + " of " + where;
+    if (!t)
+      return Error{what + ": expected " + type.str() + ", found a non-tensor"};
+    bool ok = t->dtype() == type.dtype && t->rank() == int(type.shape.size());
+    size_t dyn = 0;
+    for (size_t d = 0; ok && d < type.shape.size(); ++d) {
+      if (type.shape[d] >= 0) {
+        ok = t->dim(int(d)) == type.shape[d];
+      } else {
+        int64_t bound = dyn < type.bounds.size() ? type.bounds[dyn] : -1;
+        ++dyn;
+        if (bound >= 0 && t->dim(int(d)) > bound)
+          return Error{what + ": " + std::to_string(t->dim(int(d))) +
+                       " rows exceed the compiled bound of " +
+                       std::to_string(bound)};
+      }
+    }
+    if (!ok)
+      return Error{what + ": expected " + type.str() + ", found " +
+                   shapeToString(t->shape()) + " " +
+                   std::string(dtypeName(t->dtype()))};
+    type.shape = t->shape();
+    isArg[p.args[i]] = 1;
+    p.boundValues[p.args[i]] = *t;
+  }
+  auto argIndex = [&](int slot) {
+    for (size_t i = 0; i < p.args.size(); ++i)
+      if (p.args[i] == slot)
+        return int(i);
+    return -1;
+  };
+  auto hostValue = [&](int slot) -> Result<RtValue> {
+    if (isBound[slot] || isArg[slot])
+      return p.boundValues[slot];
+    auto c = constants.find(slot);
+    if (c == constants.end())
+      return Error{"internal: slot " + std::to_string(slot) +
+                   " has no host value"};
+    auto v = CpuExecutor::evalOp(program, *c->second, {});
+    if (!v)
+      return v.takeError();
+    p.boundValues[slot] = (*v)[0];
+    return (*v)[0];
+  };
+  // The number of rows of any slot with a concrete value or shape.
+  auto rowsOf = [&](int slot) -> int64_t {
+    const ValueType &t = p.slots[slot].type;
+    const RtValue &v = p.boundValues[slot];
+    if (auto *c = std::get_if<CoordsPtr>(&v); c && *c)
+      return (*c)->size();
+    if (auto *s = std::get_if<SegmentsPtr>(&v); s && *s)
+      return (*s)->rows.numel();
+    if (auto *h = std::get_if<HostTensor>(&v); h && h->rank() > 0)
+      return h->dim(0);
+    return t.shape.empty() ? 1 : t.shape[0];
+  };
+  auto coordsOf = [&](int slot) -> const ref::CoordSet * {
+    auto *c = std::get_if<CoordsPtr>(&p.boundValues[slot]);
+    return c ? c->get() : nullptr;
+  };
+
+  // One walk in program order: evaluates the bound ops, then gives the
+  // device ops' dynamic results their row counts.
+  std::function<Status(Body &)> walk = [&](Body &body) -> Status {
+    for (Node &node : body.nodes) {
+      const Instr &instr = *node.instr;
+      const std::string &op = instr.op;
+      if (op == "trellis.constant") {
+        constants[node.out[0]] = &instr;
+        continue;
+      }
+      bool coordinateOp = isCoordinateOp(op);
+      bool anyBound = false, allHost = !node.in.empty();
+      for (int s : node.in) {
+        anyBound |= isBound[s] != 0;
+        allHost &= isBound[s] || constants.count(s) ||
+                   (coordinateOp && isArg[s]);
+      }
+      if (node.regions.empty() && op != "trellis.weight" &&
+          (coordinateOp || (allHost && anyBound))) {
+        if (!allHost)
+          return opError(instr, "computes coordinates from values that are "
+                                "not coordinates; the GPU backend needs them "
+                                "on the host before the stage runs");
+        std::vector<RtValue> inputs;
+        for (int s : node.in) {
+          auto v = hostValue(s);
+          if (!v)
+            return opError(instr, v.message());
+          inputs.push_back(*v);
+          if (int a = argIndex(s); a >= 0)
+            p.bindingKey[size_t(a)] = std::get<HostTensor>(p.boundValues[s]);
+        }
+        auto results = CpuExecutor::evalOp(program, instr, std::move(inputs));
+        if (!results)
+          return opError(instr, results.message());
+        node.bound = true;
+        for (size_t i = 0; i < node.out.size(); ++i) {
+          int s = node.out[i];
+          isBound[s] = 1;
+          p.boundValues[s] = (*results)[i];
+          if (auto *t = std::get_if<HostTensor>(&p.boundValues[s]))
+            p.slots[s].type.shape = t->shape();
+        }
+        continue;
+      }
+      if (op == "trellis.flow_sample") {
+        // The sampler state and the bodies' x argument: the noise's shape.
+        p.slots[node.out[0]].type = p.slots[node.in[0]].type;
+        for (Body &region : node.regions)
+          if (!region.args.empty())
+            p.slots[region.args[0]].type = p.slots[node.in[0]].type;
+      }
+      for (Body &region : node.regions)
+        if (Status s = walk(region); !s)
+          return s;
+      // Row counts of the dynamic results.
+      for (int out : node.out) {
+        SlotInfo &info = p.slots[out];
+        if (!info.dynamicRows || op == "trellis.flow_sample")
+          continue;
+        int64_t rows = -1;
+        if (op == "trellis.reshape") {
+          int64_t inner = rowElems(info.type);
+          int64_t total = 1;
+          for (int64_t d : p.slots[node.in[0]].type.shape)
+            total *= d;
+          if (inner > 0 && total % inner == 0)
+            rows = total / inner;
+        } else if (op == "trellis.sparse.batch_broadcast") {
+          rows = rowsOf(node.in.at(1));
+        } else if (op == "trellis.sparse.downsample" ||
+                   op == "trellis.sparse.upsample") {
+          rows = rowsOf(node.in.at(2));
+        } else if (op == "trellis.sparse.subdivide_features") {
+          rows = 8 * rowsOf(node.in.at(0));
+        } else {
+          for (int s : node.in)
+            if (p.slots[s].dynamicRows) {
+              rows = rowsOf(s);
+              break;
+            }
+        }
+        if (rows < 0)
+          return opError(instr, "cannot tell the row count of its result " +
+                                    info.type.str());
+        if (!info.type.bounds.empty() && rows > info.type.bounds[0])
+          return opError(instr, std::to_string(rows) +
+                                    " rows exceed the compiled bound of " +
+                                    std::to_string(info.type.bounds[0]));
+        info.type.shape[0] = rows;
+      }
+      // Index arrays of the resampling ops (fine row -> coarse parent).
+      if (op == "trellis.sparse.downsample" || op == "trellis.sparse.upsample") {
+        bool down = op == "trellis.sparse.downsample";
+        const ref::CoordSet *fine = coordsOf(node.in[down ? 1 : 2]);
+        const ref::CoordSet *coarse = coordsOf(node.in[down ? 2 : 1]);
+        if (!fine || !coarse)
+          return opError(instr, "its coordinate sets were not bound");
+        auto parents = ref::parentRows(*fine, *coarse);
+        if (!parents)
+          return opError(instr, parents.message());
+        if (!down) {
+          node.auxHost = {*parents};
+          continue;
+        }
+        // Children of each coarse row in ascending fine row order (CSR).
+        int64_t n = fine->size(), nc = coarse->size();
+        HostTensor offsets(DType::I32, {nc + 1}), children(DType::I32, {n});
+        int32_t *o = offsets.mutableData<int32_t>();
+        std::fill(o, o + nc + 1, 0);
+        const int32_t *parent = parents->data<int32_t>();
+        for (int64_t i = 0; i < n; ++i)
+          ++o[parent[i] + 1];
+        for (int64_t r = 0; r < nc; ++r)
+          o[r + 1] += o[r];
+        std::vector<int32_t> fill(o, o + nc);
+        for (int64_t i = 0; i < n; ++i)
+          children.mutableData<int32_t>()[fill[size_t(parent[i])]++] =
+              int32_t(i);
+        node.auxHost = {offsets, children};
+      }
+    }
+    return Status::ok();
+  };
+  return walk(p.body);
+}
+
+Status GpuExecutor::Impl::uploadBound(Prepared &p) {
+  if (!p.dynamic)
+    return Status::ok();
+  // Lay every bound value (and the nodes' index arrays) out in one buffer.
+  struct Piece {
+    const void *data;
+    size_t bytes, offset;
+  };
+  std::vector<Piece> pieces;
+  std::vector<HostTensor> keep; // offsets converted to int32
+  size_t total = 0;
+  auto add = [&](const void *data, size_t bytes) {
+    pieces.push_back({data, bytes, total});
+    total += alignUp(std::max<size_t>(bytes, 1));
+    return pieces.size() - 1;
+  };
+  std::vector<std::pair<size_t, size_t>> slotPieces(p.slots.size(),
+                                                     {SIZE_MAX, SIZE_MAX});
+  for (size_t s = 0; s < p.slots.size(); ++s) {
+    if (p.slots[s].where != SlotInfo::Where::Bound || p.slots[s].root != int(s))
+      continue;
+    const RtValue &v = p.boundValues[s];
+    if (auto *t = std::get_if<HostTensor>(&v)) {
+      slotPieces[s].first = add(t->raw(), t->nbytes());
+    } else if (auto *c = std::get_if<CoordsPtr>(&v); c && *c) {
+      slotPieces[s].first = add((*c)->coords.raw(), (*c)->coords.nbytes());
+      keep.push_back(offsetsOf(**c));
+      slotPieces[s].second = add(keep.back().raw(), keep.back().nbytes());
+    } else if (auto *g = std::get_if<SegmentsPtr>(&v); g && *g) {
+      slotPieces[s].first = add((*g)->rows.raw(), (*g)->rows.nbytes());
+      slotPieces[s].second = add((*g)->offsets.raw(), (*g)->offsets.nbytes());
+    }
+  }
+  std::vector<std::pair<Node *, size_t>> nodePieces;
+  std::function<void(Body &)> collect = [&](Body &body) {
+    for (Node &node : body.nodes) {
+      for (const HostTensor &t : node.auxHost)
+        nodePieces.push_back({&node, add(t.raw(), t.nbytes())});
+      for (Body &region : node.regions)
+        collect(region);
+    }
+  };
+  collect(p.body);
+  if (total == 0)
+    return Status::ok();
+  // `keep` must not reallocate after its raw pointers were taken: it was
+  // only appended to in the loop above, so copy now (pointers into the
+  // tensors' heap storage stay valid when the vector moves them).
+  std::vector<char> host(total);
+  for (const Piece &piece : pieces)
+    if (piece.bytes)
+      std::memcpy(host.data() + piece.offset, piece.data, piece.bytes);
+  if (Status s = check(api->cuMemAlloc(&p.boundPool, total),
+                       "cuMemAlloc (coordinates)");
+      !s)
+    return Error{"cannot allocate " + std::to_string(total >> 20) +
+                 " MiB for the coordinates of '" + p.name + "': " +
+                 s.message()};
+  p.boundBytes = total;
+  if (Status s = check(api->cuMemcpyHtoDAsync(p.boundPool, host.data(), total,
+                                              stream),
+                       "cuMemcpyHtoDAsync (coordinates)");
+      !s)
+    return s;
+  if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream"); !s)
+    return s;
+  for (size_t s = 0; s < p.slots.size(); ++s) {
+    if (slotPieces[s].first != SIZE_MAX)
+      p.slots[s].ptr = p.boundPool + pieces[slotPieces[s].first].offset;
+    if (slotPieces[s].second != SIZE_MAX)
+      p.slots[s].aux = p.boundPool + pieces[slotPieces[s].second].offset;
+  }
+  for (auto &[node, piece] : nodePieces)
+    node->aux.push_back(p.boundPool + pieces[piece].offset);
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Commands
+//===----------------------------------------------------------------------===//
+
+Result<CUfunction> GpuExecutor::Impl::runtimeKernel(const std::string &name) {
+  CUfunction &f = functions[name];
+  if (!f) {
+    if (!attention ||
+        api->cuModuleGetFunction(&f, attention, name.c_str()) != CUDA_SUCCESS)
+      return Error{"kernel '" + name + "' is not in the bundle's runtime "
+                   "kernel module"};
+  }
+  return f;
+}
+
+Status GpuExecutor::Impl::launch1d(CUfunction f, int64_t threads,
+                                   void **params, const Instr &instr,
+                                   const char *what) {
+  if (threads <= 0)
+    return Status::ok();
+  constexpr int64_t kThreads = 256;
+  CUresult r = api->cuLaunchKernel(f, unsigned((threads + kThreads - 1) /
+                                               kThreads),
+                                   1, 1, unsigned(kThreads), 1, 1, 0, stream,
+                                   params, nullptr);
+  if (r != CUDA_SUCCESS)
+    return opError(instr,
+                   std::string("launching ") + what + ": " + api->describe(r));
+  return Status::ok();
+}
+
+size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
+                                             const Node &node) const {
+  const std::string &op = node.instr->op;
+  const ValueType &x = p.slots[node.in[0]].type;
+  if (op == "trellis.sparse.conv3d") {
+    const ValueType &w = p.slots[node.in[1]].type;
+    if (w.shape.size() != 5 || w.shape[1] == 1)
+      return 0;
+    size_t rowBytes = size_t(rowElems(w)) * dtypeSize(x.dtype);
+    size_t rows = std::max<size_t>(1, kConvGatherBytes / rowBytes);
+    rows = std::min<size_t>(rows, size_t(std::max<int64_t>(x.shape[0], 1)));
+    return rows * rowBytes;
+  }
+  if (op == "trellis.sparse.group_norm") {
+    auto *c = std::get_if<CoordsPtr>(&p.boundValues[root(p, node.in[1])]);
+    auto groups = node.instr->intAttr("groups");
+    return c && *c && groups ? size_t((*c)->batchSize() * *groups * 2) * 4
+                             : 0;
+  }
+  if (op == "trellis.sparse.attention") {
+    auto *g = std::get_if<SegmentsPtr>(&p.boundValues[root(p, node.in[3])]);
+    if (!g || !*g || isIdentity(**g))
+      return 0;
+    // q, k, v and the output in segment order.
+    size_t bytes = 0;
+    for (int s : {node.in[0], node.in[1], node.in[2], node.out[0]})
+      bytes += alignUp(bytesOf(p.slots[s].type));
+    return bytes;
+  }
+  return 0;
+}
+
+Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
+  const Instr &instr = *node.instr;
+  const std::string &op = instr.op;
+  static const char *const ops[] = {
+      "trellis.sparse.conv3d",          "trellis.sparse.downsample",
+      "trellis.sparse.upsample",        "trellis.sparse.subdivide_features",
+      "trellis.sparse.batch_broadcast", "trellis.sparse.group_norm",
+      "trellis.sparse.attention",       "trellis.sparse.cross_attention"};
+  if (std::find(std::begin(ops), std::end(ops), op) == std::end(ops))
+    return false;
+  auto ptr = [&](int slot) { return address(p, slot); };
+  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
+  auto bound = [&](int slot) -> const RtValue & {
+    return p.boundValues[root(p, slot)];
+  };
+  const ValueType &x = type(node.in[0]);
+  const ValueType &out = type(node.out[0]);
+  if (x.dtype != DType::F16 && x.dtype != DType::F32)
+    return opError(instr, "the GPU sparse ops take f16 or f32 features, "
+                          "found " +
+                              x.str());
+  const char *sfx = typeSuffix(x.dtype);
+  auto kernel = [&](const std::string &name) -> Result<CUfunction> {
+    auto f = runtimeKernel(name + "_" + sfx);
+    if (!f)
+      return opError(instr, f.message());
+    return f;
+  };
+  const int64_t rows = out.shape.at(0);
+  const int32_t c = int32_t(rowElems(out));
+
+  // out[r] = x[index[r·stride]] or x[r / divisor] (gather_rows).
+  auto gather = [&](CUdeviceptr src, CUdeviceptr index, int32_t stride,
+                    int32_t divisor, CUdeviceptr dst, int64_t n, int32_t width,
+                    int32_t scatter) -> Result<std::function<Status()>> {
+    auto f = kernel("trellis_sparse_gather_rows");
+    if (!f)
+      return f.takeError();
+    return std::function<Status()>(
+        [this, f = *f, src, index, stride, divisor, dst, n, width, scatter,
+         &instr]() mutable -> Status {
+          void *params[] = {&src, &index, &stride, &divisor,
+                            &dst, &n,     &width,  &scatter};
+          return launch1d(f, n * width, params, instr, "a row gather");
+        });
+  };
+
+  if (op == "trellis.sparse.conv3d") {
+    const ValueType &w = type(node.in[1]);
+    int bias = -1, neighbors = -1;
+    for (size_t i = 2; i < node.in.size(); ++i)
+      (type(node.in[i]).kind == ValueType::Kind::NeighborMap ? neighbors
+                                                             : bias) =
+          node.in[i];
+    if (w.dtype != x.dtype || (bias >= 0 && type(bias).dtype != x.dtype))
+      return opError(instr, "the GPU sparse conv needs x, W and b of one "
+                            "dtype");
+    int64_t cout = w.shape[0], cin = w.shape[4], k = w.shape[1];
+    CUdeviceptr b = bias >= 0 ? ptr(bias) : 0;
+    if (k == 1) { // spec §6.4: out = x·M + b, M = W's buffer as [Cin, Cout]
+      if (Status s = buildGemm(p, node, ptr(node.in[1]), ptr(node.in[0]),
+                               ptr(node.out[0]), b, x.dtype, cout, rows, cin,
+                               /*transA=*/false, "", node.command);
+          !s)
+        return Error{s.message()};
+      return true;
+    }
+    if (neighbors < 0)
+      return opError(instr, "a 3x3x3 sparse conv needs a neighbour map");
+    int32_t kvol = int32_t(k * k * k), cin32 = int32_t(cin);
+    int64_t kdim = kvol * cin;
+    size_t elem = dtypeSize(x.dtype);
+    int64_t chunk =
+        int64_t(bytesOf(type(node.scratch)) / (size_t(kdim) * elem));
+    auto f = kernel("trellis_sparse_conv_gather");
+    if (!f)
+      return f.takeError();
+    int32_t vec = (cin * int64_t(elem)) % 16 == 0 ? 1 : 0;
+    int64_t per = vec ? 16 / int64_t(elem) : 1;
+    std::vector<std::function<Status()>> steps;
+    CUdeviceptr xp = ptr(node.in[0]), nbr = ptr(neighbors),
+                col = ptr(node.scratch), o = ptr(node.out[0]);
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      int64_t n = std::min(chunk, rows - r0);
+      std::function<Status()> gemm;
+      // out rows [r0, r0+n) = col[n, K] · W[Cout, K]ᵀ (+ b), as linear.
+      if (Status s = buildGemm(p, node, ptr(node.in[1]), col,
+                               o + CUdeviceptr(r0 * cout * int64_t(elem)), b,
+                               x.dtype, cout, n, kdim, /*transA=*/true, "",
+                               gemm);
+          !s)
+        return Error{s.message()};
+      steps.push_back([this, f = *f, xp, nbr, col, r0, n, cin32, kvol, vec,
+                       per, gemm, &instr]() mutable -> Status {
+        void *params[] = {&xp, &nbr, &col, &r0, &n, &cin32, &kvol, &vec};
+        if (Status s = launch1d(f, n * kvol * (cin32 / per), params, instr,
+                                "the sparse conv gather");
+            !s)
+          return s;
+        return gemm();
+      });
+    }
+    node.command = [steps]() -> Status {
+      for (const auto &step : steps)
+        if (Status s = step(); !s)
+          return s;
+      return Status::ok();
+    };
+    return true;
+  }
+
+  if (op == "trellis.sparse.downsample") {
+    auto f = kernel("trellis_sparse_downsample");
+    if (!f)
+      return f.takeError();
+    if (node.aux.size() != 2)
+      return opError(instr, "its index arrays were not built");
+    CUdeviceptr src = ptr(node.in[0]), offsets = node.aux[0],
+                children = node.aux[1], dst = ptr(node.out[0]);
+    node.command = [this, f = *f, src, offsets, children, dst, rows, c,
+                    &instr]() mutable -> Status {
+      int64_t n = rows;
+      int32_t width = c;
+      void *params[] = {&src, &offsets, &children, &dst, &n, &width};
+      return launch1d(f, n * width, params, instr, "the downsample");
+    };
+    return true;
+  }
+  if (op == "trellis.sparse.upsample") {
+    if (node.aux.size() != 1)
+      return opError(instr, "its index array was not built");
+    auto g = gather(ptr(node.in[0]), node.aux[0], 1, 1, ptr(node.out[0]), rows,
+                    c, 0);
+    if (!g)
+      return g.takeError();
+    node.command = *g;
+    return true;
+  }
+  if (op == "trellis.sparse.subdivide_features") {
+    auto g = gather(ptr(node.in[0]), 0, 1, 8, ptr(node.out[0]), rows, c, 0);
+    if (!g)
+      return g.takeError();
+    node.command = *g;
+    return true;
+  }
+  if (op == "trellis.sparse.batch_broadcast") {
+    // Row n gets v[b(n)]: the batch column of the coords [N, 4].
+    auto g = gather(ptr(node.in[0]), ptr(node.in[1]), 4, 1, ptr(node.out[0]),
+                    rows, c, 0);
+    if (!g)
+      return g.takeError();
+    node.command = *g;
+    return true;
+  }
+  if (op == "trellis.sparse.group_norm") {
+    auto *coords = std::get_if<CoordsPtr>(&bound(node.in[1]));
+    if (!coords || !*coords)
+      return opError(instr, "its coordinate set was not bound");
+    auto groups = instr.intAttr("groups");
+    auto eps = instr.floatAttr("eps");
+    if (!groups || !eps || *groups < 1 || c % *groups != 0)
+      return opError(instr, "malformed group count or eps");
+    for (int s : {node.in[2], node.in[3]})
+      if (type(s).dtype != DType::F32)
+        return opError(instr, "the GPU group norm takes f32 γ and β");
+    auto stats = kernel("trellis_sparse_group_norm_stats");
+    auto apply = kernel("trellis_sparse_group_norm_apply");
+    if (!stats || !apply)
+      return (stats ? apply : stats).takeError();
+    CUdeviceptr src = ptr(node.in[0]), offsets = p.slots[root(p, node.in[1])].aux,
+                coordsPtr = ptr(node.in[1]), st = ptr(node.scratch),
+                gamma = ptr(node.in[2]), beta = ptr(node.in[3]),
+                dst = ptr(node.out[0]);
+    int32_t g = int32_t(*groups), width = c;
+    float e = float(*eps);
+    unsigned items = unsigned((*coords)->batchSize() * *groups);
+    node.command = [this, fs = *stats, fa = *apply, src, offsets, coordsPtr,
+                    st, gamma, beta, dst, rows, width, g, e, items,
+                    &instr]() mutable -> Status {
+      void *sp[] = {&src, &offsets, &st, &width, &g, &e};
+      if (items)
+        if (CUresult r = api->cuLaunchKernel(fs, items, 1, 1, 1024, 1, 1, 0,
+                                             stream, sp, nullptr);
+            r != CUDA_SUCCESS)
+          return opError(instr, "launching the group-norm statistics: " +
+                                    api->describe(r));
+      int64_t n = rows;
+      void *ap[] = {&src, &coordsPtr, &st, &gamma, &beta, &dst, &n, &width, &g};
+      return launch1d(fa, n * width, ap, instr, "the group norm");
+    };
+    return true;
+  }
+
+  // Attention over voxels: the attention kernels in variable-length mode.
+  auto scale = instr.floatAttr("scale");
+  if (!scale)
+    return opError(instr, scale.message());
+  const ValueType &k = type(node.in[1]), &v = type(node.in[2]);
+  if (x.dtype != DType::F16 || x.shape.size() != 3)
+    return opError(instr, "the GPU attention takes fp16 q [N, H, d]");
+  int64_t heads = x.shape[1], d = x.shape[2];
+  auto kernelFor = attentionKernel(d);
+  if (!kernelFor)
+    return opError(instr, kernelFor.message());
+  auto [config, f] = *kernelFor;
+  TrellisAttnParams params{};
+  params.heads = int32_t(heads);
+  params.head_dim = int32_t(d);
+  params.softmax_scale = float(*scale);
+  params.q_row_stride = params.o_row_stride = heads * d;
+  params.q_head_stride = params.o_head_stride = d;
+  params.k_head_stride = k.shape.back();
+  params.v_head_stride = v.shape.back();
+  std::vector<std::function<Status()>> before, after;
+
+  if (op == "trellis.sparse.cross_attention") {
+    // Queries: each sample's rows; keys: that sample's Lc tokens (dense).
+    auto *coords = std::get_if<CoordsPtr>(&bound(node.in[3]));
+    if (!coords || !*coords || k.shape.size() != 4)
+      return opError(instr, "needs bound coordinates and k [B, Lc, H, d]");
+    HostTensor offsets = offsetsOf(**coords);
+    params.q = reinterpret_cast<const void *>(ptr(node.in[0]));
+    params.o = reinterpret_cast<void *>(ptr(node.out[0]));
+    params.k = reinterpret_cast<const void *>(ptr(node.in[1]));
+    params.v = reinterpret_cast<const void *>(ptr(node.in[2]));
+    params.cu_seqlens_q =
+        reinterpret_cast<const int32_t *>(p.slots[root(p, node.in[3])].aux);
+    params.k_row_stride = k.shape[2] * k.shape[3];
+    params.v_row_stride = v.shape[2] * v.shape[3];
+    params.k_batch_stride = k.shape[1] * params.k_row_stride;
+    params.v_batch_stride = v.shape[1] * params.v_row_stride;
+    if (k.shape[0] == 1)
+      params.k_batch_stride = params.v_batch_stride = 0;
+    params.num_seqs = int32_t((*coords)->batchSize());
+    params.seqlen_q = longestSegment(offsets);
+    params.seqlen_k = int32_t(k.shape[1]);
+  } else {
+    // Self-attention inside each segment. Segments of consecutive rows
+    // (one per sample) are read in place; windows are gathered into segment
+    // order first and the output scattered back.
+    auto *segments = std::get_if<SegmentsPtr>(&bound(node.in[3]));
+    if (!segments || !*segments)
+      return opError(instr, "its segments were not bound");
+    const ref::Segments &seg = **segments;
+    CUdeviceptr q = ptr(node.in[0]), kp = ptr(node.in[1]), vp = ptr(node.in[2]),
+                o = ptr(node.out[0]);
+    params.k_row_stride = heads * k.shape.back();
+    params.v_row_stride = heads * v.shape.back();
+    if (!isIdentity(seg)) {
+      CUdeviceptr at = ptr(node.scratch);
+      CUdeviceptr rowsPtr = p.slots[root(p, node.in[3])].ptr;
+      CUdeviceptr *dst[4] = {&q, &kp, &vp, &o};
+      int srcSlots[4] = {node.in[0], node.in[1], node.in[2], node.out[0]};
+      for (int i = 0; i < 4; ++i) {
+        CUdeviceptr src = *dst[i];
+        *dst[i] = at;
+        at += alignUp(bytesOf(type(srcSlots[i])));
+        int32_t width = int32_t(rowElems(type(srcSlots[i])));
+        auto g = i < 3 ? gather(src, rowsPtr, 1, 1, *dst[i], rows, width, 0)
+                       : gather(*dst[i], rowsPtr, 1, 1, src, rows, width, 1);
+        if (!g)
+          return g.takeError();
+        (i < 3 ? before : after).push_back(*g);
+      }
+    }
+    params.q = reinterpret_cast<const void *>(q);
+    params.k = reinterpret_cast<const void *>(kp);
+    params.v = reinterpret_cast<const void *>(vp);
+    params.o = reinterpret_cast<void *>(o);
+    params.cu_seqlens_q = params.cu_seqlens_k =
+        reinterpret_cast<const int32_t *>(p.slots[root(p, node.in[3])].aux);
+    params.num_seqs = int32_t(seg.numSegments());
+    params.seqlen_q = longestSegment(seg.offsets);
+    params.seqlen_k = params.seqlen_q;
+  }
+  if (params.num_seqs == 0 || params.seqlen_q == 0) {
+    node.command = [] { return Status::ok(); };
+    return true;
+  }
+  if (const char *why = trellis_attn_check(config, &params))
+    return opError(instr, std::string("attention parameters: ") + why);
+  unsigned grid[3], block[3];
+  trellis_attn_grid(config, &params, grid, block);
+  unsigned smem = unsigned(config->smem_bytes);
+  node.command = [this, f = f, params, grid0 = grid[0], grid1 = grid[1],
+                  block0 = block[0], smem, before, after,
+                  &instr]() mutable -> Status {
+    for (auto &step : before)
+      if (Status s = step(); !s)
+        return s;
+    void *args[1] = {&params};
+    CUresult r = api->cuLaunchKernel(f, grid0, grid1, 1, block0, 1, 1, smem,
+                                     stream, args, nullptr);
+    if (r != CUDA_SUCCESS)
+      return opError(instr, "launching attention: " + api->describe(r));
+    for (auto &step : after)
+      if (Status s = step(); !s)
+        return s;
+    return Status::ok();
+  };
+  return true;
+}
+
+} // namespace trellis

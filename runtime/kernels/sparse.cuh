@@ -1,0 +1,193 @@
+// Gather/scatter kernels of the sparse stages (docs/design/gpu-backend.md,
+// "Sparse stages"): the runtime builds the index arrays on the host once per
+// coordinate set and these kernels move feature rows by them. Compiled into
+// the same modules as the attention kernels (every family), launched by
+// runtime/cuda/SparseCommands.cpp with 256-thread blocks.
+//
+// T is __half or float; sums are f32 and every result is rounded once, as the
+// CPU reference (runtime/reference/Sparse.cpp) does.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include <type_traits>
+
+namespace trellis_sparse {
+
+__device__ __forceinline__ float toF32(float x) { return x; }
+__device__ __forceinline__ float toF32(__half x) { return __half2float(x); }
+template <typename T> __device__ __forceinline__ T fromF32(float x);
+template <> __device__ __forceinline__ float fromF32<float>(float x) {
+  return x;
+}
+template <> __device__ __forceinline__ __half fromF32<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+__device__ __forceinline__ int64_t globalThread() {
+  return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+// Submanifold convolution's gather (k³ neighbours, "implicit im2col" by rows):
+//   col[r, o·cin + c] = x[nbr[(row0 + r)·kvol + o], c], or 0 where the
+//   neighbour is inactive (-1), for r in [0, rows).
+// Moves 16 bytes per thread when cin allows (vec elements of T).
+template <typename T, int Vec>
+__device__ void convGather(const T *x, const int32_t *nbr, T *col, int64_t row0,
+                           int64_t rows, int32_t cin, int32_t kvol) {
+  const int64_t chunks = cin / Vec;
+  const int64_t t = globalThread();
+  if (t >= rows * kvol * chunks)
+    return;
+  const int64_t chunk = t % chunks;
+  const int64_t ro = t / chunks; // r·kvol + o
+  const int32_t src = nbr[row0 * kvol + ro];
+  using V = typename std::conditional<Vec == 1, T, uint4>::type;
+  V v;
+  if (src >= 0)
+    v = reinterpret_cast<const V *>(x + int64_t(src) * cin)[chunk];
+  else
+    v = V{};
+  reinterpret_cast<V *>(col + ro * cin)[chunk] = v;
+}
+
+// out[r] = x[index[r·stride]] (index given) or x[r / divisor]; with scatter
+// set, out[index[r·stride]] = x[r] instead. Rows of c elements.
+template <typename T>
+__device__ void gatherRows(const T *x, const int32_t *index,
+                           int32_t index_stride, int32_t divisor, T *out,
+                           int64_t rows, int32_t c, int32_t scatter) {
+  const int64_t t = globalThread();
+  if (t >= rows * c)
+    return;
+  const int64_t r = t / c, ch = t % c;
+  const int64_t other = index ? int64_t(index[r * index_stride]) : r / divisor;
+  if (scatter)
+    out[other * c + ch] = x[r * c + ch];
+  else
+    out[t] = x[other * c + ch];
+}
+
+// Downsample (spec §6.3 quirk): coarse row r = Σ children / (n + 1), the
+// children of r being children[offsets[r] .. offsets[r+1]) in ascending row
+// order (summed in that order, f32).
+template <typename T>
+__device__ void downsample(const T *x, const int32_t *offsets,
+                           const int32_t *children, T *out, int64_t rows,
+                           int32_t c) {
+  const int64_t t = globalThread();
+  if (t >= rows * c)
+    return;
+  const int64_t r = t / c, ch = t % c;
+  const int32_t begin = offsets[r], end = offsets[r + 1];
+  float sum = 0.f;
+  for (int32_t j = begin; j < end; ++j)
+    sum += toF32(x[int64_t(children[j]) * c + ch]);
+  out[t] = fromF32<T>(sum / float(end - begin + 1));
+}
+
+// Group norm statistics (spec §7.4): one block per (sample b, group g) over
+// rows [row_offsets[b], row_offsets[b+1]) × the group's c/groups channels;
+// two passes (mean, then the biased variance about it), f32. stats[2·(b·G +
+// g)] = mean, [.. + 1] = 1 / sqrt(var + eps).
+template <typename T>
+__device__ void groupNormStats(const T *x, const int32_t *row_offsets,
+                               float *stats, int32_t c, int32_t groups,
+                               float eps) {
+  __shared__ float partial[32];
+  const int item = blockIdx.x;
+  const int b = item / groups, g = item % groups;
+  const int cg = c / groups;
+  const int64_t r0 = row_offsets[b], r1 = row_offsets[b + 1];
+  const int64_t n = (r1 - r0) * cg;
+  auto reduce = [&](float v) {
+    for (int m = 16; m > 0; m >>= 1)
+      v += __shfl_xor_sync(0xffffffffu, v, m);
+    if ((threadIdx.x & 31) == 0)
+      partial[threadIdx.x / 32] = v;
+    __syncthreads();
+    float total = 0.f;
+    for (int w = 0; w < int(blockDim.x / 32); ++w)
+      total += partial[w];
+    __syncthreads();
+    return total;
+  };
+  auto at = [&](int64_t i) {
+    return toF32(x[(r0 + i / cg) * c + int64_t(g) * cg + i % cg]);
+  };
+  float s = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += at(i);
+  const float mean = n ? reduce(s) / float(n) : 0.f;
+  float q = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float d = at(i) - mean;
+    q += d * d;
+  }
+  const float var = n ? reduce(q) / float(n) : 0.f;
+  if (threadIdx.x == 0) {
+    stats[2 * item] = mean;
+    stats[2 * item + 1] = rsqrtf(var + eps);
+  }
+}
+
+// y = (x − mean) · rstd · γ + β per element; the row's sample from the
+// coordinates' batch column (coords int32 [N, 4]).
+template <typename T>
+__device__ void groupNormApply(const T *x, const int32_t *coords,
+                               const float *stats, const float *gamma,
+                               const float *beta, T *out, int64_t rows,
+                               int32_t c, int32_t groups) {
+  const int64_t t = globalThread();
+  if (t >= rows * c)
+    return;
+  const int64_t r = t / c;
+  const int ch = int(t % c);
+  const int item = coords[4 * r] * groups + ch / (c / groups);
+  float y = (toF32(x[t]) - stats[2 * item]) * stats[2 * item + 1];
+  if (gamma)
+    y *= gamma[ch];
+  if (beta)
+    y += beta[ch];
+  out[t] = fromF32<T>(y);
+}
+
+} // namespace trellis_sparse
+
+// Entry points, one per element type (f16, f32).
+#define TRELLIS_SPARSE_ENTRIES(T, S)                                           \
+  extern "C" __global__ void trellis_sparse_conv_gather_##S(                   \
+      const T *x, const int32_t *nbr, T *col, int64_t row0, int64_t rows,      \
+      int32_t cin, int32_t kvol, int32_t vec) {                                \
+    if (vec > 1)                                                               \
+      trellis_sparse::convGather<T, 16 / sizeof(T)>(x, nbr, col, row0, rows,   \
+                                                    cin, kvol);                \
+    else                                                                       \
+      trellis_sparse::convGather<T, 1>(x, nbr, col, row0, rows, cin, kvol);    \
+  }                                                                            \
+  extern "C" __global__ void trellis_sparse_gather_rows_##S(                   \
+      const T *x, const int32_t *index, int32_t index_stride, int32_t divisor, \
+      T *out, int64_t rows, int32_t c, int32_t scatter) {                      \
+    trellis_sparse::gatherRows<T>(x, index, index_stride, divisor, out, rows,  \
+                                  c, scatter);                                 \
+  }                                                                            \
+  extern "C" __global__ void trellis_sparse_downsample_##S(                    \
+      const T *x, const int32_t *offsets, const int32_t *children, T *out,     \
+      int64_t rows, int32_t c) {                                               \
+    trellis_sparse::downsample<T>(x, offsets, children, out, rows, c);         \
+  }                                                                            \
+  extern "C" __global__ void trellis_sparse_group_norm_stats_##S(              \
+      const T *x, const int32_t *row_offsets, float *stats, int32_t c,         \
+      int32_t groups, float eps) {                                             \
+    trellis_sparse::groupNormStats<T>(x, row_offsets, stats, c, groups, eps);  \
+  }                                                                            \
+  extern "C" __global__ void trellis_sparse_group_norm_apply_##S(              \
+      const T *x, const int32_t *coords, const float *stats,                   \
+      const float *gamma, const float *beta, T *out, int64_t rows, int32_t c,  \
+      int32_t groups) {                                                        \
+    trellis_sparse::groupNormApply<T>(x, coords, stats, gamma, beta, out,      \
+                                      rows, c, groups);                        \
+  }
+
+TRELLIS_SPARSE_ENTRIES(__half, f16)
+TRELLIS_SPARSE_ENTRIES(float, f32)
