@@ -3,6 +3,7 @@
 // trellis-slat-bench --exe trellis.exe --model DIR --coords coords.npy
 //                    [--noise noise.npy] [--reps N] [--decoders] [--cpu]
 //                    [--steps N --cfg W] [--profile] [--out DIR]
+//                    [--plan-only]
 //
 // Loads the bundle embedded in a trellis.exe, runs its slat_stage (the
 // 25-step guided flow sampler over the voxels of coords.npy, int32 [N, 4] at
@@ -13,10 +14,12 @@
 // decode_mesh run on the stage's output the same way. --out writes the
 // stage's and decoders' outputs as .npy (for bench/slat_gpu/parity.py);
 // --cpu runs everything on the CPU reference instead (for GPU-vs-CPU parity
-// at tiny size). Not a test: a benchmark.
+// at tiny size); --plan-only prints the device memory plan of each function
+// for these voxels and stops (no GPU needed). Not a test: a benchmark.
 //
 //===----------------------------------------------------------------------===//
 #include "trellis/Format/Npy.h"
+#include "trellis/Runtime/GpuExecutor.h"
 #include "trellis/Runtime/Runner.h"
 
 #include <algorithm>
@@ -48,7 +51,7 @@ double median(std::vector<double> v) {
 int main(int argc, char **argv) {
   std::string exe, model, coordsPath, noisePath, outDir;
   int reps = 3;
-  bool decoders = false, cpu = false, profile = false;
+  bool decoders = false, cpu = false, profile = false, planOnly = false;
   std::optional<int64_t> steps;
   std::optional<double> cfg;
   for (int i = 1; i < argc; ++i) {
@@ -72,6 +75,8 @@ int main(int argc, char **argv) {
       decoders = true;
     else if (a == "--cpu")
       cpu = true;
+    else if (a == "--plan-only")
+      planOnly = true;
     else if (a == "--profile")
       profile = true;
     else if (a == "--steps")
@@ -118,6 +123,23 @@ int main(int argc, char **argv) {
       noise.mutableData<float>()[i] = normal(gen);
   }
 
+  if (planOnly) {
+    for (const char *fn : {"slat_stage", "decode_gs", "decode_rf", "decode_mesh"}) {
+      std::vector<RtValue> args = {*coords};
+      if (std::string(fn) == "slat_stage")
+        args.push_back(*cond);
+      args.push_back(noise);
+      auto plan = GpuExecutor::planMemory(bundle->program, fn, {}, &args);
+      if (!plan)
+        fail(std::string(fn) + ": " + plan.message());
+      std::printf("%s: arena %.1f MiB for %zu values (%.1f MiB without "
+                  "reuse, %zu views), weights %.1f MiB\n",
+                  fn, plan->arenaBytes / 1048576.0, plan->values,
+                  plan->naiveBytes / 1048576.0, plan->views,
+                  plan->weightBytes / 1048576.0);
+    }
+    return 0;
+  }
   SessionOptions options;
   options.gpu.mode = cpu ? GpuMode::Off : GpuMode::Require;
   options.gpu.options.profile = profile;

@@ -67,6 +67,8 @@ usage: trellis.exe --model DIR --cond FILE --out DIR [options]
   --low-memory         release a stage's device weights and arena after it
   --bundle FILE        run this bundle (for the bare trellis-runtime)
   --inspect            print the bundle (format, sections, functions, weights)
+                       and the device memory plan of its GPU stages (of the
+                       sparse ones for the voxels of --coords)
 
 outputs: ss_latent.npy coords.npy slat.npy gaussians.ply gaussians.npz
          radiance_field.npz mesh_fields.npz mesh.ply mesh.glb (per-sample
@@ -288,8 +290,30 @@ Result<PipelineRequest> makeRequest(const Options &o) {
   return req;
 }
 
+/// The arguments of a sparse GPU entry for --inspect --coords: the voxel set,
+/// and zeros of the declared shapes (N rows where dynamic) for the rest (the
+/// plan depends on the coordinates only).
+std::vector<RtValue> planArguments(const Function &fn, const HostTensor &coords) {
+  std::vector<RtValue> args;
+  for (size_t i = 0; i < fn.argTypes.size(); ++i) {
+    const ValueType &t = fn.argTypes[i];
+    if (i == 0 && t.dtype == DType::I32) {
+      args.push_back(coords);
+      continue;
+    }
+    Shape shape = t.shape;
+    for (int64_t &d : shape)
+      if (d < 0)
+        d = coords.dim(0);
+    HostTensor zeros(t.dtype, shape);
+    std::memset(zeros.mutableRaw(), 0, zeros.nbytes());
+    args.push_back(zeros);
+  }
+  return args;
+}
+
 int inspect(const Bundle &bundle, const Program &program, const json &meta,
-            const std::string &source) {
+            const std::string &source, const std::string &coordsPath) {
   std::cout << "bundle: " << source << "\n"
             << "format version: " << kBundleFormatVersion << "\n"
             << "meta: " << meta.dump() << "\n"
@@ -316,7 +340,20 @@ int inspect(const Bundle &bundle, const Program &program, const json &meta,
       if (!e.is_string())
         continue;
       std::string name = e.get<std::string>();
-      auto plan = GpuExecutor::planMemory(program, name);
+      const Function *fn = program.find(name);
+      bool dynamic = false;
+      for (const ValueType &t : fn ? fn->argTypes : std::vector<ValueType>{})
+        for (int64_t d : t.shape)
+          dynamic |= d < 0;
+      std::vector<RtValue> args;
+      if (dynamic && !coordsPath.empty()) {
+        auto coords = readNpy(coordsPath);
+        if (!coords)
+          return fail(coords.message());
+        args = planArguments(*fn, *coords);
+      }
+      auto plan = GpuExecutor::planMemory(program, name, {},
+                                          args.empty() ? nullptr : &args);
       if (!plan) {
         std::cout << "gpu plan of " << name << ": " << plan.message() << "\n";
         continue;
@@ -347,7 +384,8 @@ int runtimeMain(int argc, char **argv) {
   if (!loaded)
     return fail(loaded.message());
   if (opts->inspect)
-    return inspect(loaded->bundle, loaded->program, loaded->meta, source);
+    return inspect(loaded->bundle, loaded->program, loaded->meta, source,
+                   opts->coords);
   if (opts->model.empty() || opts->cond.empty() || opts->out.empty()) {
     std::cerr << kUsage;
     return fail("--model, --cond and --out are required");

@@ -1634,12 +1634,12 @@ GpuExecutor::create(const Program &program, const GpuImages &images,
   return std::unique_ptr<GpuExecutor>(new GpuExecutor(std::move(impl)));
 }
 
-Result<GpuMemoryPlan> GpuExecutor::planMemory(const Program &program,
-                                              const std::string &function,
-                                              GpuOptions options) {
-  // No driver calls: prepare() only inlines and plans.
+Result<GpuMemoryPlan>
+GpuExecutor::planMemory(const Program &program, const std::string &function,
+                        GpuOptions options, const std::vector<RtValue> *args) {
+  // No driver calls: prepare() only inlines, binds and plans.
   Impl m(program, nullptr, options);
-  auto pr = m.prepare(function);
+  auto pr = m.prepare(function, args);
   if (!pr)
     return Error{pr.message()};
   const Impl::Prepared &p = **pr;

@@ -18,7 +18,8 @@ Result<std::unique_ptr<GpuExecutor>> GpuExecutor::create(const Program &,
   return Error{"this runtime was built without the CUDA backend"};
 }
 Result<GpuMemoryPlan> GpuExecutor::planMemory(const Program &,
-                                              const std::string &, GpuOptions) {
+                                              const std::string &, GpuOptions,
+                                              const std::vector<RtValue> *) {
   return Error{"this runtime was built without the CUDA backend"};
 }
 Status GpuExecutor::supports(const std::string &) {

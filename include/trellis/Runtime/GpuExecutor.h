@@ -113,10 +113,13 @@ public:
   /// Plans `function`'s device memory as run() would (inlining, views,
   /// liveness, first-fit), without a GPU, and checks the plan with an
   /// independent sweep: no two values that are alive at the same time share
-  /// a byte. For `trellis.exe --inspect` and the tests.
-  static Result<GpuMemoryPlan> planMemory(const Program &program,
-                                          const std::string &function,
-                                          GpuOptions options = {});
+  /// a byte. For `trellis.exe --inspect` and the tests. A sparse stage is
+  /// planned for the voxels of `args` (its call's arguments: the bound
+  /// coordinate values are computed on the host as run() does).
+  static Result<GpuMemoryPlan>
+  planMemory(const Program &program, const std::string &function,
+             GpuOptions options = {},
+             const std::vector<RtValue> *args = nullptr);
 
   /// Loads the CUDA driver and cuBLASLt, creates the context and loads the
   /// modules. Fails (with the reason) when no usable GPU is present.
