@@ -21,8 +21,10 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -31,6 +33,7 @@ using namespace mlir;
 namespace trellis::codegen {
 namespace {
 
+using detail::classify;
 using detail::Launch;
 using detail::OpClass;
 
@@ -121,12 +124,68 @@ std::string kernelName(StringRef base, Type elem, Type shaped, int index) {
 
 DictionaryAttr launchAttr(MLIRContext *ctx, StringRef name, const Launch &l) {
   Builder b(ctx);
-  return b.getDictionaryAttr({
+  SmallVector<NamedAttribute> attrs = {
       b.getNamedAttr("kernel", b.getStringAttr(name)),
       b.getNamedAttr("grid", b.getDenseI64ArrayAttr(l.grid)),
       b.getNamedAttr("block", b.getDenseI64ArrayAttr(l.block)),
       b.getNamedAttr("smem", b.getI64IntegerAttr(l.smem)),
+  };
+  if (l.threadsPerRow > 0)
+    attrs.push_back(b.getNamedAttr("threads_per_row",
+                                   b.getI64IntegerAttr(l.threadsPerRow)));
+  return b.getDictionaryAttr(attrs);
+}
+
+/// Whether `fn` is a sparse stage's function: it takes dynamic tensors or
+/// coordinate values (the dense stage's ss_stage only returns them).
+bool takesSparseArguments(func::FuncOp fn) {
+  return llvm::any_of(fn.getArgumentTypes(), [](Type t) {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    return !rt || !rt.hasStaticShape();
   });
+}
+
+/// The generated-class ops of `fn` that the runtime evaluates on the host
+/// when it binds a sparse function (docs/design/gpu-backend.md, "Binding at
+/// call time"), e.g. decode_gs's cast / add / div of sparse.xyz. A forward
+/// dataflow in program order (SSA dominance: operands are visited before
+/// their users, values from above included): a value is host-derived when it
+/// is a coordinate-typed block argument (!trellis.coords, ...), a result of
+/// a host-class op, or a result of a generated op or reshape whose operands
+/// are all host-derived or trellis.constant results, at least one
+/// host-derived (so that constant-only arithmetic of the dense stage stays
+/// on the GPU). Such generated ops get no kernel.
+llvm::DenseSet<Operation *> hostEvaluatedOps(func::FuncOp fn) {
+  llvm::DenseSet<Value> host, constant;
+  llvm::DenseSet<Operation *> ops;
+  for (BlockArgument a : fn.getArguments())
+    if (!isa<ShapedType>(a.getType()))
+      host.insert(a);
+  fn.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (op == fn.getOperation() || op->getNumResults() == 0)
+      return;
+    OpClass cls = classify(op);
+    bool derived = cls == OpClass::Host;
+    if (op->getName().getStringRef() == "trellis.constant") {
+      constant.insert(op->result_begin(), op->result_end());
+      return;
+    }
+    bool isReshape = op->getName().getStringRef() == "trellis.reshape";
+    if (!derived && (cls == OpClass::Generated || isReshape) &&
+        op->getNumOperands() > 0) {
+      bool anyHost = false, allKnown = true;
+      for (Value v : op->getOperands()) {
+        anyHost |= host.contains(v);
+        allKnown &= host.contains(v) || constant.contains(v);
+      }
+      derived = anyHost && allKnown;
+      if (derived && cls == OpClass::Generated)
+        ops.insert(op);
+    }
+    if (derived)
+      host.insert(op->result_begin(), op->result_end());
+  });
+  return ops;
 }
 
 } // namespace
@@ -157,13 +216,18 @@ FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
   int count = 0;
   bool failedAny = false;
 
-  for (auto fn : module.getOps<func::FuncOp>()) {
-    if (!isCudaFunction(fn))
-      continue;
+  // The dense functions first, so that their kernels keep the names (_k<n>)
+  // they have without the sparse stages.
+  SmallVector<func::FuncOp> dense, sparse;
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (isCudaFunction(fn))
+      (takesSparseArguments(fn) ? sparse : dense).push_back(fn);
+  for (func::FuncOp fn : llvm::concat<func::FuncOp>(dense, sparse)) {
+    llvm::DenseSet<Operation *> onHost = hostEvaluatedOps(fn);
     fn.walk<WalkOrder::PreOrder>([&](Operation *op) {
       if (op == fn.getOperation())
         return;
-      OpClass cls = classify(op);
+      OpClass cls = onHost.contains(op) ? OpClass::Host : classify(op);
       switch (cls) {
       case OpClass::Library:
       case OpClass::View:
@@ -195,6 +259,12 @@ FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
       auto it = seen.find(key);
       if (it == seen.end()) {
         Entry e;
+        // Errors of the emitters name the function in a note.
+        ScopedDiagnosticHandler inFunction(ctx, [&](Diagnostic &d) {
+          if (d.getSeverity() == DiagnosticSeverity::Error)
+            d.attachNote() << "in CUDA function @" << fn.getSymName();
+          return failure(); // on to the enclosing handler
+        });
         FailureOr<Launch> l = failure();
         if (cls == OpClass::Conv) {
           e.name = kernelName("im2col", getElementTypeOrSelf(op->getOperand(0)),

@@ -25,10 +25,19 @@
 //  * timestep embedding, with its frequency table baked in as the reference
 //    computes it.
 //
+// Dynamic rows (the sparse stages, docs/design/gpu-backend.md): a tensor
+// dynamic in dimension 0 is generated for its #trellis.bounds bound and the
+// kernel takes a trailing `i64 rows`. Each family maps a fixed number T of
+// threads to one dimension-0 row (elementwise: one group of V elements per
+// thread, V dividing the row; row kernels: G lanes per reduced row), so the
+// runtime launches rows·T threads and the guards compare against that.
+// Static kernels are built exactly as without this.
+//
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
 
 #include "dialect/TrellisOps.h"
+#include "dialect/TrellisTypes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -142,6 +151,20 @@ public:
   Value ult(Value x, int64_t c) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, idx(c));
   }
+  Value ult(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
+  }
+
+  /// Dynamic rows: reads the trailing `i64 rows` argument `argNo` as an index
+  /// (clamped to `bound`, so that the 32-bit index math cannot wrap).
+  void bindRows(unsigned argNo, int64_t bound) {
+    Value r = arg(argNo);
+    r = arith::MinUIOp::create(
+        b, loc, r, arith::ConstantIntOp::create(b, loc, b.getI64Type(), bound));
+    rows = arith::IndexCastOp::create(b, loc, b.getIndexType(), r);
+  }
+  /// rows · perRow (the number of active threads, or kernel rows).
+  Value rowsTimes(int64_t perRow) { return mul(rows, perRow); }
 
   /// blockIdx.x · 256 + threadIdx.x.
   Value globalId() {
@@ -231,36 +254,86 @@ public:
   OpBuilder b;
   Location loc;
   gpu::GPUFuncOp func;
+  /// The actual dimension-0 size (index) of a dynamic-row kernel, or null.
+  Value rows;
 };
 
-MemRefType flatMemRef(Type t) {
-  auto rt = cast<RankedTensorType>(t);
-  return MemRefType::get({rt.getNumElements()}, rt.getElementType());
+/// The shape of `t` with a dynamic dimension 0 replaced by `bound`.
+SmallVector<int64_t> boundShape(Type t, int64_t bound) {
+  SmallVector<int64_t> shape(cast<RankedTensorType>(t).getShape());
+  if (!shape.empty() && ShapedType::isDynamic(shape[0]))
+    shape[0] = bound;
+  return shape;
 }
 
-/// Kernel argument types: one flat memref per tensor operand, then result.
-SmallVector<Type> tensorArgs(Operation *op) {
+/// A flat memref of the (bound) size of `t`.
+MemRefType flatMemRef(Type t, int64_t bound = 0) {
+  auto rt = cast<RankedTensorType>(t);
+  return MemRefType::get({product(boundShape(t, bound))}, rt.getElementType());
+}
+
+/// Kernel argument types: one flat memref per tensor operand, then result,
+/// then `i64 rows` for a dynamic-row kernel (`bound` > 0).
+SmallVector<Type> tensorArgs(Operation *op, int64_t bound) {
   SmallVector<Type> types;
   for (Type t : op->getOperandTypes())
-    types.push_back(flatMemRef(t));
+    types.push_back(flatMemRef(t, bound));
   for (Type t : op->getResultTypes())
-    types.push_back(flatMemRef(t));
+    types.push_back(flatMemRef(t, bound));
+  if (bound > 0)
+    types.push_back(IntegerType::get(op->getContext(), 64));
   return types;
 }
 
-LogicalResult checkStatic(Operation *op) {
+/// The bound of the dynamic dimension 0 of `op`'s tensors (the first
+/// dynamic result's, else operand's; they all have the same actual rows),
+/// 0 when every tensor is static. Fails on a dynamic dimension other than
+/// 0 or a missing bound.
+FailureOr<int64_t> rowBound(Operation *op) {
+  int64_t bound = 0;
+  auto visit = [&](Type t) -> LogicalResult {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    if (!rt || rt.hasStaticShape())
+      return success();
+    for (int64_t d = 1; d < rt.getRank(); ++d)
+      if (rt.isDynamicDim(d))
+        return op->emitError()
+               << "has no GPU implementation for the dynamic shape " << t
+               << " (only dimension 0 may be dynamic)";
+    int64_t b = mlir::trellis::getDimUpperBound(rt, 0);
+    if (ShapedType::isDynamic(b))
+      return op->emitError() << "has no GPU implementation for " << t
+                             << ": dimension 0 has no #trellis.bounds bound";
+    if (!bound)
+      bound = b;
+    return success();
+  };
+  for (Type t : op->getResultTypes())
+    if (failed(visit(t)))
+      return failure();
+  for (Type t : op->getOperandTypes())
+    if (failed(visit(t)))
+      return failure();
+  return bound;
+}
+
+/// Checks the types of `op`: tensors of a supported element type, static
+/// except (when `bound` > 0) a dynamic dimension 0, fewer than 2^31 elements
+/// at the bound.
+LogicalResult checkStatic(Operation *op, int64_t bound = 0) {
   auto check = [&](Type t) -> LogicalResult {
     auto rt = dyn_cast<RankedTensorType>(t);
     if (!rt)
       return op->emitError() << "has no GPU implementation: operand type " << t
                              << " is not a tensor";
-    if (!rt.hasStaticShape())
+    if (!rt.hasStaticShape() && bound == 0)
       return op->emitError()
              << "has no GPU implementation for the dynamic shape " << t
              << " (sparse tensors run on the host)";
-    if (rt.getNumElements() > kMaxElements)
-      return op->emitError() << "has no GPU implementation: " << t
-                             << " has 2^31 or more elements";
+    if (product(boundShape(rt, bound)) > kMaxElements)
+      return op->emitError()
+             << "has no GPU implementation: " << t
+             << " has 2^31 or more elements" << (bound ? " at its bound" : "");
     Type et = rt.getElementType();
     if (!et.isF16() && !et.isF32() && !et.isInteger(32) && !et.isInteger(64))
       return op->emitError()
@@ -329,6 +402,14 @@ SmallVector<int64_t> perSampleStrides(ArrayRef<int64_t> v,
   return strides;
 }
 
+/// Dynamic rows: whether a modulation vector `v` of x is per sample ([B, C]
+/// over x [B, L, C], B dynamic or equal), rather than x-shaped or broadcast
+/// by NumPy rules ([1, C], [C]).
+bool isPerSampleVector(RankedTensorType v, RankedTensorType x) {
+  return v.getRank() == 2 && x.getRank() == 3 && v.getDimSize(0) != 1 &&
+         (v.isDynamicDim(0) || v.getDimSize(0) == x.getDimSize(0));
+}
+
 /// The f32 (or integer) result from the operands' values at the group that
 /// starts at flat output offset `flat`.
 using EwBody = std::function<Value(
@@ -336,6 +417,8 @@ using EwBody = std::function<Value(
 
 /// out[i] = body(operands at i): V consecutive elements per thread.
 /// `computeF32`: operands are widened to f32 and the result rounded once.
+/// Dynamic rows (kb.rows set, `outShape` the bound shape): V also divides
+/// the elements of one dimension-0 row, one group per thread (T = row / V).
 Launch emitElementwise(KernelBuilder &kb, ArrayRef<int64_t> outShape,
                        ArrayRef<EwOperand> operands, unsigned outArg,
                        bool computeF32, const EwBody &body) {
@@ -371,17 +454,24 @@ Launch emitElementwise(KernelBuilder &kb, ArrayRef<int64_t> outShape,
   for (size_t i = 0; i < operands.size(); ++i)
     if (strides[i].back() == 1)
       minBytes = std::min(minBytes, elemBytes(memTy(operands[i].arg)));
-  const int64_t v = pow2Divisor(shape.back(), 16 / minBytes);
+  const bool dynamic = bool(kb.rows);
+  const int64_t rowElems = dynamic ? product(outShape.drop_front()) : 0;
+  int64_t v = pow2Divisor(shape.back(), 16 / minBytes);
+  if (dynamic)
+    v = std::min(v, pow2Divisor(rowElems, 16 / minBytes));
   const int64_t total = product(shape);
   const int64_t groups = total / v;
   // Large tensors: U groups per thread, T = groups / U apart (each access
   // still coalesced across the warp), every load issued before the first
   // store: more bytes in flight per thread and a single wave of blocks.
-  const int64_t u = groups >= kUnrollMinGroups && groups % 4 == 0 ? 4 : 1;
+  // Dynamic rows: one group per thread (the spacing would depend on rows).
+  const int64_t u =
+      !dynamic && groups >= kUnrollMinGroups && groups % 4 == 0 ? 4 : 1;
   const int64_t threads = groups / u;
 
   Value gid = kb.globalId();
-  kb.guard(kb.ult(gid, threads));
+  kb.guard(dynamic ? kb.ult(gid, kb.rowsTimes(rowElems / v))
+                   : kb.ult(gid, threads));
   auto loadAt = [&](Value flat) {
     // Multi-index of the group's first element, innermost first.
     SmallVector<Value> index(shape.size());
@@ -421,7 +511,10 @@ Launch emitElementwise(KernelBuilder &kb, ArrayRef<int64_t> outShape,
       r = kb.fromF32(r, memTy(outArg));
     kb.store(r, kb.arg(outArg), flats[k]);
   }
-  return launch1d(threads);
+  Launch l = launch1d(threads);
+  if (dynamic)
+    l.threadsPerRow = rowElems / v;
+  return l;
 }
 
 /// The reference's f32 formula of a unary op (runtime/reference/Elementwise).
@@ -528,6 +621,9 @@ struct RowSpec {
   int64_t tokens = 1;         ///< rows per sample (modulate's [B, C] vectors)
   bool shiftPerRow = false, scalePerRow = false; ///< x-shaped, not [B, C]
   unsigned x = 0, out = 1;
+  /// Dynamic rows (kb.rows set): reduced rows per dimension-0 row (`rows` is
+  /// then the bound's).
+  int64_t rowsPerItem = 0;
 };
 
 Value warpAllReduce(KernelBuilder &kb, Value v, int64_t lanes, bool isMax) {
@@ -691,9 +787,20 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
   Value row = kb.div(gid, g);
   Value laneId = kb.rem(gid, g);
   // Every lane takes part in the shuffles: rows past the end are clamped and
-  // only the stores are guarded.
-  Value valid = kb.ult(row, s.rows);
-  Value rowc = arith::MinUIOp::create(b, loc, row, kb.idx(s.rows - 1));
+  // only the stores are guarded. Dynamic rows: clamped to the actual rows,
+  // and with no rows the whole (one-block) grid returns at once.
+  Value valid, rowc;
+  if (kb.rows) {
+    kb.guard(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, kb.rows,
+                                   kb.idx(0)));
+    Value n = kb.rowsTimes(s.rowsPerItem);
+    valid = kb.ult(row, n);
+    rowc = arith::MinUIOp::create(b, loc, row,
+                                  arith::SubIOp::create(b, loc, n, kb.idx(1)));
+  } else {
+    valid = kb.ult(row, s.rows);
+    rowc = arith::MinUIOp::create(b, loc, row, kb.idx(s.rows - 1));
+  }
   Value base = kb.mul(rowc, s.n);
   RowStats st;
   if (inRegisters) {
@@ -776,7 +883,10 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
       Value y = rowOutput(kb, s, xs[j], st, params[j], v);
       kb.store(kb.fromF32(y, outTy), kb.arg(s.out), kb.add(base, cols[j]));
     }
-    return launch1d(threads);
+    Launch l = launch1d(threads);
+    if (kb.rows)
+      l.threadsPerRow = s.rowsPerItem * g;
+    return l;
   }
 
   // Loop path (long rows): 32 lanes stride over the row, reading it again
@@ -853,7 +963,10 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
         kb.store(kb.fromF32(y, outTy), kb.arg(s.out), kb.add(base, j));
         scf::YieldOp::create(kb.b, l);
       });
-  return launch1d(threads);
+  Launch l = launch1d(threads);
+  if (kb.rows)
+    l.threadsPerRow = s.rowsPerItem * g;
+  return l;
 }
 
 /// Normalization / softmax over a non-last axis of x viewed as
@@ -1048,10 +1161,11 @@ FailureOr<Launch> emitChannelSplitLayerNorm(KernelBuilder &kb, const RowSpec &s,
 
 /// Split (toPieces) or concat along `axis` of a row-major tensor viewed as
 /// [outer, dim, inner]: the thread walks the whole (input or output) tensor
-/// in groups of V elements and picks its piece with an if-chain.
+/// in groups of V elements and picks its piece with an if-chain. Dynamic
+/// rows (axis >= 1): `outer` is for the bound `bound` of dimension 0.
 Launch emitSplitConcat(KernelBuilder &kb, bool toPieces, unsigned whole,
                        ArrayRef<unsigned> pieces, ArrayRef<int64_t> sizes,
-                       int64_t outer, int64_t inner) {
+                       int64_t outer, int64_t inner, int64_t bound = 0) {
   const int64_t dim = std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
   Type et = cast<MemRefType>(kb.arg(whole).getType()).getElementType();
   int64_t v = 16 / elemBytes(et);
@@ -1059,8 +1173,10 @@ Launch emitSplitConcat(KernelBuilder &kb, bool toPieces, unsigned whole,
     v = pow2Divisor(s * inner, v);
   const int64_t rowLen = dim * inner;
   const int64_t groups = outer * rowLen / v;
+  // Groups per dimension-0 row (V divides every piece's row).
+  const int64_t perRow = kb.rows ? groups / bound : 0;
   Value gid = kb.globalId();
-  kb.guard(kb.ult(gid, groups));
+  kb.guard(kb.rows ? kb.ult(gid, kb.rowsTimes(perRow)) : kb.ult(gid, groups));
   Value flat = kb.mul(gid, v);
   Value o = kb.div(flat, rowLen);
   Value col = kb.rem(flat, rowLen);
@@ -1090,7 +1206,9 @@ Launch emitSplitConcat(KernelBuilder &kb, bool toPieces, unsigned whole,
     piece(i + 1, at + len);
   };
   piece(0, 0);
-  return launch1d(groups);
+  Launch l = launch1d(groups);
+  l.threadsPerRow = perRow;
+  return l;
 }
 
 /// out[i] = in[src(i)] for every output element (V elements per thread when
@@ -1116,8 +1234,9 @@ Launch emitGather(KernelBuilder &kb, ArrayRef<int64_t> outShape, int64_t v,
 // Per-op dispatch
 //===----------------------------------------------------------------------===//
 
-FailureOr<Launch> emitLayerNorm(Operation *op, KernelBuilder &kb) {
-  ArrayRef<int64_t> shape = shapeOf(op->getOperand(0));
+/// `shape`: x's (bound) shape.
+FailureOr<Launch> emitLayerNorm(Operation *op, KernelBuilder &kb,
+                                ArrayRef<int64_t> shape) {
   int64_t rank = int64_t(shape.size());
   int64_t axis = intAttrOr(op, "axis", -1);
   if (axis < 0)
@@ -1134,7 +1253,14 @@ FailureOr<Launch> emitLayerNorm(Operation *op, KernelBuilder &kb) {
   int64_t inner = product(shape.drop_front(axis + 1));
   if (inner == 1) {
     s.rows = outer;
+    if (kb.rows)
+      s.rowsPerItem = outer / shape.front();
     return emitRowKernel(kb, s);
+  }
+  if (kb.rows) {
+    kb.func.erase();
+    return op->emitError() << "has no GPU implementation with dynamic rows "
+                              "over a non-last axis";
   }
   FailureOr<Launch> split = emitChannelSplitLayerNorm(kb, s, outer, inner);
   if (succeeded(split))
@@ -1258,7 +1384,23 @@ OpClass classify(Operation *op) {
     return OpClass::View;
   if (n == "flow_sample")
     return OpClass::Sampler;
-  if (n == "occupancy" || n.starts_with("sparse.") || n.starts_with("mesh."))
+  // Sparse feature ops: runtime kernels (runtime/kernels/sparse.cu, the
+  // attention kernels) over the host-built index arrays.
+  if (llvm::is_contained({"sparse.conv3d", "sparse.downsample",
+                          "sparse.upsample", "sparse.subdivide_features",
+                          "sparse.group_norm", "sparse.batch_broadcast",
+                          "sparse.attention", "sparse.cross_attention"},
+                         n))
+    return OpClass::Library;
+  // Coordinate values, evaluated on the host when the runtime binds a sparse
+  // function (and the dense stage's occupancy, the mesh extraction).
+  if (llvm::is_contained({"sparse.from_tensor", "sparse.coarsen",
+                          "sparse.subdivide", "sparse.neighbor_map",
+                          "sparse.batch_segments", "sparse.window_segments",
+                          "sparse.xyz", "sparse.to_tensor",
+                          "sparse.unique_mean", "ape", "occupancy"},
+                         n) ||
+      n.starts_with("mesh."))
     return OpClass::Host;
   if (isUnaryName(n) || llvm::is_contained({"cast",
                                             "add",
@@ -1285,17 +1427,46 @@ OpClass classify(Operation *op) {
   return OpClass::Unsupported;
 }
 
+/// The ops whose kernels take dynamic rows (docs/design/gpu-backend.md).
+bool supportsDynamicRows(Operation *op, StringRef n) {
+  if (isUnaryName(n) ||
+      llvm::is_contained({"cast", "add", "sub", "mul", "div", "maximum",
+                          "modulate", "gated_residual", "layer_norm",
+                          "layer_norm_modulate", "head_rms_norm"},
+                         n))
+    return true;
+  if (n == "split" || n == "concat") {
+    int64_t axis = intAttrOr(op, "axis", 0);
+    Value whole = n == "split" ? op->getOperand(0) : op->getResult(0);
+    if (axis < 0)
+      axis += cast<RankedTensorType>(whole.getType()).getRank();
+    return axis >= 1;
+  }
+  return false;
+}
+
 FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
                                StringRef name) {
-  if (failed(checkStatic(op)))
-    return failure();
   StringRef n = op->getName().getStringRef();
   n.consume_front("trellis.");
-  KernelBuilder kb(module, name, tensorArgs(op), op->getLoc());
+  FailureOr<int64_t> bound = rowBound(op);
+  if (failed(bound))
+    return failure();
+  if (*bound && !supportsDynamicRows(op, n))
+    return op->emitError() << "has no GPU implementation for dynamic rows "
+                              "(dimension 0 of "
+                           << op->getResult(0).getType() << ")";
+  if (failed(checkStatic(op, *bound)))
+    return failure();
+  KernelBuilder kb(module, name, tensorArgs(op, *bound), op->getLoc());
   const unsigned nIn = op->getNumOperands();
-  ArrayRef<int64_t> outShape = shapeOf(op->getResult(0));
+  if (*bound)
+    kb.bindRows(nIn + op->getNumResults(), *bound);
+  // Shapes with a dynamic dimension 0 at the bound (static: as they are).
+  auto shp = [&](Value v) { return boundShape(v.getType(), *bound); };
+  SmallVector<int64_t> outShape = shp(op->getResult(0));
   auto same = [&](unsigned i) {
-    return EwOperand{i, broadcastStrides(shapeOf(op->getOperand(i)), outShape)};
+    return EwOperand{i, broadcastStrides(shp(op->getOperand(i)), outShape)};
   };
 
   if (n == "cast")
@@ -1327,10 +1498,16 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
         [](KernelBuilder &, ArrayRef<Value> x, Value) { return x[0]; });
   }
   if (n == "modulate" || n == "gated_residual") {
-    ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
+    SmallVector<int64_t> x = shp(op->getOperand(0));
     SmallVector<EwOperand> ops = {same(0)};
-    for (unsigned i = 1; i < 3; ++i)
-      ops.push_back({i, perSampleStrides(shapeOf(op->getOperand(i)), x)});
+    // Dynamic rows: x-shaped, per-sample or NumPy-broadcast ([1, C]) vectors.
+    auto xTy = cast<RankedTensorType>(op->getOperand(0).getType());
+    for (unsigned i = 1; i < 3; ++i) {
+      auto vTy = cast<RankedTensorType>(op->getOperand(i).getType());
+      bool numpy = *bound && !isPerSampleVector(vTy, xTy);
+      ops.push_back({i, numpy ? broadcastStrides(shp(op->getOperand(i)), x)
+                              : perSampleStrides(shp(op->getOperand(i)), x)});
+    }
     bool mod = n == "modulate";
     return emitElementwise(
         kb, outShape, ops, 3, true,
@@ -1371,39 +1548,60 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
         });
   }
   if (n == "layer_norm")
-    return emitLayerNorm(op, kb);
+    return emitLayerNorm(op, kb, shp(op->getOperand(0)));
   if (n == "layer_norm_modulate") {
-    ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
+    SmallVector<int64_t> x = shp(op->getOperand(0));
     RowSpec s{RowKind::LayerNormModulate, product(x) / x.back(), x.back()};
     s.eps = float(floatAttrOr(op, "eps", 1e-6));
     s.shift = 1;
     s.scale = 2;
     s.x = 0;
     s.out = nIn;
-    s.shiftPerRow = shapeOf(op->getOperand(1)) == x;
-    s.scalePerRow = shapeOf(op->getOperand(2)) == x;
+    s.shiftPerRow = shp(op->getOperand(1)) == x;
+    s.scalePerRow = shp(op->getOperand(2)) == x;
     s.tokens = s.rows / x.front();
+    if (*bound) {
+      // x-shaped shift / scale are per row, per-sample [B, C] ones per L
+      // rows of x [B, L, C], [1, C] ones shared by all rows.
+      auto xTy = cast<RankedTensorType>(op->getOperand(0).getType());
+      auto perSample = [&](unsigned i) {
+        return isPerSampleVector(
+            cast<RankedTensorType>(op->getOperand(i).getType()), xTy);
+      };
+      bool shared1 = !s.shiftPerRow && !perSample(1);
+      bool shared2 = !s.scalePerRow && !perSample(2);
+      if (!s.shiftPerRow && !s.scalePerRow && shared1 != shared2) {
+        kb.func.erase();
+        return op->emitError() << "has no GPU implementation for a shift and "
+                                  "scale of different broadcasts";
+      }
+      if (shared1 || shared2)
+        s.tokens = s.rows;
+      s.rowsPerItem = s.rows / x.front();
+    }
     return emitRowKernel(kb, s);
   }
   if (n == "head_rms_norm") {
-    ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
+    SmallVector<int64_t> x = shp(op->getOperand(0));
     RowSpec s{RowKind::HeadRms, product(x) / x.back(), x.back()};
     s.gamma = 1;
     s.heads = x[x.size() - 2];
     s.x = 0;
     s.out = 2;
+    if (*bound)
+      s.rowsPerItem = s.rows / x.front();
     return emitRowKernel(kb, s);
   }
   if (n == "softmax") {
-    ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
+    SmallVector<int64_t> x = shp(op->getOperand(0));
     int64_t axis = intAttrOr(op, "axis", -1);
     if (axis < 0)
       axis += int64_t(x.size());
     RowSpec s{RowKind::Softmax, 0, x[axis]};
     s.x = 0;
     s.out = 1;
-    int64_t outer = product(x.take_front(axis));
-    int64_t inner = product(x.drop_front(axis + 1));
+    int64_t outer = product(ArrayRef(x).take_front(axis));
+    int64_t inner = product(ArrayRef(x).drop_front(axis + 1));
     if (inner == 1) {
       s.rows = outer;
       return emitRowKernel(kb, s);
@@ -1419,7 +1617,7 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
   if (n == "split" || n == "concat") {
     bool isSplit = n == "split";
     Value whole = isSplit ? op->getOperand(0) : op->getResult(0);
-    ArrayRef<int64_t> shape = shapeOf(whole);
+    SmallVector<int64_t> shape = shp(whole);
     int64_t axis = intAttrOr(op, "axis", 0);
     if (axis < 0)
       axis += int64_t(shape.size());
@@ -1427,18 +1625,19 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
     SmallVector<unsigned> pieces;
     if (isSplit) {
       for (unsigned i = 0; i < op->getNumResults(); ++i) {
-        sizes.push_back(shapeOf(op->getResult(i))[axis]);
+        sizes.push_back(shp(op->getResult(i))[axis]);
         pieces.push_back(1 + i);
       }
     } else {
       for (unsigned i = 0; i < nIn; ++i) {
-        sizes.push_back(shapeOf(op->getOperand(i))[axis]);
+        sizes.push_back(shp(op->getOperand(i))[axis]);
         pieces.push_back(i);
       }
     }
     return emitSplitConcat(kb, isSplit, isSplit ? 0 : nIn, pieces, sizes,
-                           product(shape.take_front(axis)),
-                           product(shape.drop_front(axis + 1)));
+                           product(ArrayRef(shape).take_front(axis)),
+                           product(ArrayRef(shape).drop_front(axis + 1)),
+                           *bound);
   }
   kb.func.erase();
   return op->emitError() << "has no GPU implementation";
@@ -1521,19 +1720,33 @@ FailureOr<Launch> emitFlowUpdateKernel(Operation *flow, gpu::GPUModuleOp module,
                                        StringRef name) {
   Value noise = flow->getOperand(0);
   auto rt = dyn_cast<RankedTensorType>(noise.getType());
-  if (!rt || !rt.hasStaticShape() || !rt.getElementType().isF32())
+  // A static f32 tensor, or one with dynamic rows (dimension 0 only).
+  int64_t bound = 0;
+  if (rt && !rt.hasStaticShape()) {
+    bound = mlir::trellis::getDimUpperBound(rt, 0);
+    for (int64_t d = 1; d < rt.getRank(); ++d)
+      if (rt.isDynamicDim(d))
+        bound = ShapedType::kDynamic;
+  }
+  if (!rt || !rt.getElementType().isF32() || ShapedType::isDynamic(bound) ||
+      product(boundShape(rt, bound)) > kMaxElements)
     return flow->emitError()
            << "has no GPU implementation of its update for the sample type "
-           << noise.getType() << " (a static f32 tensor is needed)";
-  auto mt = MemRefType::get({rt.getNumElements()}, rt.getElementType());
+           << noise.getType()
+           << " (an f32 tensor, static or with bounded dynamic rows, is "
+              "needed)";
+  auto mt = flatMemRef(rt, bound);
   Builder tb(flow->getContext());
-  KernelBuilder kb(
-      module, name,
-      {mt, mt, mt, mt, tb.getF32Type(), tb.getF32Type(), tb.getI32Type()},
-      flow->getLoc());
+  SmallVector<Type> args = {
+      mt, mt, mt, mt, tb.getF32Type(), tb.getF32Type(), tb.getI32Type()};
+  if (bound)
+    args.push_back(tb.getI64Type());
+  KernelBuilder kb(module, name, args, flow->getLoc());
+  if (bound)
+    kb.bindRows(7, bound);
   // Operands 0..2 are (x, v_cond, v_uncond); v_uncond is read only when
   // guided (it may be null otherwise).
-  ArrayRef<int64_t> shape = rt.getShape();
+  SmallVector<int64_t> shape = boundShape(rt, bound);
   EwOperand x{0, broadcastStrides(shape, shape)};
   EwOperand vc{1, broadcastStrides(shape, shape)};
   return emitElementwise(

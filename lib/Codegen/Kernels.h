@@ -18,9 +18,13 @@
 namespace trellis::codegen::detail {
 
 struct Launch {
-  std::array<int64_t, 3> grid = {1, 1, 1};
+  std::array<int64_t, 3> grid = {1, 1, 1}; ///< dynamic rows: for the bound
   std::array<int64_t, 3> block = {1, 1, 1};
   int64_t smem = 0;
+  /// Kernels with dynamic rows (a trailing `i64 rows` parameter): threads per
+  /// dimension-0 row; the runtime launches max(1, ceil(rows·T / block.x))
+  /// blocks. 0 for static kernels.
+  int64_t threadsPerRow = 0;
 };
 
 /// What the codegen does with an op of a CUDA function.
@@ -37,9 +41,10 @@ enum class OpClass {
 /// The class of `op` (docs/design/gpu-backend.md, "Op classes").
 OpClass classify(mlir::Operation *op);
 
-/// Emits the kernel of a generated op (parameters: operands, then results).
-/// Emits a diagnostic on `op` and fails when it has no GPU implementation
-/// (e.g. a dynamic shape).
+/// Emits the kernel of a generated op (parameters: operands, then results;
+/// then `i64 rows` when dimension 0 is dynamic: the kernel is built for the
+/// bound and guards on the actual rows). Emits a diagnostic on `op` and fails
+/// when it has no GPU implementation (e.g. a dynamic dimension other than 0).
 mlir::FailureOr<Launch> emitOpKernel(mlir::Operation *op,
                                      mlir::gpu::GPUModuleOp module,
                                      llvm::StringRef name);
@@ -52,7 +57,8 @@ mlir::FailureOr<Launch> emitIm2colKernel(mlir::Operation *conv,
                                          int64_t &scratchBytes);
 
 /// The update kernel of a trellis.flow_sample: parameters (x, v_cond,
-/// v_uncond, x_next: f32*, strength: f32, dt: f32, guided: i32).
+/// v_uncond, x_next: f32*, strength: f32, dt: f32, guided: i32), then
+/// `rows: i64` for a sample with dynamic rows.
 mlir::FailureOr<Launch> emitFlowUpdateKernel(mlir::Operation *flow,
                                              mlir::gpu::GPUModuleOp module,
                                              llvm::StringRef name);

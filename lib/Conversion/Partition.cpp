@@ -42,6 +42,52 @@ void splitConvBias(func::FuncOp fn) {
   }
 }
 
+/// The GPU backend's shapes: a tensor may be dynamic in dimension 0 only
+/// (the voxel rows, docs/design/gpu-backend.md "Sparse stages").
+LogicalResult checkDynamicDims(func::FuncOp fn) {
+  auto bad = [](Type t) {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    if (!rt)
+      return false;
+    for (int64_t d = 1; d < rt.getRank(); ++d)
+      if (rt.isDynamicDim(d))
+        return true;
+    return false;
+  };
+  for (BlockArgument a : fn.getArguments())
+    if (bad(a.getType()))
+      return emitError(a.getLoc()) << "cannot run on the GPU: argument type "
+                                   << a.getType() << " of @" << fn.getSymName()
+                                   << " is dynamic in a dimension other than 0";
+  WalkResult walked = fn.walk([&](Operation *op) {
+    SmallVector<Type> types = llvm::to_vector(op->getOperandTypes());
+    llvm::append_range(types, op->getResultTypes());
+    for (Type t : types)
+      if (bad(t)) {
+        op->emitOpError("cannot run on the GPU: the tensor type ")
+            << t << " is dynamic in a dimension other than 0 (only "
+            << "dimension 0, the voxel rows, may be dynamic)";
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return failure(walked.wasInterrupted());
+}
+
+/// What the attention library runs (runtime/kernels/attention.h): fp16
+/// q / k with head dim 64, 80 or 128 and the given rank.
+LogicalResult checkAttentionHeads(Operation *op, Value q, int64_t rank,
+                                  StringRef layout) {
+  auto t = cast<RankedTensorType>(q.getType());
+  int64_t d = t.getShape().back();
+  if (!t.getElementType().isF16() || t.getRank() != rank ||
+      (d != 64 && d != 80 && d != 128))
+    return op->emitOpError("cannot run on the GPU: the attention kernels take "
+                           "fp16 ")
+           << layout << " with head dim 64, 80 or 128, found " << t;
+  return success();
+}
+
 } // namespace
 
 LogicalResult partitionForCuda(ModuleOp module,
@@ -72,18 +118,17 @@ LogicalResult partitionForCuda(ModuleOp module,
   for (func::FuncOp fn : gpu) {
     fn->setAttr("trellis.device", b.getStringAttr("cuda"));
     splitConvBias(fn);
-    // What the attention library runs (runtime/kernels/attention.h).
-    WalkResult checked = fn.walk([](mlir::trellis::AttentionOp op) {
-      auto q = cast<RankedTensorType>(op.getQ().getType());
-      int64_t d = q.getShape().back();
-      if (!q.getElementType().isF16() || q.getRank() != 4 ||
-          (d != 64 && d != 80 && d != 128)) {
-        op.emitOpError("cannot run on the GPU: the attention kernels take "
-                       "fp16 [B, L, H, d] with head dim 64, 80 or 128, found ")
-            << q;
-        return WalkResult::interrupt();
-      }
-      return WalkResult::advance();
+    if (failed(checkDynamicDims(fn)))
+      return failure();
+    WalkResult checked = fn.walk([](Operation *op) {
+      LogicalResult ok = success();
+      if (auto a = dyn_cast<mlir::trellis::AttentionOp>(op))
+        ok = checkAttentionHeads(op, a.getQ(), 4, "[B, L, H, d]");
+      else if (auto a = dyn_cast<mlir::trellis::SparseAttentionOp>(op))
+        ok = checkAttentionHeads(op, a.getQ(), 3, "[N, H, d]");
+      else if (auto a = dyn_cast<mlir::trellis::SparseCrossAttentionOp>(op))
+        ok = checkAttentionHeads(op, a.getQ(), 3, "[N, H, d]");
+      return failed(ok) ? WalkResult::interrupt() : WalkResult::advance();
     });
     if (checked.wasInterrupted())
       return failure();

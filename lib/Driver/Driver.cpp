@@ -177,9 +177,10 @@ Phase lastReachablePhase(Phase start, Target t) {
   return last;
 }
 
-/// The functions that run on the GPU with --target=cuda. The sparse stages
-/// join when the sparse GPU path exists (issue 6).
-const std::vector<std::string> kGpuEntries = {"ss_stage"};
+/// The functions that run on the GPU with --target=cuda (ss_stage first):
+/// the dense stage and the sparse stages (dynamic rows, issue 6).
+const std::vector<std::string> kGpuEntries = {
+    "ss_stage", "slat_stage", "decode_gs", "decode_rf", "decode_mesh"};
 
 /// The passes of one IR phase (the partition and codegen phases are run by
 /// runGpuPhases: codegen produces PTX besides the IR).

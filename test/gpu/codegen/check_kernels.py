@@ -11,7 +11,13 @@ output byte once:
   cold   buffers rotated over > 4 x 50 MB so every launch reads DRAM,
   warm   the same buffers every launch (L2-resident when they fit).
 Launches are timed inside a CUDA graph (no host launch overhead).
-Exit status 1 when any case fails. Needs numpy, torch and an NVIDIA GPU.
+Cases with dynamic rows (manifest `rows`, `threads_per_row`) run once per row
+count with buffers at the bound, the trailing `rows` argument and
+grid.x = max(1, ceil(rows * threads_per_row / block.x)) (the runtime's
+launch, docs/design/gpu-backend.md); input rows past `rows` are NaN (a read
+of them would reach the result) and every output byte past `rows` must be
+unchanged. Exit status 1 when any case fails. Needs numpy, torch and an
+NVIDIA GPU.
 
   python3 test/gpu/codegen/check_kernels.py --dir build-gpu/codegen [--only layer_norm] [--json r.json]
 """
@@ -62,10 +68,11 @@ class Driver:
         arr = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
         return (vals, arr)
 
-    def launch(self, c, args):
+    def launch(self, c, args, grid=None):
         stream = torch.cuda.current_stream().cuda_stream
-        self.ck(self.cu.cuLaunchKernel(self.fn(c["kernel"]), c["grid"], 1, 1, c["block"], 1, 1, 0,
-                                       ctypes.c_void_p(stream), args[1], None), "launch " + c["kernel"])
+        self.ck(self.cu.cuLaunchKernel(self.fn(c["kernel"]), grid or c["grid"], 1, 1, c["block"], 1, 1,
+                                       0, ctypes.c_void_p(stream), args[1], None),
+                "launch " + c["kernel"])
 
 
 def rand(t, kind):
@@ -177,6 +184,61 @@ def error(outs, exp):
     return worst
 
 
+BITS = {torch.float16: torch.int16, torch.float32: torch.int32, torch.int32: torch.int32}
+
+
+def dynamic_grid(c, rows):
+    """The runtime's grid.x for a dynamic-row kernel."""
+    return max(1, -(-rows * c["threads_per_row"] // c["block"]))
+
+
+def run_dynamic(drv, c):
+    """Runs a dynamic-row case for each of its row counts. Returns (worst
+    error over the valid rows, whether every output byte past `rows` was left
+    alone)."""
+    worst, tails_ok = 0.0, True
+    for rows in c["rows"]:
+        if c["kind"] == "flow_update":
+            x, vc, vu = [torch.randn(c["ins"][0]["shape"], device="cuda") for _ in range(3)]
+            for t in (x, vc, vu):
+                t[rows:] = float("nan")
+            ins, scalars = [x, vc, vu], None
+        else:
+            ins = [rand(t, c["kind"]) for t in c["ins"]]
+            if c["kind"] == "conv3d":
+                ins = ins[:1]
+            for x, t in zip(ins, c["ins"]):
+                if t.get("dynamic"):
+                    x[rows:] = float("nan") if x.is_floating_point() else 1 << 30
+        outs = [torch.full(t["shape"], float("nan"), device="cuda", dtype=DT[t["dtype"]])
+                if DT[t["dtype"]].is_floating_point else
+                torch.full(t["shape"], -1, device="cuda", dtype=DT[t["dtype"]])
+                for t in c["outs"]]
+        tails = [o[rows:].clone() for o in outs]
+        for guided in ((1, 0) if c["kind"] == "flow_update" else (None,)):
+            if guided is not None:
+                w, dt = 7.5, 0.0137
+                scalars = [ctypes.c_float(w), ctypes.c_float(dt), ctypes.c_int32(guided)]
+                ptrs = [x.data_ptr(), vc.data_ptr(), vu.data_ptr() if guided else 0, outs[0].data_ptr()]
+            else:
+                scalars = []
+                ptrs = [t.data_ptr() for t in ins + outs]
+            args = drv.prepare(c, ptrs, scalars + [ctypes.c_int64(rows)])
+            drv.launch(c, args, grid=dynamic_grid(c, rows))
+            torch.cuda.synchronize()
+            for o, t in zip(outs, tails):
+                tails_ok &= torch.equal(o[rows:].view(BITS[o.dtype]), t.view(BITS[t.dtype]))
+            if rows == 0:
+                continue
+            if guided is not None:
+                v = (1 + w) * vc[:rows] - w * vu[:rows] if guided else vc[:rows]
+                worst = max(worst, (outs[0][:rows] - (x[:rows] - dt * v)).abs().max().item())
+            else:
+                valid = [x[:rows] if t.get("dynamic") else x for x, t in zip(ins, c["ins"])]
+                worst = max(worst, error([o[:rows] for o in outs], reference(c, valid)))
+    return worst, tails_ok
+
+
 def time_launches(drv, c, sets, reps):
     """ms per launch over `reps` launches cycling through `sets` (CUDA graph)."""
     args = [drv.prepare(c, ptrs) for ptrs in sets]
@@ -222,7 +284,12 @@ def main():
         if a.only not in c["kernel"]:
             continue
         row = dict(kernel=c["kernel"], kind=c["kind"], grid=c["grid"], block=c["block"])
-        if c["kind"] == "flow_update":
+        tails_ok = True
+        if "rows" in c:
+            worst, tails_ok = run_dynamic(drv, c)
+            tol = 1e-5 if c["kind"] == "flow_update" else tolerance(c)
+            row.update(rows=c["rows"], threads_per_row=c["threads_per_row"], tails_ok=tails_ok)
+        elif c["kind"] == "flow_update":
             x, vc, vu = [torch.randn(c["ins"][0]["shape"], device="cuda") for _ in range(3)]
             worst = 0.0
             for guided in (1, 0):
@@ -262,12 +329,15 @@ def main():
                 row.update(bytes=nbytes, us_cold=cold * 1e3, us_warm=warm * 1e3,
                            gbs_cold=nbytes / cold / 1e6, gbs_warm=nbytes / warm / 1e6)
                 del keep
-        ok = worst <= tol
+        ok = worst <= tol and tails_ok
         bad += not ok
         row.update(max_err=worst, tol=tol, ok=ok)
         rows.append(row)
         t = ("%9.2f %9.0f %9.0f" % (row["us_cold"], row["gbs_cold"], row["gbs_warm"])
              if "us_cold" in row else "")
+        if "rows" in c:
+            t = "rows %s%s" % (",".join(map(str, c["rows"])),
+                               "" if tails_ok else "  WROTE PAST rows")
         print("%-4s %-48s %10.3g %8.1g %s" % ("ok" if ok else "BAD", c["kernel"], worst, tol, t),
               flush=True)
     print("%d kernels, %s" % (len(rows), "FAILED %d" % bad if bad else "all match the reference"))

@@ -3,8 +3,12 @@
 
 Writes one CUDA function with one op per case (ops.mlir), runs
 `trellis-opt --trellis-gpu-codegen=ptx-out=kernels.ptx` on it and records, per
-case, the kernel name, its launch and the tensor specs (manifest.json). Only
-the standard library: the build machine needs no NumPy / PyTorch.
+case, the kernel name, its launch and the tensor specs (manifest.json). Cases
+with dynamic rows (the sparse stages: `tensor<?x...>` with a bound) also
+record `threads_per_row` and the row counts the device runner launches them
+with (`rows`); their tensor specs carry the bound as dimension 0 and
+`"dynamic": true`. Only the standard library: the build machine needs no
+NumPy / PyTorch.
 
   test/gpu/codegen/gen_cases.py --trellis-opt build/bin/trellis-opt --out build-gpu/codegen
 """
@@ -17,13 +21,25 @@ import sys
 
 F16, F32, I32 = "f16", "f32", "i32"
 UNARY = ["silu", "gelu", "sigmoid", "tanh", "exp", "neg", "abs", "sqrt", "softplus"]
+# Dynamic-row cases: the bound of dimension 0 and the actual row counts the
+# device runner launches each with (fewer than the bound, one, none, all).
+BOUND = 4096
+ROWS = [1000, 1, 0, BOUND]
 
 
 def T(shape, dt):
     return {"shape": shape, "dtype": dt}
 
 
+def D(shape, dt):
+    """A tensor with dynamic rows: shape[0] is the bound."""
+    return {"shape": shape, "dtype": dt, "dynamic": True}
+
+
 def ty(t):
+    if t.get("dynamic"):
+        return "tensor<?x%sx%s, #trellis.bounds<[%d]>>" % (
+            "x".join(map(str, t["shape"][1:])), t["dtype"], t["shape"][0])
     return "tensor<%sx%s>" % ("x".join(map(str, t["shape"])), t["dtype"])
 
 
@@ -92,9 +108,46 @@ def build_cases():
     case("conv3d", [T([2, 8, 8, 8, 8], F32), T([4, 8, 3, 3, 3], F32)], [T([2, 4, 8, 8, 8], F32)])
     case("conv3d", [T([1, 3, 5, 6, 7], F32), T([4, 3, 3, 3, 3], F32)], [T([1, 4, 3, 4, 5], F32)],
          "{padding = 0 : i64}")
+    # Dynamic rows (the SLat flow at image-large width, its decoders): built
+    # for the bound, launched for ROWS.
+    N = BOUND
+    case("cast", [D([N, 1024], F32)], [D([N, 1024], F16)])
+    case("cast", [D([N, 128], F16)], [D([N, 128], F32)])
+    case("cast", [D([N, 3], I32)], [D([N, 3], F32)])
+    case("silu", [D([N, 192], F16)], [D([N, 192], F16)])
+    case("add", [D([N, 1024], F16), T([1, 1024], F16)], [D([N, 1024], F16)])
+    case("add", [D([N, 32, 3], F32), T([32, 3], F32)], [D([N, 32, 3], F32)])
+    case("add", [D([N, 1, 3], F32), D([N, 32, 3], F32)], [D([N, 32, 3], F32)])
+    case("mul", [D([N, 128], F32), T([1], F32)], [D([N, 128], F32)])
+    case("add", [D([N, 768], F16), D([N, 768], F16)], [D([N, 768], F16)])
+    case("gated_residual", [D([N, 1024], F16)] * 3, [D([N, 1024], F16)])
+    case("layer_norm", [D([N, 1024], F16), T([1024], F32), T([1024], F32)], [D([N, 1024], F16)],
+         "{eps = 1.0e-06 : f64}")
+    case("layer_norm", [D([N, 768], F16)], [D([N, 768], F16)], "{eps = 1.0e-06 : f64}")
+    case("layer_norm", [D([N, 16384], F32)], [D([N, 16384], F32)], "{eps = 1.0e-05 : f64}")
+    case("layer_norm_modulate", [D([N, 1024], F16)] * 3, [D([N, 1024], F16)],
+         "{eps = 1.0e-06 : f64}")
+    case("layer_norm_modulate", [D([N, 128], F16)] * 3, [D([N, 128], F16)],
+         "{eps = 1.0e-06 : f64}")
+    case("head_rms_norm", [D([N, 16, 64], F16), T([16, 64], F32)], [D([N, 16, 64], F16)])
+    case("concat", [D([N, 1024], F16), D([N, 1024], F16)], [D([N, 2048], F16)], "{axis = 1 : i64}")
+    case("concat", [D([N, 128], F16), D([N, 128], F16)], [D([N, 256], F16)], "{axis = 1 : i64}")
+    case("split", [D([N, 448], F32)],
+         [D([N, 96], F32)] * 3 + [D([N, 128], F32), D([N, 32], F32)],
+         "{axis = 1 : i64, sizes = array<i64: 96, 96, 96, 128, 32>}")
+    case("split", [D([N, 3, 16, 64], F16)], [D([N, 1, 16, 64], F16)] * 3,
+         "{axis = 1 : i64, sizes = array<i64: 1, 1, 1>}")
     return cases
 
 
+# The flow samplers: the SS stage's static latent and the SLat stage's
+# [?, 8] one (dynamic rows).
+DYN8 = "tensor<?x8xf32, #trellis.bounds<[%d]>>" % BOUND
+FLOWS = [([2, 8, 16, 16, 16], False), ([BOUND, 8], True)]
+FLOW_DYN = """  %fd = trellis.flow_sample %noised, %cond, %cond {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64, rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : (DYN8, tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> DYN8 {
+  ^bb0(%x: DYN8, %t: tensor<2xf32>, %c: tensor<2x4x16xf32>):
+    trellis.yield %x : DYN8
+  }""".replace("DYN8", DYN8)
 FLOW = """  %fs = trellis.flow_sample %noise, %cond, %cond {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64, rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : (tensor<2x8x16x16x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x8x16x16x16xf32> {
   ^bb0(%x: tensor<2x8x16x16x16xf32>, %t: tensor<2xf32>, %c: tensor<2x4x16xf32>):
     trellis.yield %x : tensor<2x8x16x16x16xf32>
@@ -119,9 +172,9 @@ def module_text(cases):
             lines.append("  %s = trellis.%s %s %s : (%s) -> %s" % (
                 res, c["kind"], ", ".join(names), c["attrs"],
                 ", ".join(ty(t) for t in c["ins"]), outs))
-    args += ["%noise: tensor<2x8x16x16x16xf32>", "%cond: tensor<2x4x16xf32>"]
-    return ("func.func @check(%s) attributes {trellis.device = \"cuda\"} {\n%s\n%s\n  return\n}\n"
-            % (", ".join(args), "\n".join(lines), FLOW))
+    args += ["%noise: tensor<2x8x16x16x16xf32>", "%cond: tensor<2x4x16xf32>", "%noised: " + DYN8]
+    return ("func.func @check(%s) attributes {trellis.device = \"cuda\"} {\n%s\n%s\n%s\n  return\n}\n"
+            % (", ".join(args), "\n".join(lines), FLOW, FLOW_DYN))
 
 
 def main():
@@ -141,16 +194,21 @@ def main():
         sys.exit("trellis-opt failed:\n" + r.stderr)
     launches = re.findall(
         r'trellis\.(?:launch|update) = \{block = array<i64: (\d+), 1, 1>, '
-        r'grid = array<i64: (\d+), 1, 1>, kernel = "([^"]+)"', r.stdout)
-    if len(launches) != len(cases) + 1:
-        sys.exit("expected %d kernel annotations, found %d" % (len(cases) + 1, len(launches)))
-    for c, (b, g, k) in zip(cases, launches):
+        r'grid = array<i64: (\d+), 1, 1>, kernel = "([^"]+)", smem = \d+ : i64'
+        r'(?:, threads_per_row = (\d+) : i64)?\}', r.stdout)
+    if len(launches) != len(cases) + len(FLOWS):
+        sys.exit("expected %d kernel annotations, found %d" % (len(cases) + len(FLOWS), len(launches)))
+    for shape, dyn in FLOWS:
+        t = D(shape, F32) if dyn else T(shape, F32)
+        cases.append(dict(kind="flow_update", ins=[t] * 3, outs=[t], attrs=""))
+    for c, (b, g, k, tpr) in zip(cases, launches):
         c.update(block=int(b), grid=int(g), kernel=k)
         c["attrs_parsed"] = dict(re.findall(r'(\w+) = (?:array<i64: )?([-\d., e+]+)', c["attrs"]))
-    b, g, k = launches[-1]
-    cases.append(dict(kind="flow_update", ins=[T([2, 8, 16, 16, 16], F32)] * 3,
-                      outs=[T([2, 8, 16, 16, 16], F32)], block=int(b), grid=int(g), kernel=k,
-                      attrs="", attrs_parsed={}))
+        dyn = any(t.get("dynamic") for t in c["ins"] + c["outs"])
+        if dyn != bool(tpr):
+            sys.exit("%s: dynamic rows %s but threads_per_row %r" % (k, dyn, tpr))
+        if dyn:
+            c.update(threads_per_row=int(tpr), rows=ROWS)
     with open(os.path.join(a.out, "manifest.json"), "w") as f:
         json.dump(cases, f, indent=1)
     print("%d cases, %d kernels -> %s" % (len(cases), len(launches), a.out))
