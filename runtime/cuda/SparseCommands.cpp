@@ -496,8 +496,10 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     auto f = kernel("trellis_sparse_conv_gather");
     if (!f)
       return f.takeError();
-    int32_t vec = (cin * int64_t(elem)) % 16 == 0 ? 1 : 0;
-    int64_t per = vec ? 16 / int64_t(elem) : 1;
+    // Elements per thread: 16 bytes where the rows allow (the kernel's
+    // `vec` parameter), else 1.
+    int32_t vec = (cin * int64_t(elem)) % 16 == 0 ? int32_t(16 / elem) : 1;
+    int64_t per = vec;
     std::vector<std::function<Status()>> steps;
     CUdeviceptr xp = ptr(node.in[0]), nbr = ptr(neighbors),
                 col = ptr(node.scratch), o = ptr(node.out[0]);
