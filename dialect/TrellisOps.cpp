@@ -350,7 +350,8 @@ TRELLIS_BINARY_OP(MaximumOp)
 // ModulateOp, GatedResidualOp
 //===----------------------------------------------------------------------===//
 
-/// `value` (shift, scale or gate) has x's type, or is [B, C] for x [B, L, C].
+/// `value` (shift, scale or gate) has x's type, or is [B, C] for x [B, L, C],
+/// or is one row [1, C] for the rows of x [N, C] (a sparse stage's sample).
 static LogicalResult verifyPerSample(Operation *op, StringRef name,
                                      RankedTensorType x,
                                      RankedTensorType value) {
@@ -361,12 +362,17 @@ static LogicalResult verifyPerSample(Operation *op, StringRef name,
   bool perSample = x.getRank() == 3 && value.getRank() == 2 &&
                    dimsAgree(value.getDimSize(0), x.getDimSize(0)) &&
                    dimsAgree(value.getDimSize(1), x.getDimSize(2));
-  if (perSample)
+  bool oneRow = x.getRank() == 2 && value.getRank() == 2 &&
+                value.getDimSize(0) == 1 &&
+                dimsAgree(value.getDimSize(1), x.getDimSize(1));
+  if (perSample || oneRow)
     return success();
   auto diag = op->emitOpError() << name << " must have the input's type " << x;
   if (x.getRank() == 3)
     diag << " or be a per-sample [B, C] = [" << dimToString(x.getDimSize(0))
          << ", " << dimToString(x.getDimSize(2)) << "]";
+  if (x.getRank() == 2)
+    diag << " or be one row [1, " << dimToString(x.getDimSize(1)) << "]";
   return diag << ", found " << value;
 }
 

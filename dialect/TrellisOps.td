@@ -1468,6 +1468,11 @@ def Trellis_SparseBatchBroadcastOp : Trellis_PureOp<"sparse.batch_broadcast",
 
     Verifier: values has rank 2.
 
+    Canonicalization: with one sample (values [1, C]) every row is that row,
+    so `modulate` / `layer_norm_modulate` (shift, scale) and `gated_residual`
+    (gate) take `values` itself, broadcast over their input's rows, instead of
+    the [N, C] copy.
+
     ```mlir
     %r = trellis.sparse.batch_broadcast %scale, %c
            : (tensor<2x128xf16>, !trellis.coords<resolution = 64, bound = 32768>)
@@ -1478,6 +1483,7 @@ def Trellis_SparseBatchBroadcastOp : Trellis_PureOp<"sparse.batch_broadcast",
   let results = (outs Trellis_AnyTensor:$result);
   let assemblyFormat = "$values `,` $coords attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",

@@ -9,6 +9,8 @@
 #include "dialect/TrellisOps.h"
 #include "dialect/TrellisOpsUtils.h"
 
+#include "mlir/IR/PatternMatch.h"
+
 #include <limits>
 
 using namespace mlir;
@@ -389,6 +391,39 @@ LogicalResult SparseBatchBroadcastOp::inferReturnTypes(
 
 LogicalResult SparseBatchBroadcastOp::verify() {
   return verifyRank(*this, "values", getValues().getType(), 2, "[B, C]");
+}
+
+namespace {
+/// One sample: the modulation operands take the [1, C] row itself (ops whose
+/// verifier accepts a row broadcast over the rows of x [N, C]).
+struct ForwardSingleSampleRow : OpRewritePattern<SparseBatchBroadcastOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SparseBatchBroadcastOp op,
+                                PatternRewriter &rewriter) const override {
+    auto values = cast<RankedTensorType>(op.getValues().getType());
+    if (values.getRank() != 2 || values.getDimSize(0) != 1)
+      return failure();
+    bool changed = false;
+    for (OpOperand &use : llvm::make_early_inc_range(op->getUses())) {
+      Operation *user = use.getOwner();
+      unsigned i = use.getOperandNumber();
+      bool modulation =
+          (isa<ModulateOp, LayerNormModulateOp>(user) && (i == 1 || i == 2)) ||
+          (isa<GatedResidualOp>(user) && i == 2);
+      if (!modulation ||
+          cast<RankedTensorType>(user->getOperand(0).getType()).getRank() != 2)
+        continue;
+      rewriter.modifyOpInPlace(user, [&] { use.set(op.getValues()); });
+      changed = true;
+    }
+    return success(changed);
+  }
+};
+} // namespace
+
+void SparseBatchBroadcastOp::getCanonicalizationPatterns(
+    RewritePatternSet &results, MLIRContext *context) {
+  results.add<ForwardSingleSampleRow>(context);
 }
 
 LogicalResult SparseAttentionOp::inferReturnTypes(

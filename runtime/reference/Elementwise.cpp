@@ -263,8 +263,9 @@ Result<HostTensor> cast(const HostTensor &x, DType to) {
 
 namespace {
 
-/// How a modulation operand maps onto x: same shape, or [B, C] broadcast over
-/// the middle (token) dimensions of x [B, ..., C].
+/// How a modulation operand maps onto x: same shape, [B, C] broadcast over
+/// the middle (token) dimensions of x [B, ..., C], or one row [1, C] for every
+/// row of x [N, C].
 struct PerSample {
   bool sameShape = true;
   int64_t tokens = 1;   ///< product of x's middle dimensions
@@ -294,9 +295,18 @@ Result<PerSample> perSample(const char *op, const char *what,
     p.tokens = x.numel() / std::max<int64_t>(1, x.dim(0) * p.channels);
     return p;
   }
+  if (x.rank() == 2 && v.rank() == 2 && v.dim(0) == 1 &&
+      v.dim(1) == x.dim(1)) {
+    p.sameShape = false;
+    p.channels = x.dim(1);
+    p.tokens = x.dim(0); // all rows are tokens of the one sample
+    return p;
+  }
   return opError(op, std::string(what) + " must have the shape of x " +
                          shapeToString(x.shape()) +
-                         " or be [B, C] for x [B, ..., C], got " + describe(v));
+                         " or be [B, C] for x [B, ..., C] or [1, C] for x [N, "
+                         "C], got " +
+                         describe(v));
 }
 
 } // namespace

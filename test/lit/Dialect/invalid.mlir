@@ -200,9 +200,9 @@ func.func @modulate_shift(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>, %bad: ten
 
 // -----
 
-func.func @modulate_scale(%x: tensor<16x8xf16>, %bad: tensor<1x8xf16>) {
-  // expected-error @+1 {{scale must have the input's type 'tensor<16x8xf16>', found 'tensor<1x8xf16>'}}
-  %y = trellis.modulate %x, %x, %bad : (tensor<16x8xf16>, tensor<16x8xf16>, tensor<1x8xf16>) -> tensor<16x8xf16>
+func.func @modulate_scale(%x: tensor<16x8xf16>, %bad: tensor<2x8xf16>) {
+  // expected-error @+1 {{scale must have the input's type 'tensor<16x8xf16>' or be one row [1, 8], found 'tensor<2x8xf16>'}}
+  %y = trellis.modulate %x, %x, %bad : (tensor<16x8xf16>, tensor<16x8xf16>, tensor<2x8xf16>) -> tensor<16x8xf16>
   return
 }
 

@@ -66,3 +66,28 @@ func.func @rows_identity(%r: tensor<1x8xf16>, %s: tensor<1x2x4xf16>)
   %c = trellis.broadcast_rows %s : (tensor<1x2x4xf16>) -> tensor<1x1x2x4xf16>
   return %a, %b, %c : tensor<1x8xf16>, tensor<1x2x4xf16>, tensor<1x1x2x4xf16>
 }
+
+// One sample: the modulation operands take the [1, C] row instead of its
+// [N, C] batch_broadcast copy (which then dies); other users keep the copy.
+// CHECK-LABEL: func.func @batch_broadcast_one_sample
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<?x8xf16, {{.*}}>, %[[C:[^:]*]]: !trellis.coords{{.*}}, %[[V:[^:]*]]: tensor<1x8xf16>, %[[W:[^:]*]]: tensor<2x8xf16>)
+// CHECK: %[[COPY:.*]] = trellis.sparse.batch_broadcast %[[V]], %[[C]]
+// CHECK: %[[M:.*]] = trellis.layer_norm_modulate %[[X]], %[[V]], %[[V]]
+// CHECK: %[[G:.*]] = trellis.gated_residual %[[M]], %[[X]], %[[V]]
+// CHECK: %[[A:.*]] = trellis.add %[[G]], %[[COPY]]
+// CHECK: %[[TWO:.*]] = trellis.sparse.batch_broadcast %[[W]], %[[C]]
+// CHECK: trellis.gated_residual %[[A]], %[[X]], %[[TWO]]
+func.func @batch_broadcast_one_sample(
+    %x: tensor<?x8xf16, #trellis.bounds<[64]>>,
+    %c: !trellis.coords<resolution = 16, bound = 64>,
+    %v: tensor<1x8xf16>, %w: tensor<2x8xf16>)
+    -> tensor<?x8xf16, #trellis.bounds<[64]>> {
+  %b = trellis.sparse.batch_broadcast %v, %c : (tensor<1x8xf16>, !trellis.coords<resolution = 16, bound = 64>) -> tensor<?x8xf16, #trellis.bounds<[64]>>
+  %m = trellis.layer_norm_modulate %x, %b, %b {eps = 1.0e-06 : f64} : (tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<?x8xf16, #trellis.bounds<[64]>>) -> tensor<?x8xf16, #trellis.bounds<[64]>>
+  %g = trellis.gated_residual %m, %x, %b : (tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<?x8xf16, #trellis.bounds<[64]>>) -> tensor<?x8xf16, #trellis.bounds<[64]>>
+  %a = trellis.add %g, %b : (tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<?x8xf16, #trellis.bounds<[64]>>) -> tensor<?x8xf16, #trellis.bounds<[64]>>
+  // Two samples: not folded.
+  %b2 = trellis.sparse.batch_broadcast %w, %c : (tensor<2x8xf16>, !trellis.coords<resolution = 16, bound = 64>) -> tensor<?x8xf16, #trellis.bounds<[64]>>
+  %g2 = trellis.gated_residual %a, %x, %b2 : (tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<?x8xf16, #trellis.bounds<[64]>>) -> tensor<?x8xf16, #trellis.bounds<[64]>>
+  return %g2 : tensor<?x8xf16, #trellis.bounds<[64]>>
+}
