@@ -1487,7 +1487,7 @@ def Trellis_SparseBatchBroadcastOp : Trellis_PureOp<"sparse.batch_broadcast",
 }
 
 def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
-    [InferTypeOpAdaptor]> {
+    [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "Variable-length self-attention within segments";
   let description = [{
     q, k [N, H, d], v [N, H, dv] → [N, H, dv]: every row attends to every
@@ -1500,8 +1500,13 @@ def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
     §7.1 Swin windows with `trellis.sparse.window_segments`). No mask, no
     relative position bias.
 
+    Optional `q_gamma` / `k_gamma` ([H, d], f32; set by
+    `trellis-form-attention`): the head RMS norm of `trellis.head_rms_norm`
+    on q / k first, rounded to q's element type as that op does.
+
     Verifier: rank 3 each; one element type; N dynamic and bounded like
-    `segments`; H agrees; d agrees between q and k; scale > 0.
+    `segments`; H agrees; d agrees between q and k; scale > 0; q_gamma and
+    k_gamma, when present, are [H, d].
 
     ```mlir
     %o = trellis.sparse.attention %q, %k, %v, %s {scale = 1.250000e-01 : f64}
@@ -1512,9 +1517,20 @@ def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
   }];
   let arguments = (ins Trellis_FloatTensor:$q, Trellis_FloatTensor:$k,
                        Trellis_FloatTensor:$v, Trellis_SegmentsType:$segments,
-                       F64Attr:$scale);
+                       Optional<Trellis_F32Tensor>:$q_gamma,
+                       Optional<Trellis_F32Tensor>:$k_gamma, F64Attr:$scale);
   let results = (outs Trellis_FloatTensor:$result);
-  let assemblyFormat = "$q `,` $k `,` $v `,` $segments attr-dict `:` functional-type(operands, results)";
+  let builders = [
+    OpBuilder<(ins "TypeRange":$resultTypes, "Value":$q, "Value":$k,
+                   "Value":$v, "Value":$segments, "FloatAttr":$scale), [{
+      build($_builder, $_state, resultTypes, q, k, v, segments, Value(),
+            Value(), scale);
+    }]>
+  ];
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $segments (`q_gamma` $q_gamma^)? (`k_gamma` $k_gamma^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 

@@ -458,6 +458,17 @@ LogicalResult SparseAttentionOp::verify() {
       failed(verifyDimsAgree(*this, "head dims", "q", q.getDimSize(2), "k",
                              k.getDimSize(2))))
     return failure();
+  for (auto [name, gamma, x] : {std::tuple{"q_gamma", getQGamma(), q},
+                                std::tuple{"k_gamma", getKGamma(), k}}) {
+    if (!gamma)
+      continue;
+    auto g = cast<RankedTensorType>(gamma.getType());
+    if (g.getRank() != 2 || !dimsAgree(g.getDimSize(0), x.getDimSize(1)) ||
+        !dimsAgree(g.getDimSize(1), x.getDimSize(2)))
+      return emitOpError() << name << " must be [H, d] = ["
+                           << dimToString(x.getDimSize(1)) << ", "
+                           << dimToString(x.getDimSize(2)) << "], found " << g;
+  }
   return verifyPositive(*this, "scale", getScaleAttr().getValueAsDouble());
 }
 

@@ -62,7 +62,7 @@ if has memcheck; then
   echo "rc=$?" | tee -a "$OUT/summary.txt"; grep -E "ERROR SUMMARY" "$OUT/memcheck.log" | tee -a "$OUT/summary.txt"
 fi
 
-if has large || has torch; then
+if has large || has torch || has profile; then
   M=/tmp/large
   ( time "$B/trellis-mkmodel" --preset image-large --seed 1 --out $M --force --quiet \
       --only slat_flow_model,slat_decoder_gs,slat_decoder_rf,slat_decoder_mesh ) 2>&1 | tail -3
@@ -72,20 +72,44 @@ fi
 if has large; then
   log "image-large: trellisc SLat stage and decoders, ${VOXELS:-20000} voxels"
   "$B/trellis-slat-bench" --exe "$B/large.exe" --model /tmp/large --coords /tmp/coords_large.npy \
-    --noise /tmp/slat_noise.npy --decoders --reps ${REPS:-3} --out "$OUT/large" 2>&1 | tee "$OUT/large.log" \
+    --noise /tmp/slat_noise.npy --decoders --reps ${REPS:-3} --out "$OUT/large" --json "$OUT/trellis.json" 2>&1 | tee "$OUT/large.log" \
     | tail -9 | tee -a "$OUT/summary.txt"
   log "image-large: one SLat-flow forward (1 step, cfg 0) for parity"
   "$B/trellis-slat-bench" --exe "$B/large.exe" --model /tmp/large --coords /tmp/coords_large.npy \
     --noise /tmp/slat_noise.npy --reps 0 --steps 1 --cfg 0 --out "$OUT/large_1step" > "$OUT/large_1step.log" 2>&1
   echo "rc=$?" | tee -a "$OUT/summary.txt"
-  rm -f "$OUT"/large/*.npy  # the decoders' outputs are large; keep the 1-step ones
+  # The decoders' outputs under bench/pytorch/slat_decoders.py --compare-dir's names, on the local disk
+  # (they are large); the 25-step latent stays with the results.
+  mkdir -p /tmp/large_dec
+  i=0; for f in xyz features_dc scaling rotation opacity; do mv "$OUT/large/decode_gs_$i.npy" /tmp/large_dec/gs_$f.npy; i=$((i+1)); done
+  i=0; for f in trivec density features_dc; do mv "$OUT/large/decode_rf_$i.npy" /tmp/large_dec/rf_$f.npy; i=$((i+1)); done
+  mv "$OUT/large/decode_mesh_0.npy" /tmp/large_dec/mesh_coords.npy   # int32 [64N,4] at 256³
+  mv "$OUT/large/decode_mesh_1.npy" /tmp/large_dec/mesh_fields.npy   # f32 [64N,101] (≈0.5 GB at N=20k)
+  rm -f "$OUT"/large/decode_*.npy
 fi
 if has torch; then
   log "image-large: PyTorch parity (fp32) and eager / torch.compile timing of the same math"
   python3 "$ROOT/bench/slat_gpu/parity.py" --model /tmp/large --coords /tmp/coords_large.npy \
     --cond /tmp/large/cond.npy --noise /tmp/slat_noise.npy --latent1 "$OUT/large_1step/slat.npy" \
-    --json "$OUT/parity.json" 2>&1 | tail -6 | tee -a "$OUT/summary.txt"
+    --full-latent "$OUT/large/slat.npy" --json "$OUT/parity.json" 2>&1 | tail -6 | tee -a "$OUT/summary.txt"
+  python3 "$ROOT/bench/pytorch/slat_decoders.py" --model /tmp/large --coords /tmp/coords_large.npy \
+    --slat "$OUT/large/slat.npy" --heads gs,rf,mesh --precision fp32 --mode eager --reps 1 \
+    --compare-dir /tmp/large_dec --json "$OUT/decoder_parity.json" 2>&1 | grep compare | tee -a "$OUT/summary.txt"
   python3 "$ROOT/bench/pytorch/slat_stage.py" --model /tmp/large --coords /tmp/coords_large.npy \
     --cond /tmp/large/cond.npy --mode both --precision fp16 --json "$OUT/torch.json" 2>&1 \
     | grep -v "^autotune\|^  triton" > "$OUT/torch.txt"; tail -14 "$OUT/torch.txt" | tee -a "$OUT/summary.txt"
+  python3 "$ROOT/bench/pytorch/slat_decoders.py" --model /tmp/large --coords /tmp/coords_large.npy \
+    --slat "$OUT/large/slat.npy" --heads gs,rf,mesh --precision fp16 --mode both --json "$OUT/torch_decoders.json" \
+    2>&1 | grep -v "^autotune\|^  triton" > "$OUT/torch_decoders.txt"; tail -15 "$OUT/torch_decoders.txt" | tee -a "$OUT/summary.txt"
+fi
+if has profile; then
+  log "image-large: per-op GPU time of the SLat stage (eager launches, events per command)"
+  "$B/trellis-slat-bench" --exe "$B/large.exe" --model /tmp/large --coords /tmp/coords_large.npy \
+    --noise /tmp/slat_noise.npy --reps 1 --profile > "$OUT/profile.txt" 2>&1
+  grep -E "^\s+\|" "$OUT/profile.txt" | head -40 | tee -a "$OUT/summary.txt"
+fi
+if has torch && [[ -f "$OUT/trellis.json" ]]; then
+  log "image-large: trellisc against PyTorch (one table)"
+  python3 "$ROOT/bench/slat_gpu/report.py" --trellis "$OUT/trellis.json" --torch-stage "$OUT/torch.json" \
+    --torch-decoders "$OUT/torch_decoders.json" 2>&1 | tee -a "$OUT/summary.txt"
 fi

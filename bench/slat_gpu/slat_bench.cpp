@@ -3,7 +3,8 @@
 // trellis-slat-bench --exe trellis.exe --model DIR --coords coords.npy
 //                    [--noise noise.npy] [--reps N] [--decoders] [--cpu]
 //                    [--steps N --cfg W] [--profile] [--out DIR]
-//                    [--plan-only]
+//                    [--plan-only] [--no-concurrent-branches] [--attention CFG]
+//                    [--json FILE]
 //
 // Loads the bundle embedded in a trellis.exe, runs its slat_stage (the
 // 25-step guided flow sampler over the voxels of coords.npy, int32 [N, 4] at
@@ -49,9 +50,10 @@ double median(std::vector<double> v) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string exe, model, coordsPath, noisePath, outDir;
+  std::string exe, model, coordsPath, noisePath, outDir, attention, jsonPath;
   int reps = 3;
-  bool decoders = false, cpu = false, profile = false, planOnly = false;
+  bool decoders = false, cpu = false, profile = false, planOnly = false,
+       concurrent = true, graphs = true, checkOps = false, syncOps = false;
   std::optional<int64_t> steps;
   std::optional<double> cfg;
   for (int i = 1; i < argc; ++i) {
@@ -75,6 +77,18 @@ int main(int argc, char **argv) {
       decoders = true;
     else if (a == "--cpu")
       cpu = true;
+    else if (a == "--check-ops")
+      checkOps = true;
+    else if (a == "--sync-ops")
+      syncOps = true;
+    else if (a == "--no-cuda-graphs")
+      graphs = false;
+    else if (a == "--no-concurrent-branches")
+      concurrent = false;
+    else if (a == "--attention")
+      attention = next();
+    else if (a == "--json")
+      jsonPath = next();
     else if (a == "--plan-only")
       planOnly = true;
     else if (a == "--profile")
@@ -89,7 +103,9 @@ int main(int argc, char **argv) {
       std::fprintf(stderr,
                    "usage: %s --exe trellis.exe --model DIR --coords "
                    "coords.npy [--noise noise.npy] [--reps N] [--decoders] "
-                   "[--cpu] [--steps N --cfg W] [--profile] [--out DIR]\n",
+                   "[--cpu] [--steps N --cfg W] [--profile] [--out DIR]\n"
+                   "       [--plan-only] [--no-concurrent-branches] [--no-cuda-graphs] [--check-ops] [--sync-ops] "
+                   "[--attention CONFIG] [--json FILE]\n",
                    argv[0]);
       return 2;
     }
@@ -143,6 +159,11 @@ int main(int argc, char **argv) {
   SessionOptions options;
   options.gpu.mode = cpu ? GpuMode::Off : GpuMode::Require;
   options.gpu.options.profile = profile;
+  options.gpu.options.concurrentBranches = concurrent;
+  options.gpu.options.cudaGraphs = graphs;
+  options.gpu.options.checkOps = checkOps;
+  options.gpu.options.syncEachOp = syncOps;
+  options.gpu.options.attentionConfig = attention;
   options.gpuCode = BundleGpuCode::from(*bundle);
   options.notice = [](const std::string &l) {
     std::fprintf(stderr, "%s\n", l.c_str());
@@ -236,6 +257,23 @@ int main(int argc, char **argv) {
               "weights MiB | arena MiB | device in use MiB |\n"
               "|---|---|---|---|---|---|---|\n",
               reps);
+  if (!jsonPath.empty()) {
+    FILE *f = std::fopen(jsonPath.c_str(), "w");
+    if (!f)
+      fail("cannot write " + jsonPath);
+    std::fprintf(f, "{\"voxels\": %lld, \"device\": \"%s\", \"functions\": {",
+                 (long long)n, g ? g->device.c_str() : "cpu");
+    for (size_t i = 0; i < rows.size(); ++i)
+      std::fprintf(f,
+                   "%s\"%s\": {\"median_ms\": %.3f, \"first_run_s\": %.3f, "
+                   "\"weights_mib\": %.1f, \"arena_mib\": %.1f, "
+                   "\"device_in_use_mib\": %.1f}",
+                   i ? ", " : "", rows[i].what.c_str(), median(rows[i].ms),
+                   rows[i].firstWall, rows[i].weights / 1048576.0,
+                   rows[i].arena / 1048576.0, rows[i].inUse / 1048576.0);
+    std::fprintf(f, "}}\n");
+    std::fclose(f);
+  }
   for (const Row &r : rows)
     std::printf("| %s | %.2f | %.2f | %.3f | %.1f | %.1f | %.1f |\n",
                 r.what.c_str(), median(r.ms),

@@ -27,7 +27,7 @@ using namespace trellis;
 int main(int argc, char **argv) {
   std::string exe, model, attention, norms = "q-fused";
   int reps = 5;
-  bool graphs = true, profile = false, tune = false, concurrent = false;
+  bool graphs = true, profile = false, tune = false, concurrent = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--exe" && i + 1 < argc)
@@ -42,8 +42,8 @@ int main(int argc, char **argv) {
       profile = true;
     else if (a == "--tune-gemms")
       tune = true;
-    else if (a == "--concurrent-branches")
-      concurrent = true;
+    else if (a == "--no-concurrent-branches")
+      concurrent = false;
     else if (a == "--attention" && i + 1 < argc)
       attention = argv[++i];
     else if (a == "--attention-norms" && i + 1 < argc)
@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
       std::fprintf(stderr,
                    "usage: %s --exe trellis.exe --model DIR [--reps N] "
                    "[--no-graphs] [--profile] [--tune-gemms] "
-                   "[--concurrent-branches] [--attention CONFIG]\n       "
+                   "[--no-concurrent-branches] [--attention CONFIG]\n       "
                    "[--attention-norms q-fused|prepass|fused]\n",
                    argv[0]);
       return 2;

@@ -64,10 +64,11 @@ struct LinearGelu : OpRewritePattern<GeluOp> {
   }
 };
 
-/// attention(head_rms_norm(q), head_rms_norm(k), v): the norms become gains.
-struct AttentionNorms : OpRewritePattern<AttentionOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(AttentionOp op,
+/// attention(head_rms_norm(q), head_rms_norm(k), v) (dense, or sparse within
+/// segments): the norms become the op's gains.
+template <typename Op> struct AttentionNorms : OpRewritePattern<Op> {
+  using OpRewritePattern<Op>::OpRewritePattern;
+  LogicalResult matchAndRewrite(Op op,
                                 PatternRewriter &rewriter) const override {
     auto normOf = [](Value v, Value gamma) {
       auto norm = v.getDefiningOp<HeadRmsNormOp>();
@@ -81,20 +82,27 @@ struct AttentionNorms : OpRewritePattern<AttentionOp> {
     for (HeadRmsNormOp n : {qn, kn})
       if (n)
         locs.push_back(n.getLoc());
-    auto fused = AttentionOp::create(
-        rewriter, FusedLoc::get(op.getContext(), locs),
-        op.getResult().getType(), qn ? qn.getInput() : op.getQ(),
-        kn ? kn.getInput() : op.getK(), op.getV(),
-        qn ? qn.getGamma() : op.getQGamma(),
-        kn ? kn.getGamma() : op.getKGamma(), op.getScaleAttr());
+    Value q = qn ? qn.getInput() : op.getQ();
+    Value k = kn ? kn.getInput() : op.getK();
+    Value qGamma = qn ? qn.getGamma() : op.getQGamma();
+    Value kGamma = kn ? kn.getGamma() : op.getKGamma();
+    Location loc = FusedLoc::get(op.getContext(), locs);
+    Op fused;
+    if constexpr (std::is_same_v<Op, SparseAttentionOp>)
+      fused = Op::create(rewriter, loc, op.getResult().getType(), q, k,
+                         op.getV(), op.getSegments(), qGamma, kGamma,
+                         op.getScaleAttr());
+    else
+      fused = Op::create(rewriter, loc, op.getResult().getType(), q, k,
+                         op.getV(), qGamma, kGamma, op.getScaleAttr());
     rewriter.replaceOp(op, fused.getResult());
     return success();
   }
 };
 
-template <typename Pattern> LogicalResult applyOne(Operation *root) {
+template <typename... Patterns> LogicalResult applyOne(Operation *root) {
   RewritePatternSet patterns(root->getContext());
-  patterns.add<Pattern>(root->getContext());
+  patterns.add<Patterns...>(root->getContext());
   return applyPatternsGreedily(root, std::move(patterns));
 }
 
@@ -117,7 +125,8 @@ struct FuseLinearActivationPass
 struct FormAttentionPass
     : trellis::impl::TrellisFormAttentionBase<FormAttentionPass> {
   void runOnOperation() override {
-    if (failed(applyOne<AttentionNorms>(getOperation())))
+    if (failed(applyOne<AttentionNorms<AttentionOp>,
+                        AttentionNorms<SparseAttentionOp>>(getOperation())))
       signalPassFailure();
   }
 };

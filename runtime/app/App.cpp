@@ -49,6 +49,8 @@ usage: trellis.exe --model DIR --cond FILE --out DIR [options]
   --slat-noise FILE    structured-latent noise [N,8] f32 instead of the seed
   --coords FILE        int32 [N,4] coordinates: skip stage 1 (variants of a shape)
   --formats LIST       decoders to run: gs,rf,mesh (default all)
+  --mesh-cpu           FlexiCubes on the CPU reference even when the mesh
+                       decoder ran on the GPU (for comparisons)
   --steps-ss N --cfg-ss W --steps-slat N --cfg-slat W
                        override the compiled sampler steps / CFG strength
   --threads N          CPU threads (default: all)
@@ -83,6 +85,7 @@ struct Options {
   SamplerRunOverrides ss, slat;
   int threads = 0;
   bool checkFinite = false, inspect = false, help = false;
+  bool meshCpu = false;
   GpuRunOptions gpu;
   int lastStage = 3;
 };
@@ -133,6 +136,8 @@ Result<Options> parseArgs(int argc, char **argv) {
       o.gpu.options.tuneGemms = true;
     else if (a == "--gpu-sync-ops")
       o.gpu.options.syncEachOp = true;
+    else if (a == "--mesh-cpu")
+      o.meshCpu = true;
     else if (a == "--no-cuda-graphs")
       o.gpu.options.cudaGraphs = false;
     else if (a == "--low-memory")
@@ -280,6 +285,7 @@ Result<PipelineRequest> makeRequest(const Options &o) {
   req.gs = o.gs;
   req.rf = o.rf;
   req.mesh = o.mesh;
+  req.meshOnCpu = o.meshCpu;
   req.ss = o.ss;
   req.slat = o.slat;
   req.checkFinite = o.checkFinite;

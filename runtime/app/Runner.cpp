@@ -536,19 +536,37 @@ Status PipelineRun::decodeMesh(PipelineResult &res) {
             {{"coords", res.meshCubes}, {"fields", res.meshFields}}, false);
         !s)
       return s;
-  // FlexiCubes over the candidate cubes (first sample), then PLY + GLB.
+  // FlexiCubes over the candidate cubes (first sample), then PLY + GLB: on
+  // the GPU when the mesh decoder ran there (the same mesh as the CPU
+  // reference, runtime/cuda/FlexiCubesGpu.cpp), else on the CPU.
   int resolution = int(b_.meta.value("slat_resolution", 64)) * 4;
   auto start = std::chrono::steady_clock::now();
-  auto extracted =
-      mesh::extractFlexiCubes(res.meshCubes, res.meshFields, resolution);
+  GpuExecutor *gpu = session_.gpuExecutor();
+  bool onGpu = gpu && !req_.meshOnCpu &&
+               std::string(session_.backend("decode_mesh")) == "cuda";
+  Result<mesh::MeshResult> extracted = Error{"not run"};
+  if (onGpu) {
+    extracted =
+        gpu->extractFlexiCubes(res.meshCubes, res.meshFields, resolution);
+    if (!extracted) {
+      // E.g. a bundle from a trellisc without the FlexiCubes kernels: the
+      // CPU reference gives the same mesh (or the same input error).
+      obs_.message("  FlexiCubes on the GPU failed (" + extracted.message() +
+                   "): extracting on the CPU");
+      onGpu = false;
+    }
+  }
+  if (!onGpu)
+    extracted =
+        mesh::extractFlexiCubes(res.meshCubes, res.meshFields, resolution);
   if (!extracted)
     return Error{extracted.message()};
   double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   std::ostringstream line;
-  line << "[3/3 decoders] FlexiCubes at " << resolution
-       << "^3: " << extracted->vertices.dim(0) << " vertices, "
+  line << "[3/3 decoders] FlexiCubes (" << (onGpu ? "GPU" : "CPU") << ") at "
+       << resolution << "^3: " << extracted->vertices.dim(0) << " vertices, "
        << extracted->faces.dim(0) << " faces in " << secs << " s"
        << (ranges_.size() > 1 ? " (first sample only)" : "");
   obs_.message(line.str());

@@ -292,8 +292,9 @@ void GpuExecutor::Impl::liveness(Prepared &p, Body &body,
 ///    range of the operand (the adaLN modulation chunks);
 ///  * the packed q/k/v of attention ([B, L, S, H, d] split on axis 2 into
 ///    size-1 parts, each reshaped to [B, L, H, d] and used only as q, k or v
-///    of trellis.attention): strided views the attention kernel reads in
-///    place (its row stride is S·H·d).
+///    of trellis.attention; or a sparse stage's [N, S, H, d] split on axis 1,
+///    reshaped to [N, H, d], of trellis.sparse.attention): strided views the
+///    attention kernel reads in place (its row stride is S·H·d).
 bool GpuExecutor::Impl::viewSplit(
     Prepared &p, Node &node,
     const std::multimap<int, std::pair<const Node *, int>> &users) {
@@ -321,8 +322,11 @@ bool GpuExecutor::Impl::viewSplit(
     return true;
   }
   // Strided q/k/v views.
-  if (rank != 5 || axis != 2 || in.dtype != DType::F16)
+  bool dense = rank == 5 && axis == 2, sparse = rank == 4 && axis == 1;
+  if (!(dense || sparse) || in.dtype != DType::F16)
     return false;
+  const char *attention =
+      dense ? "trellis.attention" : "trellis.sparse.attention";
   for (size_t i = 0; i < node.out.size(); ++i) {
     if ((*sizes)[i] != 1)
       return false;
@@ -337,12 +341,11 @@ bool GpuExecutor::Impl::viewSplit(
       if (uses.first == uses.second)
         return false;
       for (auto u = uses.first; u != uses.second; ++u)
-        if (u->second.first->instr->op != "trellis.attention" ||
-            u->second.second > 2)
+        if (u->second.first->instr->op != attention || u->second.second > 2)
           return false;
     }
   }
-  int64_t tokenStride = in.shape[2] * inner;
+  int64_t tokenStride = in.shape[axis] * inner;
   for (size_t i = 0; i < node.out.size(); ++i) {
     p.slots[node.out[i]].root = node.in[0];
     p.slots[node.out[i]].viewOffset = size_t(int64_t(i) * inner) * elem;
@@ -683,7 +686,8 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
                                     CUdeviceptr bias, DType dtype, int64_t m,
                                     int64_t n, int64_t k, bool transA,
                                     const std::string &act,
-                                    std::function<Status()> &out) {
+                                    std::function<Status()> &out,
+                                    const GemmLayout &layout) {
   // Column-major D[m, n] = op(A)[m, k] · B[k, n] (+ bias[m]) (GELU).
   const Instr &instr = *node.instr;
   auto fail = [&](Status s) { return opError(instr, s.message()); };
@@ -719,16 +723,31 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
     keep(api->cublasLtMatmulDescSetAttribute(
         desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   cudaDataType_t type = cudaType(dtype);
+  cudaDataType_t typeD = cudaType(layout.outType.value_or(dtype));
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  int64_t lda = layout.lda ? layout.lda : transA ? k : m;
   if (transA)
     keep(api->cublasLtMatrixLayoutCreate(&la, type, uint64_t(k), uint64_t(m),
-                                         k));
+                                         lda));
   else
     keep(api->cublasLtMatrixLayoutCreate(&la, type, uint64_t(m), uint64_t(k),
-                                         m));
+                                         lda));
   keep(api->cublasLtMatrixLayoutCreate(&lb, type, uint64_t(k), uint64_t(n), k));
-  keep(api->cublasLtMatrixLayoutCreate(&ld, type, uint64_t(m), uint64_t(n), m));
+  keep(
+      api->cublasLtMatrixLayoutCreate(&ld, typeD, uint64_t(m), uint64_t(n), m));
   p.layouts.insert(p.layouts.end(), {la, lb, ld});
+  if (layout.batch > 1) {
+    int32_t count = layout.batch;
+    std::pair<cublasLtMatrixLayout_t, int64_t> strided[] = {
+        {la, layout.strideA}, {lb, layout.strideB}, {ld, layout.strideD}};
+    for (auto [l, stride] : strided) {
+      keep(api->cublasLtMatrixLayoutSetAttribute(
+          l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      keep(api->cublasLtMatrixLayoutSetAttribute(
+          l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+          sizeof(stride)));
+    }
+  }
   cublasLtMatmulPreference_t pref = nullptr;
   keep(api->cublasLtMatmulPreferenceCreate(&pref));
   size_t ws = kGemmWorkspaceBytes;
@@ -759,7 +778,9 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   std::string key = std::to_string(m) + "x" + std::to_string(n) + "x" +
                     std::to_string(k) + (transA ? "T" : "N") +
                     std::to_string(int(dtype)) + "e" +
-                    std::to_string(int(epilogue));
+                    std::to_string(int(epilogue)) + "l" +
+                    std::to_string(lda) + "b" + std::to_string(layout.batch) +
+                    "d" + std::to_string(int(typeD));
   cublasLtMatmulAlgo_t algo = heuristics[0].algo;
   if (auto it = tunedGemms.find(key);
       it != tunedGemms.end() && it->second < found) {
@@ -853,6 +874,48 @@ Status GpuExecutor::Impl::launch(const Launch &l, void **params,
     return opError(instr,
                    std::string("launching ") + what + ": " + api->describe(r));
   return Status::ok();
+}
+
+Result<std::function<Status()>> GpuExecutor::Impl::headNormCommand(
+    CUdeviceptr x, int64_t rowStride, int64_t headStride, CUdeviceptr y,
+    int64_t rows, int64_t heads, int64_t d, CUdeviceptr gamma,
+    const Instr &instr) {
+  static const std::map<int64_t, const char *> kernels = {
+      {64, "trellis_head_rmsnorm_d64"},
+      {80, "trellis_head_rmsnorm_d80"},
+      {128, "trellis_head_rmsnorm_d128"}};
+  auto name = kernels.find(d);
+  if (name == kernels.end())
+    return opError(instr, "no head RMS-norm kernel for head dim " +
+                              std::to_string(d));
+  auto f = runtimeKernel(name->second);
+  if (!f)
+    return opError(instr, f.message());
+  TrellisHeadRmsNormParams np{};
+  np.x = reinterpret_cast<const void *>(x);
+  np.y = reinterpret_cast<void *>(y);
+  np.x_row_stride = rowStride;
+  np.x_head_stride = headStride;
+  np.y_row_stride = heads * d; // the normalized copy is dense
+  np.y_head_stride = d;
+  np.gamma = reinterpret_cast<const float *>(gamma);
+  np.rows = int32_t(rows);
+  np.heads = int32_t(heads);
+  np.head_dim = int32_t(d);
+  unsigned blocks = trellis_head_rmsnorm_grid(&np);
+  return std::function<Status()>(
+      [this, nf = *f, np, blocks, &instr]() mutable -> Status {
+        if (np.rows == 0)
+          return Status::ok();
+        void *args[1] = {&np};
+        CUresult r =
+            api->cuLaunchKernel(nf, blocks, 1, 1, TRELLIS_HEAD_RMSNORM_THREADS,
+                                1, 1, 0, stream, args, nullptr);
+        if (r != CUDA_SUCCESS)
+          return opError(instr,
+                         "launching the head RMS norm: " + api->describe(r));
+        return Status::ok();
+      });
 }
 
 Result<std::pair<const TrellisAttnConfig *, CUfunction>>
@@ -1010,66 +1073,30 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
         qGamma >= 0 ? reinterpret_cast<const float *>(ptr(qGamma)) : nullptr;
     std::function<Status()> normalizeK, normalizeQ;
     if (kGamma >= 0 && options.attentionNorms != "fused") {
-      static const std::map<int64_t, const char *> normKernels = {
-          {64, "trellis_head_rmsnorm_d64"},
-          {80, "trellis_head_rmsnorm_d80"},
-          {128, "trellis_head_rmsnorm_d128"}};
-      auto name = normKernels.find(d);
-      CUfunction nf = nullptr;
-      if (name == normKernels.end() ||
-          api->cuModuleGetFunction(&nf, attention, name->second) !=
-              CUDA_SUCCESS)
-        return opError(instr, "no head RMS-norm kernel for head dim " +
-                                  std::to_string(d));
-      TrellisHeadRmsNormParams np{};
-      np.x = params.k;
-      np.y = reinterpret_cast<void *>(ptr(node.scratch));
-      np.x_row_stride = params.k_row_stride;
-      np.x_head_stride = params.k_head_stride;
-      // The normalized copy is dense [B, Lk, H, d].
-      np.y_row_stride = heads * d;
-      np.y_head_stride = d;
-      np.gamma = reinterpret_cast<const float *>(ptr(kGamma));
-      np.rows = int32_t(k.shape[0] * k.shape[1]);
-      np.heads = int32_t(heads);
-      np.head_dim = int32_t(d);
-      unsigned blocks = trellis_head_rmsnorm_grid(&np);
-      normalizeK = [this, nf, np, blocks, &instr]() mutable -> Status {
-        void *args[1] = {&np};
-        CUresult r =
-            api->cuLaunchKernel(nf, blocks, 1, 1, TRELLIS_HEAD_RMSNORM_THREADS,
-                                1, 1, 0, stream, args, nullptr);
-        if (r != CUDA_SUCCESS)
-          return opError(instr,
-                         "launching the k head norm: " + api->describe(r));
-        return Status::ok();
-      };
-      params.k = np.y;
+      // k into the dense scratch copy [B, Lk, H, d].
+      auto norm = headNormCommand(
+          ptr(node.in[1]), params.k_row_stride, params.k_head_stride,
+          ptr(node.scratch), k.shape[0] * k.shape[1], heads, d, ptr(kGamma),
+          instr);
+      if (!norm)
+        return norm.takeError();
+      normalizeK = *norm;
+      params.k = reinterpret_cast<const void *>(ptr(node.scratch));
       params.k_row_stride = heads * d;
       params.k_head_stride = d;
       params.k_batch_stride =
           k.shape[0] == 1 && q.shape[0] > 1 ? 0 : k.shape[1] * heads * d;
       params.k_gamma = nullptr;
       if (qGamma >= 0 && options.attentionNorms == "prepass") {
-        TrellisHeadRmsNormParams nq = np;
-        nq.x = params.q;
-        nq.y = reinterpret_cast<void *>(ptr(node.scratch) + bytesOf(k));
-        nq.x_row_stride = params.q_row_stride;
-        nq.x_head_stride = params.q_head_stride;
-        nq.gamma = reinterpret_cast<const float *>(ptr(qGamma));
-        nq.rows = int32_t(q.shape[0] * q.shape[1]);
-        unsigned qBlocks = trellis_head_rmsnorm_grid(&nq);
-        normalizeQ = [this, nf, nq, qBlocks, &instr]() mutable -> Status {
-          void *args[1] = {&nq};
-          CUresult r = api->cuLaunchKernel(nf, qBlocks, 1, 1,
-                                           TRELLIS_HEAD_RMSNORM_THREADS, 1, 1,
-                                           0, stream, args, nullptr);
-          if (r != CUDA_SUCCESS)
-            return opError(instr,
-                           "launching the q head norm: " + api->describe(r));
-          return Status::ok();
-        };
-        params.q = nq.y;
+        CUdeviceptr qCopy = ptr(node.scratch) + bytesOf(k);
+        auto qNorm = headNormCommand(ptr(node.in[0]), params.q_row_stride,
+                                     params.q_head_stride, qCopy,
+                                     q.shape[0] * q.shape[1], heads, d,
+                                     ptr(qGamma), instr);
+        if (!qNorm)
+          return qNorm.takeError();
+        normalizeQ = *qNorm;
+        params.q = reinterpret_cast<const void *>(qCopy);
         params.q_row_stride = heads * d;
         params.q_head_stride = d;
         params.q_batch_stride = q.shape[1] * heads * d;
@@ -1261,8 +1288,11 @@ Result<HostTensor> GpuExecutor::Impl::download(const Prepared &p, int slot) {
   if (t.nbytes() == 0)
     return t;
   if (int64_t stride = tokenStride(p, slot)) {
-    // A strided view [B, L, ...]: gather its token rows.
-    int64_t tokens = info.type.shape[0] * info.type.shape[1];
+    // A strided view ([B, L, H, d] or sparse [N, H, d]): gather its token
+    // rows.
+    int64_t tokens = 1;
+    for (size_t d = 0; d + 2 < info.type.shape.size(); ++d)
+      tokens *= info.type.shape[d];
     size_t row = t.nbytes() / size_t(tokens), elem = dtypeSize(t.dtype());
     std::vector<char> span(size_t((tokens - 1) * stride) * elem + row);
     if (Status s = check(api->cuMemcpyDtoHAsync(span.data(), address(p, slot),
@@ -1396,6 +1426,11 @@ Status GpuExecutor::Impl::runNode(Prepared &p, Node &node) {
     p.hostSlots[node.out[0]] = (*c)->coords;
     return Status::ok();
   }
+  // Views have no command; --gpu-check-ops still compares what they show
+  // with the CPU's copy (a wrong view offset or stride would otherwise pass
+  // every op's check and only show in the end result).
+  if (node.view && options.checkOps)
+    return checkNode(p, node);
   if (!node.command)
     return Status::ok();
   ++report.commands;

@@ -59,19 +59,27 @@ inline bool isHostOp(const std::string &op) {
   return op == "trellis.occupancy" || op == "trellis.sparse.to_tensor";
 }
 
-/// The optional head-norm gain operands of trellis.attention (operand
-/// segments q, k, v, q_gamma?, k_gamma?): indices into the operand list, or
-/// -1.
-inline std::pair<int, int> attentionGammas(const Instr &instr) {
+/// The optional head-norm gain operands of an attention op: `fixed` leading
+/// operands (q, k, v for trellis.attention; q, k, v, segments for
+/// trellis.sparse.attention), then q_gamma?, k_gamma? as the op's
+/// operandSegmentSizes says: indices into the operand list, or -1.
+inline std::pair<int, int> gammaOperands(const Instr &instr, int fixed) {
   auto seg = instr.attrs.find("operandSegmentSizes");
-  if (seg == instr.attrs.end() || !seg->is_array() || seg->size() != 5)
+  if (seg == instr.attrs.end() || !seg->is_array() ||
+      int(seg->size()) != fixed + 2)
     return {-1, -1};
-  int next = 3, q = -1, k = -1;
-  if ((*seg)[3].get<int>() == 1)
+  int next = fixed, q = -1, k = -1;
+  if ((*seg)[fixed].get<int>() == 1)
     q = next++;
-  if ((*seg)[4].get<int>() == 1)
+  if ((*seg)[fixed + 1].get<int>() == 1)
     k = next++;
   return {q, k};
+}
+inline std::pair<int, int> attentionGammas(const Instr &instr) {
+  return gammaOperands(instr, 3);
+}
+inline std::pair<int, int> sparseAttentionGammas(const Instr &instr) {
+  return gammaOperands(instr, 4);
 }
 
 } // namespace gpuexec
@@ -141,6 +149,16 @@ struct SlotInfo {
   std::string weightModel, weightName;
 };
 
+/// Less common GEMM layouts: A's leading dimension when it is a column block
+/// of a wider matrix, an f32 D from f16 A/B, and strided batches (strides in
+/// elements; 0 reuses the matrix for every batch).
+struct GemmLayout {
+  int64_t lda = 0; // 0: dense (k for transA, else m)
+  std::optional<DType> outType;
+  int32_t batch = 1;
+  int64_t strideA = 0, strideB = 0, strideD = 0;
+};
+
 } // namespace gpuexec
 
 using namespace gpuexec;
@@ -161,7 +179,8 @@ struct GpuExecutor::Impl {
   CUdeviceptr gemmWorkspace2 = 0;
   CUevent fork = nullptr, join = nullptr;
   bool concurrentBranches() const {
-    return options.concurrentBranches && !options.checkOps &&
+    return options.concurrentBranches && !options.lowMemory &&
+           !options.checkOps &&
            !options.checkFinite && !options.profile;
   }
   std::map<std::string, int> tunedGemms; // GEMM key -> heuristic index
@@ -276,6 +295,12 @@ struct GpuExecutor::Impl {
   /// the measured default of the family).
   Result<std::pair<const TrellisAttnConfig *, CUfunction>>
   attentionKernel(int64_t d);
+  /// The head RMS norm of a token-major view (rows × heads × d, strides in
+  /// elements) into a dense copy at `y`, with f32 gains [heads, d].
+  Result<std::function<Status()>>
+  headNormCommand(CUdeviceptr x, int64_t rowStride, int64_t headStride,
+                  CUdeviceptr y, int64_t rows, int64_t heads, int64_t d,
+                  CUdeviceptr gamma, const Instr &instr);
   /// A kernel of the runtime module (attention, head norm, sparse), cached.
   Result<CUfunction> runtimeKernel(const std::string &name);
   /// Enqueues a 1-D launch of 256-thread blocks over `threads` threads.
@@ -334,7 +359,8 @@ struct GpuExecutor::Impl {
   Status buildGemm(Prepared &p, Node &node, CUdeviceptr a, CUdeviceptr b,
                    CUdeviceptr d, CUdeviceptr bias, DType dtype, int64_t m,
                    int64_t n, int64_t k, bool transA, const std::string &act,
-                   std::function<Status()> &out);
+                   std::function<Status()> &out,
+                   const GemmLayout &layout = {});
 
   // -- running --------------------------------------------------------------
   Status runBody(Prepared &p, Body &body, bool allowGraph);
@@ -344,6 +370,21 @@ struct GpuExecutor::Impl {
   Result<HostTensor> download(const Prepared &p, int slot);
   Status upload(const Prepared &p, int slot, const HostTensor &t);
   void release(Prepared &p);
+
+  // -- FlexiCubes (FlexiCubesGpu.cpp) -----------------------------------------
+  /// Device buffers by name, kept between calls and grown as needed.
+  struct ScratchBuffers {
+    const Api *api = nullptr;
+    std::map<std::string, std::pair<CUdeviceptr, size_t>> buffers;
+    ~ScratchBuffers() {
+      // After ~Impl released the context (which freed them) this fails
+      // harmlessly.
+      for (auto &[name, b] : buffers)
+        if (b.first)
+          api->cuMemFree(b.first);
+    }
+  } flexiScratch;
+  Result<CUdeviceptr> scratch(const std::string &name, size_t bytes);
 };
 
 

@@ -33,5 +33,9 @@ Result<std::vector<RtValue>> GpuExecutor::run(const std::string &,
   return Error{"built without the CUDA backend"};
 }
 const GpuReport &GpuExecutor::report() const { return impl_->report; }
+Result<mesh::MeshResult>
+GpuExecutor::extractFlexiCubes(const HostTensor &, const HostTensor &, int) {
+  return Error{"built without the CUDA backend"};
+}
 
 } // namespace trellis

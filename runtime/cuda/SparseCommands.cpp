@@ -40,6 +40,20 @@ bool isCoordinateOp(const std::string &op) {
 
 /// Gathered conv3d rows per chunk: at most this many bytes of scratch.
 constexpr size_t kConvGatherBytes = size_t(128) << 20;
+/// The taps-first order's f32 products may take this much scratch.
+constexpr size_t kConvTapsBytes = size_t(512) << 20;
+
+/// A 3×3×3 sparse conv computes the k³ products x·W_oᵀ of every row first and
+/// sums each output row's active ones when the output is narrow (Cout <
+/// Cin / 2): f32 [k³, N, Cout] is then smaller than the gathered input rows
+/// [N, k³·Cin] it replaces (the 2048 → 128 conv of the SLat flow's output
+/// block). Else the neighbour rows are gathered and multiplied (im2col order).
+bool convTapsFirst(const ValueType &x, const ValueType &w) {
+  int64_t n = x.shape[0], cin = w.shape[4], cout = w.shape[0];
+  int64_t kvol = w.shape[1] * w.shape[2] * w.shape[3];
+  return 2 * cout < cin &&
+         size_t(kvol * n * cout) * sizeof(float) <= kConvTapsBytes;
+}
 
 int64_t rowElems(const ValueType &t) {
   int64_t n = 1;
@@ -395,6 +409,9 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
     const ValueType &w = p.slots[node.in[1]].type;
     if (w.shape.size() != 5 || w.shape[1] == 1)
       return 0;
+    if (convTapsFirst(x, w))
+      return size_t(rowElems(w) / w.shape[4] * x.shape[0] * w.shape[0]) *
+             sizeof(float);
     size_t rowBytes = size_t(rowElems(w)) * dtypeSize(x.dtype);
     size_t rows = std::max<size_t>(1, kConvGatherBytes / rowBytes);
     rows = std::min<size_t>(rows, size_t(std::max<int64_t>(x.shape[0], 1)));
@@ -408,12 +425,12 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
   }
   if (op == "trellis.sparse.attention") {
     auto *g = std::get_if<SegmentsPtr>(&p.boundValues[root(p, node.in[3])]);
-    if (!g || !*g || isIdentity(**g))
-      return 0;
-    // q, k, v and the output in segment order.
     size_t bytes = 0;
-    for (int s : {node.in[0], node.in[1], node.in[2], node.out[0]})
-      bytes += alignUp(bytesOf(p.slots[s].type));
+    if (sparseAttentionGammas(*node.instr).second >= 0) // normalized k
+      bytes += alignUp(bytesOf(p.slots[node.in[1]].type));
+    if (g && *g && !isIdentity(**g)) // q, k, v and the output in window order
+      for (int s : {node.in[0], node.in[1], node.in[2], node.out[0]})
+        bytes += alignUp(bytesOf(p.slots[s].type));
     return bytes;
   }
   return 0;
@@ -450,18 +467,22 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
   const int64_t rows = out.shape.at(0);
   const int32_t c = int32_t(rowElems(out));
 
-  // out[r] = x[index[r·stride]] or x[r / divisor] (gather_rows).
+  // out[r] = x[index[r·stride]] or x[r / divisor] (gather_rows); x's rows
+  // `srcStride` elements apart (0: dense).
   auto gather = [&](CUdeviceptr src, CUdeviceptr index, int32_t stride,
                     int32_t divisor, CUdeviceptr dst, int64_t n, int32_t width,
-                    int32_t scatter) -> Result<std::function<Status()>> {
+                    int32_t scatter,
+                    int64_t srcStride = 0) -> Result<std::function<Status()>> {
     auto f = kernel("trellis_sparse_gather_rows");
     if (!f)
       return f.takeError();
+    if (!srcStride)
+      srcStride = width;
     return std::function<Status()>(
-        [this, f = *f, src, index, stride, divisor, dst, n, width, scatter,
-         &instr]() mutable -> Status {
-          void *params[] = {&src, &index, &stride, &divisor,
-                            &dst, &n,     &width,  &scatter};
+        [this, f = *f, src, srcStride, index, stride, divisor, dst, n, width,
+         scatter, &instr]() mutable -> Status {
+          void *params[] = {&src, &srcStride, &index, &stride, &divisor,
+                            &dst, &n,         &width, &scatter};
           return launch1d(f, n * width, params, instr, "a row gather");
         });
   };
@@ -491,6 +512,38 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     int32_t kvol = int32_t(k * k * k), cin32 = int32_t(cin);
     int64_t kdim = kvol * cin;
     size_t elem = dtypeSize(x.dtype);
+    if (convTapsFirst(x, w)) {
+      // y[o] = x · W_oᵀ for the k³ taps at once (W_o: columns o·Cin.. of
+      // W [Cout, k³·Cin]), f32; then each row sums its neighbours' products.
+      std::function<Status()> gemm;
+      GemmLayout taps;
+      taps.lda = kdim;
+      taps.outType = DType::F32;
+      taps.batch = kvol;
+      taps.strideA = cin;
+      taps.strideB = 0;
+      taps.strideD = rows * cout;
+      if (Status s = buildGemm(p, node, ptr(node.in[1]), ptr(node.in[0]),
+                               ptr(node.scratch), 0, x.dtype, cout, rows, cin,
+                               /*transA=*/true, "", gemm, taps);
+          !s)
+        return Error{s.message()};
+      auto f = kernel("trellis_sparse_conv_sum_taps");
+      if (!f)
+        return f.takeError();
+      CUdeviceptr y = ptr(node.scratch), nbr = ptr(neighbors),
+                  o = ptr(node.out[0]);
+      int32_t cout32 = int32_t(cout);
+      node.command = [this, f = *f, gemm, y, nbr, b, o, rows, cout32, kvol,
+                      &instr]() mutable -> Status {
+        if (Status s = gemm(); !s)
+          return s;
+        int64_t n = rows, nIn = rows;
+        void *params[] = {&y, &nbr, &b, &o, &n, &nIn, &cout32, &kvol};
+        return launch1d(f, n * cout32, params, instr, "the conv tap sum");
+      };
+      return true;
+    }
     int64_t chunk =
         int64_t(bytesOf(type(node.scratch)) / (size_t(kdim) * elem));
     auto f = kernel("trellis_sparse_conv_gather");
@@ -667,25 +720,53 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     const ref::Segments &seg = **segments;
     CUdeviceptr q = ptr(node.in[0]), kp = ptr(node.in[1]), vp = ptr(node.in[2]),
                 o = ptr(node.out[0]);
-    params.k_row_stride = heads * k.shape.back();
-    params.v_row_stride = heads * v.shape.back();
+    // q, k, v may be strided views of a packed qkv [N, 3, H, d].
+    auto rowStride = [&](int slot) {
+      int64_t s = tokenStride(p, slot);
+      return s ? s : rowElems(type(slot));
+    };
+    int64_t qStride = rowStride(node.in[0]), kStride = rowStride(node.in[1]),
+            vStride = rowStride(node.in[2]);
+    auto [qGamma, kGamma] = sparseAttentionGammas(instr);
+    CUdeviceptr at = node.scratch >= 0 ? ptr(node.scratch) : 0;
+    if (kGamma >= 0) {
+      // k is normalized once into a dense scratch copy; q in the kernel's
+      // prologue (as the dense stage's attention, bench/attention/NOTES.md).
+      auto norm = headNormCommand(kp, kStride, k.shape.back(), at, rows, heads,
+                                  k.shape.back(), ptr(node.in[kGamma]), instr);
+      if (!norm)
+        return norm.takeError();
+      before.push_back(*norm);
+      kp = at;
+      kStride = rowElems(k);
+      at += alignUp(bytesOf(k));
+    }
+    if (qGamma >= 0)
+      params.q_gamma = reinterpret_cast<const float *>(ptr(node.in[qGamma]));
     if (!isIdentity(seg)) {
-      CUdeviceptr at = ptr(node.scratch);
       CUdeviceptr rowsPtr = p.slots[root(p, node.in[3])].ptr;
       CUdeviceptr *dst[4] = {&q, &kp, &vp, &o};
-      int srcSlots[4] = {node.in[0], node.in[1], node.in[2], node.out[0]};
+      int64_t strides[4] = {qStride, kStride, vStride, 0};
+      int widthSlots[4] = {node.in[0], node.in[1], node.in[2], node.out[0]};
       for (int i = 0; i < 4; ++i) {
         CUdeviceptr src = *dst[i];
         *dst[i] = at;
-        at += alignUp(bytesOf(type(srcSlots[i])));
-        int32_t width = int32_t(rowElems(type(srcSlots[i])));
-        auto g = i < 3 ? gather(src, rowsPtr, 1, 1, *dst[i], rows, width, 0)
+        at += alignUp(bytesOf(type(widthSlots[i])));
+        int32_t width = int32_t(rowElems(type(widthSlots[i])));
+        auto g = i < 3 ? gather(src, rowsPtr, 1, 1, *dst[i], rows, width, 0,
+                                strides[i])
                        : gather(*dst[i], rowsPtr, 1, 1, src, rows, width, 1);
         if (!g)
           return g.takeError();
         (i < 3 ? before : after).push_back(*g);
       }
+      qStride = rowElems(x);
+      kStride = rowElems(k);
+      vStride = rowElems(v);
     }
+    params.q_row_stride = qStride;
+    params.k_row_stride = kStride;
+    params.v_row_stride = vStride;
     params.q = reinterpret_cast<const void *>(q);
     params.k = reinterpret_cast<const void *>(kp);
     params.v = reinterpret_cast<const void *>(vp);

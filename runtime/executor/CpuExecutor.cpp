@@ -585,6 +585,20 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
       TRY(v, in.tensor(2));
       TRY(s, in.segments(3));
       TRY(scale, instr.floatAttr("scale"));
+      // Optional q_gamma / k_gamma (operandSegmentSizes q, k, v, segments,
+      // qg, kg): the head RMS norm, rounded as trellis.head_rms_norm does.
+      size_t next = 4;
+      if (instr.hasAttr("operandSegmentSizes")) {
+        TRY(segments, instr.intArrayAttr("operandSegmentSizes"));
+        for (auto [i, t] : {std::pair<size_t, HostTensor *>{4, &q},
+                            std::pair<size_t, HostTensor *>{5, &k}}) {
+          if (segments.size() != 6 || segments[i] == 0)
+            continue;
+          TRY(gamma, in.tensor(next++));
+          TRY(normed, ref::headRmsNorm(*t, gamma));
+          *t = normed;
+        }
+      }
       return single(ref::sparseAttention(q, k, v, *s, float(scale)));
     }
     if (op == "trellis.sparse.cross_attention") {

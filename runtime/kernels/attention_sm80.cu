@@ -5,6 +5,7 @@
 // The driver JIT-compiles the PTX for the GPU it runs on (any later
 // architecture too).
 #include "attention_sm80.cuh"
+#include "flexicubes.cuh"
 #include "head_rmsnorm.cuh"
 #include "sparse.cuh"
 

@@ -3,6 +3,7 @@
 // extern "C" entry point per configuration listed in TRELLIS_ATTN_SM90_CONFIGS
 // (attention.h); names follow TRELLIS_ATTN_NAME_SM90.
 #include "attention_sm90.cuh"
+#include "flexicubes.cuh"
 #include "head_rmsnorm.cuh"
 #include "sparse.cuh"
 

@@ -51,10 +51,33 @@ __device__ void convGather(const T *x, const int32_t *nbr, T *col, int64_t row0,
   reinterpret_cast<V *>(col + ro * cin)[chunk] = v;
 }
 
-// out[r] = x[index[r·stride]] (index given) or x[r / divisor]; with scatter
-// set, out[index[r·stride]] = x[r] instead. Rows of c elements.
+// Submanifold convolution's other order (narrow outputs): the k³ products
+// y[o] = x · W_oᵀ were computed for every row (f32 [kvol, n_in, cout]); the
+// output row sums the products of its active neighbours:
+//   out[p, c] = bias[c] + Σ_o y[o, nbr[p·kvol + o], c]   (o ascending, f32).
 template <typename T>
-__device__ void gatherRows(const T *x, const int32_t *index,
+__device__ void convSumTaps(const float *y, const int32_t *nbr, const T *bias,
+                            T *out, int64_t rows, int64_t rows_in, int32_t cout,
+                            int32_t kvol) {
+  const int64_t t = globalThread();
+  if (t >= rows * cout)
+    return;
+  const int64_t p = t / cout, c = t % cout;
+  float sum = bias ? toF32(bias[c]) : 0.f;
+  for (int32_t o = 0; o < kvol; ++o) {
+    const int32_t q = nbr[p * kvol + o];
+    if (q >= 0)
+      sum += y[(int64_t(o) * rows_in + q) * cout + c];
+  }
+  out[t] = fromF32<T>(sum);
+}
+
+// out[r] = x[index[r·stride]] (index given) or x[r / divisor]; with scatter
+// set, out[index[r·stride]] = x[r] instead. Rows of c elements; x's rows are
+// x_stride elements apart (a strided view: q, k or v of a packed qkv), out's
+// are dense.
+template <typename T>
+__device__ void gatherRows(const T *x, int64_t x_stride, const int32_t *index,
                            int32_t index_stride, int32_t divisor, T *out,
                            int64_t rows, int32_t c, int32_t scatter) {
   const int64_t t = globalThread();
@@ -63,9 +86,9 @@ __device__ void gatherRows(const T *x, const int32_t *index,
   const int64_t r = t / c, ch = t % c;
   const int64_t other = index ? int64_t(index[r * index_stride]) : r / divisor;
   if (scatter)
-    out[other * c + ch] = x[r * c + ch];
+    out[other * c + ch] = x[r * x_stride + ch];
   else
-    out[t] = x[other * c + ch];
+    out[t] = x[other * x_stride + ch];
 }
 
 // Downsample (spec §6.3 quirk): coarse row r = Σ children / (n + 1), the
@@ -165,11 +188,18 @@ __device__ void groupNormApply(const T *x, const int32_t *coords,
     else                                                                       \
       trellis_sparse::convGather<T, 1>(x, nbr, col, row0, rows, cin, kvol);    \
   }                                                                            \
+  extern "C" __global__ void trellis_sparse_conv_sum_taps_##S(                 \
+      const float *y, const int32_t *nbr, const T *bias, T *out, int64_t rows, \
+      int64_t rows_in, int32_t cout, int32_t kvol) {                           \
+    trellis_sparse::convSumTaps<T>(y, nbr, bias, out, rows, rows_in, cout,     \
+                                   kvol);                                      \
+  }                                                                            \
   extern "C" __global__ void trellis_sparse_gather_rows_##S(                   \
-      const T *x, const int32_t *index, int32_t index_stride, int32_t divisor, \
-      T *out, int64_t rows, int32_t c, int32_t scatter) {                      \
-    trellis_sparse::gatherRows<T>(x, index, index_stride, divisor, out, rows,  \
-                                  c, scatter);                                 \
+      const T *x, int64_t x_stride, const int32_t *index,                      \
+      int32_t index_stride, int32_t divisor, T *out, int64_t rows, int32_t c,  \
+      int32_t scatter) {                                                       \
+    trellis_sparse::gatherRows<T>(x, x_stride, index, index_stride, divisor,   \
+                                  out, rows, c, scatter);                      \
   }                                                                            \
   extern "C" __global__ void trellis_sparse_downsample_##S(                    \
       const T *x, const int32_t *offsets, const int32_t *children, T *out,     \

@@ -22,6 +22,7 @@
 #ifndef TRELLIS_RUNTIME_GPUEXECUTOR_H
 #define TRELLIS_RUNTIME_GPUEXECUTOR_H
 
+#include "trellis/Mesh/FlexiCubes.h"
 #include "trellis/Runtime/CpuExecutor.h"
 
 #include <memory>
@@ -47,10 +48,12 @@ struct GpuOptions {
   /// totals per op kind in GpuReport::profile.
   bool profile = false;
   /// Run the conditional and unconditional velocity of a guided step on two
-  /// streams at once (the unconditional branch gets its own memory). Off by
-  /// default: on the H100 at image-large size it measured 534.6 vs 536.8 ms,
-  /// within run-to-run noise, for 32 MiB more memory.
-  bool concurrentBranches = false;
+  /// streams at once (the unconditional branch gets its own memory; off with
+  /// lowMemory). On the H100 at image-large size: SLat stage (20k voxels)
+  /// 714.8 vs 743.7 ms for 520 MiB more (the branches fill each other's
+  /// attention wave tails); SS stage 534.6 vs 536.8 ms, within noise, for
+  /// 32 MiB more.
+  bool concurrentBranches = true;
   /// Time cuBLASLt's candidate algorithms for each distinct GEMM at load and
   /// keep the fastest. Off by default: the choice then depends on timing, so
   /// two runs of the same inputs may round differently; the heuristic's first
@@ -98,6 +101,9 @@ struct GpuReport {
     double ms = 0;
   };
   std::vector<ProfileEntry> profile;
+  /// The last extractFlexiCubes: GPU event times of the upload of coords
+  /// and fields, the kernels (with the few count read-backs), the download.
+  double flexiUploadMs = 0, flexiComputeMs = 0, flexiDownloadMs = 0;
 };
 
 /// The device memory an entry function needs (planned without a GPU).
@@ -140,6 +146,14 @@ public:
   Result<std::vector<RtValue>> run(const std::string &name,
                                    std::vector<RtValue> args);
   const GpuReport &report() const;
+
+  /// FlexiCubes extraction on the GPU (runtime/cuda/FlexiCubesGpu.cpp): the
+  /// same mesh as mesh::extractFlexiCubes (vertex and face order, face
+  /// indices, positions to float rounding of tanh/exp), from host inputs.
+  /// Resolutions up to 512 (dense bitmaps and a byte per cube on the GPU).
+  Result<mesh::MeshResult> extractFlexiCubes(const HostTensor &coords,
+                                             const HostTensor &fields,
+                                             int resolution);
 
   struct Impl;
 

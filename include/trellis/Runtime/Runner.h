@@ -99,6 +99,9 @@ public:
   const char *backend(const std::string &name) const;
   /// The GPU executor's report (null when the GPU is not used).
   const GpuReport *gpuReport() const;
+  /// The GPU executor (null when the GPU is not used), for work outside the
+  /// program such as FlexiCubes.
+  GpuExecutor *gpuExecutor() { return gpu_.get(); }
 
 private:
   std::unique_ptr<CpuExecutor> exec_;
@@ -120,6 +123,8 @@ struct PipelineRequest {
   std::optional<NamedTensor> ssNoise, slatNoise, coords;
   uint64_t seed = 42;
   bool gs = true, rf = true, mesh = true;
+  /// FlexiCubes on the CPU even when the mesh decoder ran on the GPU.
+  bool meshOnCpu = false;
   SamplerRunOverrides ss, slat;
   bool checkFinite = false;
   GpuRunOptions gpu;

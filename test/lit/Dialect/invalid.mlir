@@ -1757,6 +1757,14 @@ func.func @batch_broadcast_result(%v: tensor<2x128xf16>, %c: !trellis.coords<res
 
 // -----
 
+func.func @sattn_gamma(%q: tensor<?x12x64xf16, #trellis.bounds<[100]>>, %s: !trellis.segments<max_length = 512, bound = 100>, %g: tensor<12x32xf32>) {
+  // expected-error @+1 {{k_gamma must be [H, d] = [12, 64], found 'tensor<12x32xf32>'}}
+  %o = trellis.sparse.attention %q, %q, %q, %s k_gamma %g {scale = 0.125 : f64} : (tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, !trellis.segments<max_length = 512, bound = 100>, tensor<12x32xf32>) -> tensor<?x12x64xf16, #trellis.bounds<[100]>>
+  return
+}
+
+// -----
+
 func.func @sattn_q_rank(%q: tensor<?x768xf16, #trellis.bounds<[100]>>, %k: tensor<?x12x64xf16, #trellis.bounds<[100]>>, %s: !trellis.segments<max_length = 512, bound = 100>) {
   // expected-error @+1 {{q must be [N, H, d] (rank 3), found 'tensor<?x768xf16, #trellis.bounds<[100]>>'}}
   %o = trellis.sparse.attention %q, %k, %k, %s {scale = 0.125 : f64} : (tensor<?x768xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, !trellis.segments<max_length = 512, bound = 100>) -> tensor<?x12x64xf16, #trellis.bounds<[100]>>

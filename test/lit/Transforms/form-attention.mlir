@@ -42,3 +42,17 @@ func.func @not_formed(%q: tensor<1x8x2x4xf16>, %g: tensor<2x4xf32>) -> (tensor<1
   %o = trellis.attention %qn, %q, %vn {scale = 0.5 : f64} : (tensor<1x8x2x4xf16>, tensor<1x8x2x4xf16>, tensor<1x8x2x4xf16>) -> tensor<1x8x2x4xf16>
   return %o, %qn : tensor<1x8x2x4xf16>, tensor<1x8x2x4xf16>
 }
+
+// Sparse self-attention within segments (the SLat flow's blocks): the same.
+// CHECK-LABEL: func.func @sparse_self_attention
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<?x2x4xf16, {{.*}}>, %[[K:[^:]*]]: tensor<?x2x4xf16, {{.*}}>, %[[V:[^:]*]]: tensor<?x2x4xf16, {{.*}}>, %[[S:[^:]*]]: !trellis.segments{{.*}}, %[[GQ:[^:]*]]: tensor<2x4xf32>, %[[GK:[^:]*]]: tensor<2x4xf32>)
+// CHECK-NEXT: %[[O:.*]] = trellis.sparse.attention %[[Q]], %[[K]], %[[V]], %[[S]] q_gamma %[[GQ]] k_gamma %[[GK]] {scale = 5.000000e-01 : f64}
+// CHECK-NEXT: return %[[O]]
+func.func @sparse_self_attention(%q: tensor<?x2x4xf16, #trellis.bounds<[64]>>, %k: tensor<?x2x4xf16, #trellis.bounds<[64]>>,
+                                 %v: tensor<?x2x4xf16, #trellis.bounds<[64]>>, %s: !trellis.segments<max_length = 64, bound = 64>,
+                                 %gq: tensor<2x4xf32>, %gk: tensor<2x4xf32>) -> tensor<?x2x4xf16, #trellis.bounds<[64]>> {
+  %qn = trellis.head_rms_norm %q, %gq : (tensor<?x2x4xf16, #trellis.bounds<[64]>>, tensor<2x4xf32>) -> tensor<?x2x4xf16, #trellis.bounds<[64]>>
+  %kn = trellis.head_rms_norm %k, %gk : (tensor<?x2x4xf16, #trellis.bounds<[64]>>, tensor<2x4xf32>) -> tensor<?x2x4xf16, #trellis.bounds<[64]>>
+  %o = trellis.sparse.attention %qn, %kn, %v, %s {scale = 0.5 : f64} : (tensor<?x2x4xf16, #trellis.bounds<[64]>>, tensor<?x2x4xf16, #trellis.bounds<[64]>>, tensor<?x2x4xf16, #trellis.bounds<[64]>>, !trellis.segments<max_length = 64, bound = 64>) -> tensor<?x2x4xf16, #trellis.bounds<[64]>>
+  return %o : tensor<?x2x4xf16, #trellis.bounds<[64]>>
+}

@@ -1,0 +1,445 @@
+//===- FlexiCubesGpu.cpp - FlexiCubes mesh extraction on the GPU ----------===//
+//
+// Host side of the GPU FlexiCubes (kernels: runtime/kernels/flexicubes.cuh,
+// in the runtime kernel module). The same mesh as the CPU reference
+// (runtime/mesh/FlexiCubes.cpp): the candidate, surface and quad sets are
+// dense bitmaps whose popcount scans give every element its place in the
+// CPU's ascending order, so vertices and faces are written straight to their
+// final index and only the final arrays come back. The host waits three times
+// for counts (vertex slots, surface cubes, output sizes) and once per pass of
+// the ambiguous-face resolution (usually one or two).
+//
+//===----------------------------------------------------------------------===//
+#include "GpuExecutorImpl.h"
+
+#include "runtime/kernels/flexicubes.cuh"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+namespace trellis {
+
+namespace {
+#include "runtime/mesh/FlexiCubesTables.inc"
+
+constexpr int kEdges[12][2] = {{0, 1}, {1, 5}, {4, 5}, {0, 4}, {2, 3}, {3, 7},
+                               {6, 7}, {2, 6}, {2, 0}, {3, 1}, {7, 5}, {6, 4}};
+
+/// The kernels' view of the generated tables; facePairing as in
+/// FlexiCubes.cpp (bit 0: the two face edges at each inside corner share a
+/// group, bit 1: the same at each outside corner).
+const TrellisFcTables &deviceTables() {
+  static const TrellisFcTables tables = [] {
+    TrellisFcTables t;
+    std::memset(&t, 0xff, sizeof(t));
+    for (int alt = 0; alt < 2; ++alt)
+      for (int c = 0; c < 256; ++c) {
+        const auto &groups = alt ? kAltDualGroups[c] : kDualGroups[c];
+        int n = alt ? kAltNumDualVertices[c] : kNumDualVertices[c];
+        t.numDual[alt][c] = int8_t(n);
+        std::memcpy(t.groups[alt][c], groups, sizeof(t.groups[alt][c]));
+        for (int g = 0; g < n; ++g)
+          for (int j = 0; j < 7 && groups[g][j] >= 0; ++j)
+            t.edgeGroup[alt][c][groups[g][j]] = int8_t(g);
+        for (int f = 0; f < 6; ++f) {
+          int axis = f / 2, side = f % 2;
+          bool in = true, out = true;
+          for (int corner = 0; corner < 8; ++corner) {
+            if (((corner >> axis) & 1) != side)
+              continue;
+            int found[2], k = 0;
+            for (int e = 0; e < 12; ++e) {
+              int a = kEdges[e][0], b = kEdges[e][1];
+              if (((a >> axis) & 1) != side || ((b >> axis) & 1) != side)
+                continue;
+              if (a == corner || b == corner)
+                found[k++] = t.edgeGroup[alt][c][e];
+            }
+            bool same = k == 2 && found[0] >= 0 && found[0] == found[1];
+            if ((c >> corner) & 1)
+              in = in && same;
+            else
+              out = out && same;
+          }
+          t.facePairing[alt][c][f] = uint8_t((in ? 1 : 0) | (out ? 2 : 0));
+        }
+      }
+    for (int c = 0; c < 256; ++c) {
+      t.ambiguousFaces[c] = kAmbiguousFaces[c];
+      t.primaryInside[c] = kPrimaryGroupsInside[c];
+    }
+    return t;
+  }();
+  return tables;
+}
+
+Error err(std::string msg, const std::string &detail) {
+  msg += detail;
+  return Error{std::move(msg)};
+}
+
+} // namespace
+
+Result<CUdeviceptr> GpuExecutor::Impl::scratch(const std::string &name,
+                                               size_t bytes) {
+  flexiScratch.api = api;
+  auto &b = flexiScratch.buffers[name];
+  bytes = alignUp(std::max<size_t>(bytes, 1));
+  if (b.first && b.second >= bytes)
+    return b.first;
+  if (b.first)
+    api->cuMemFree(b.first);
+  b = {0, 0};
+  // Some headroom, so that slightly larger inputs reuse the buffer.
+  size_t n = alignUp(bytes + bytes / 8);
+  if (Status s = check(api->cuMemAlloc(&b.first, n), "cuMemAlloc"); !s)
+    return Error{"FlexiCubes on the GPU: cannot allocate " +
+                 std::to_string(n >> 20) + " MiB for '" + name +
+                 "': " + s.message()};
+  b.second = n;
+  return b.first;
+}
+
+Result<mesh::MeshResult>
+GpuExecutor::extractFlexiCubes(const HostTensor &coords,
+                               const HostTensor &fields, int R) {
+  using mesh::kMeshHeadChannels;
+  Impl &m = *impl_;
+  const Api &api = *m.api;
+  // The CPU's checks and messages.
+  if (R <= 0 || R > 1024)
+    return err("extractFlexiCubes: resolution must be in [1, 1024], got ",
+               std::to_string(R));
+  if (coords.dtype() != DType::I32 || coords.rank() != 2 || coords.dim(1) != 4)
+    return err("extractFlexiCubes: coords must be I32 [N,4], got ",
+               shapeToString(coords.shape()));
+  if (fields.dtype() != DType::F32 || fields.rank() != 2 ||
+      fields.dim(1) != kMeshHeadChannels || fields.dim(0) != coords.dim(0))
+    return err("extractFlexiCubes: fields must be F32 [N,101] matching "
+               "coords, got ",
+               shapeToString(fields.shape()));
+  if (R > 512)
+    return err("extractFlexiCubes on the GPU: resolution up to 512, got ",
+               std::to_string(R));
+  const int64_t N = coords.dim(0);
+  if (N >= int64_t(INT32_MAX) / kMeshHeadChannels)
+    return Error{"extractFlexiCubes on the GPU: too many cubes"};
+
+  mesh::MeshResult out;
+  out.vertices = HostTensor(DType::F32, {0, 3});
+  out.faces = HostTensor(DType::I32, {0, 3});
+  out.vertexAttrs = HostTensor(DType::F32, {0, 6});
+  m.report.flexiUploadMs = m.report.flexiComputeMs = 0;
+  m.report.flexiDownloadMs = 0;
+  if (N == 0)
+    return out;
+
+  const int32_t W = (R + 31) / 32, Wv = (R + 32) / 32, Rv = R + 1;
+  const int64_t cubeWords = int64_t(R) * R * W;
+  const int64_t vertWords = int64_t(Rv) * Rv * Wv;
+  CUstream st = m.stream;
+
+  // Kernels, buffers, launches.
+  std::map<std::string, CUfunction> fn;
+  for (const char *name :
+       {"trellis_fc_scan_reduce_u32", "trellis_fc_scan_blocks_u32",
+        "trellis_fc_scan_down_u32", "trellis_fc_scan_reduce_cls",
+        "trellis_fc_scan_blocks_cls", "trellis_fc_scan_down_cls",
+        "trellis_fc_mark", "trellis_fc_rows", "trellis_fc_dilate",
+        "trellis_fc_vertices", "trellis_fc_cases", "trellis_fc_surface",
+        "trellis_fc_ambiguity", "trellis_fc_classes", "trellis_fc_quad_counts",
+        "trellis_fc_dual", "trellis_fc_quads"}) {
+    auto f = m.runtimeKernel(name);
+    if (!f)
+      return Error{f.message() + " (rebuild the bundle with this trellisc "
+                                 "for the GPU FlexiCubes)"};
+    fn[name] = *f;
+  }
+  Status status = Status::ok();
+  auto buffer = [&](const char *name, size_t bytes) -> CUdeviceptr {
+    if (!status)
+      return 0;
+    auto b = m.scratch(name, bytes);
+    if (!b) {
+      status = Error{b.message()};
+      return 0;
+    }
+    return *b;
+  };
+  auto ok = [&](CUresult r, const char *what) {
+    if (status)
+      status = m.check(r, what);
+  };
+  auto launch = [&](const char *name, int64_t threads, unsigned block,
+                    std::vector<void *> params) {
+    if (!status || threads <= 0)
+      return;
+    ok(api.cuLaunchKernel(fn[name], unsigned((threads + block - 1) / block), 1,
+                          1, block, 1, 1, 0, st, params.data(), nullptr),
+       name);
+  };
+  // Exclusive scan of n items into `out`; returns the address of the total.
+  constexpr int64_t kTile = 2048;
+  auto scan = [&](bool cls, const char *sumsName, CUdeviceptr in, int64_t n,
+                  int32_t popc, CUdeviceptr outPtr) -> CUdeviceptr {
+    const size_t elem = cls ? 16 : 4;
+    int64_t nb = std::max<int64_t>(1, (n + kTile - 1) / kTile);
+    CUdeviceptr sums = buffer(sumsName, size_t(nb + 1) * elem);
+    if (cls) {
+      launch("trellis_fc_scan_reduce_cls", nb * 256, 256, {&in, &n, &sums});
+      launch("trellis_fc_scan_blocks_cls", 1024, 1024, {&sums, &nb});
+      launch("trellis_fc_scan_down_cls", nb * 256, 256,
+             {&in, &n, &sums, &outPtr});
+    } else {
+      launch("trellis_fc_scan_reduce_u32", nb * 256, 256,
+             {&in, &n, &popc, &sums});
+      launch("trellis_fc_scan_blocks_u32", 1024, 1024, {&sums, &nb});
+      launch("trellis_fc_scan_down_u32", nb * 256, 256,
+             {&in, &n, &popc, &sums, &outPtr});
+    }
+    return sums + size_t(nb) * elem;
+  };
+  auto readBack = [&](void *dst, CUdeviceptr src, size_t bytes) {
+    if (status && bytes)
+      ok(api.cuMemcpyDtoHAsync(dst, src, bytes, st), "cuMemcpyDtoHAsync");
+  };
+  auto wait = [&] {
+    if (status)
+      ok(api.cuStreamSynchronize(st), "cuStreamSynchronize");
+  };
+
+  CUevent ev[4] = {};
+  for (CUevent &e : ev)
+    api.cuEventCreate(&e, CU_EVENT_DEFAULT);
+  struct EventGuard {
+    const Api &api;
+    CUevent *ev;
+    ~EventGuard() {
+      for (int i = 0; i < 4; ++i)
+        if (ev[i])
+          api.cuEventDestroy(ev[i]);
+    }
+  } guard{api, ev};
+  api.cuEventRecord(ev[0], st);
+
+  // Inputs and tables.
+  CUdeviceptr dCoords = buffer("coords", size_t(coords.nbytes()));
+  CUdeviceptr dFields = buffer("fields", size_t(fields.nbytes()));
+  CUdeviceptr dTables = buffer("tables", sizeof(TrellisFcTables));
+  if (status) {
+    ok(api.cuMemcpyHtoDAsync(dCoords, coords.data<int32_t>(),
+                             size_t(coords.nbytes()), st),
+       "uploading coords");
+    ok(api.cuMemcpyHtoDAsync(dFields, fields.data<float>(),
+                             size_t(fields.nbytes()), st),
+       "uploading fields");
+    ok(api.cuMemcpyHtoDAsync(dTables, &deviceTables(), sizeof(TrellisFcTables),
+                             st),
+       "uploading tables");
+  }
+  api.cuEventRecord(ev[1], st);
+
+  // Active cubes, their rows; vertex slots and candidates by dilation.
+  CUdeviceptr active = buffer("active", size_t(cubeWords) * 4);
+  CUdeviceptr activePrefix = buffer("activePrefix", size_t(cubeWords) * 4);
+  CUdeviceptr flags = buffer("flags", 16); // range, duplicate, flip, flips
+  CUdeviceptr counters = buffer("counters", 16); // candidates
+  CUdeviceptr rowOf = buffer("rowOf", size_t(N) * 4);
+  CUdeviceptr vert = buffer("vert", size_t(vertWords) * 4);
+  CUdeviceptr vertPrefix = buffer("vertPrefix", size_t(vertWords) * 4);
+  CUdeviceptr cand = buffer("cand", size_t(cubeWords) * 4);
+  CUdeviceptr surf = buffer("surf", size_t(cubeWords) * 4);
+  CUdeviceptr surfPrefix = buffer("surfPrefix", size_t(cubeWords) * 4);
+  CUdeviceptr caseDense = buffer("caseDense", size_t(R) * R * R);
+  CUdeviceptr quad[3] = {buffer("quadX", size_t(vertWords) * 4),
+                         buffer("quadY", size_t(vertWords) * 4),
+                         buffer("quadZ", size_t(vertWords) * 4)};
+  CUdeviceptr quadCount = buffer("quadCount", size_t(vertWords) * 4);
+  CUdeviceptr quadPrefix = buffer("quadPrefix", size_t(vertWords) * 4);
+  if (status) {
+    ok(api.cuMemsetD8Async(active, 0, size_t(cubeWords) * 4, st), "memset");
+    ok(api.cuMemsetD8Async(flags, 0, 16, st), "memset");
+    ok(api.cuMemsetD8Async(counters, 0, 16, st), "memset");
+    for (CUdeviceptr q : quad)
+      ok(api.cuMemsetD8Async(q, 0, size_t(vertWords) * 4, st), "memset");
+  }
+  int32_t Ri = R;
+  launch("trellis_fc_mark", N, 256,
+         {&dCoords, const_cast<int64_t *>(&N), &Ri, const_cast<int32_t *>(&W),
+          const_cast<int32_t *>(&Wv), &active, &flags});
+  int32_t one = 1, zero = 0;
+  int64_t cw = cubeWords, vw = vertWords;
+  scan(false, "sumsActive", active, cw, one, activePrefix);
+  launch("trellis_fc_rows", N, 256,
+         {&dCoords, const_cast<int64_t *>(&N), &Ri, const_cast<int32_t *>(&W),
+          const_cast<int32_t *>(&Wv), &active, &activePrefix, &rowOf});
+  launch("trellis_fc_dilate", vw, 256,
+         {&active, &Ri, const_cast<int32_t *>(&W), const_cast<int32_t *>(&Wv),
+          &vert, &cand});
+  CUdeviceptr nVertPtr = scan(false, "sumsVert", vert, vw, one, vertPrefix);
+  int32_t hostFlags[4] = {0, 0, 0, 0};
+  uint32_t nVert = 0;
+  readBack(hostFlags, flags, 8);
+  readBack(&nVert, nVertPtr, 4);
+  wait();
+  if (!status)
+    return Error{status.message()};
+  if (hostFlags[0] || hostFlags[1]) {
+    // Bad input: the CPU reference finds the first bad row and says so.
+    auto cpu = mesh::extractFlexiCubes(coords, fields, R);
+    if (!cpu)
+      return Error{cpu.message()};
+    return Error{"extractFlexiCubes on the GPU: invalid coordinates"};
+  }
+
+  // Vertex values, cases, surface cubes.
+  CUdeviceptr vsdf = buffer("vsdf", size_t(nVert) * 4);
+  CUdeviceptr vpos = buffer("vpos", size_t(nVert) * 12);
+  CUdeviceptr vcol = buffer("vcol", size_t(nVert) * 24);
+  const float bias = -1.0f / float(R);
+  const float defScale = float((1.0 - 1e-8) / (2.0 * R));
+  float biasArg = bias, defArg = defScale;
+  launch("trellis_fc_vertices", vw * 32, 256,
+         {&Ri, const_cast<int32_t *>(&W), const_cast<int32_t *>(&Wv), &vert,
+          &vertPrefix, &active, &activePrefix, &rowOf, &dFields, &biasArg,
+          &defArg, &vsdf, &vpos, &vcol});
+  launch("trellis_fc_cases", cw * 32, 256,
+         {&Ri, const_cast<int32_t *>(&W), const_cast<int32_t *>(&Wv), &cand,
+          &vert, &vertPrefix, &vsdf, &surf, &caseDense, &counters});
+  CUdeviceptr nSurfPtr = scan(false, "sumsSurf", surf, cw, one, surfPrefix);
+  uint32_t nSurf = 0, nCand = 0;
+  readBack(&nSurf, nSurfPtr, 4);
+  readBack(&nCand, counters, 4);
+  wait();
+  if (!status)
+    return Error{status.message()};
+  out.candidateCubes = nCand;
+  out.surfaceCubes = nSurf;
+
+  uint32_t counts[4] = {0, 0, 0, 0}, nQuads = 0;
+  CUdeviceptr outV = 0, outA = 0, faces = 0;
+  if (nSurf > 0) {
+    int64_t ns = nSurf;
+    CUdeviceptr surfKey = buffer("surfKey", size_t(ns) * 4);
+    CUdeviceptr surfCase = buffer("surfCase", size_t(ns));
+    CUdeviceptr surfAlt = buffer("surfAlt", size_t(ns));
+    CUdeviceptr surfNum = buffer("surfNum", size_t(ns));
+    CUdeviceptr classPrefix = buffer("classPrefix", size_t(ns) * 16);
+    CUdeviceptr base = buffer("base", size_t(ns) * 4);
+    CUdeviceptr gamma = buffer("gamma", size_t(ns) * 4);
+    launch("trellis_fc_surface", cw * 32, 256,
+           {&Ri, const_cast<int32_t *>(&W), const_cast<int32_t *>(&Wv), &surf,
+            &surfPrefix, &caseDense, &surfKey, &surfCase, &surfAlt, &quad[0],
+            &quad[1], &quad[2]});
+    // Ambiguous faces: passes until none flips.
+    CUdeviceptr changed = flags + 8;
+    for (int pass = 0; status; ++pass) {
+      ok(api.cuMemsetD8Async(changed, 0, 4, st), "memset");
+      launch("trellis_fc_ambiguity", ns, 256,
+             {&Ri, const_cast<int32_t *>(&W), const_cast<int32_t *>(&Wv), &ns,
+              &surfKey, &surfCase, &surfAlt, &surf, &surfPrefix, &dTables,
+              &changed});
+      readBack(hostFlags + 2, changed, 8);
+      wait();
+      if (!hostFlags[2])
+        break;
+      if (pass > int64_t(ns))
+        return Error{"extractFlexiCubes on the GPU: the ambiguous-face "
+                     "resolution does not converge"};
+    }
+    out.resolvedAmbiguities = hostFlags[3];
+    launch("trellis_fc_classes", ns, 256,
+           {&ns, &surfCase, &surfAlt, &dTables, &surfNum});
+    CUdeviceptr classTotal =
+        scan(true, "sumsClass", surfNum, ns, zero, classPrefix);
+    launch("trellis_fc_quad_counts", vw, 256,
+           {&vw, &quad[0], &quad[1], &quad[2], &quadCount});
+    CUdeviceptr nQuadPtr =
+        scan(false, "sumsQuad", quadCount, vw, zero, quadPrefix);
+    readBack(counts, classTotal, 16);
+    readBack(&nQuads, nQuadPtr, 4);
+    wait();
+    if (!status)
+      return Error{status.message()};
+    int64_t nv = int64_t(counts[0]) + 2 * int64_t(counts[1]) +
+                 3 * int64_t(counts[2]) + 4 * int64_t(counts[3]);
+    if (nv > int64_t(INT32_MAX))
+      return Error{"extractFlexiCubes: too many vertices for I32 faces"};
+    if (nQuads > 0) {
+      outV = buffer("outV", size_t(nv) * 12);
+      outA = buffer("outA", size_t(nv) * 24);
+      faces = buffer("faces", size_t(nQuads) * 24);
+      launch("trellis_fc_dual", ns, 128,
+             {&Ri,
+              const_cast<int32_t *>(&W),
+              const_cast<int32_t *>(&Wv),
+              &ns,
+              &surfKey,
+              &surfCase,
+              &surfAlt,
+              &classPrefix,
+              &classTotal,
+              &dTables,
+              &active,
+              &activePrefix,
+              &rowOf,
+              &dFields,
+              &vert,
+              &vertPrefix,
+              &vsdf,
+              &vpos,
+              &vcol,
+              &outV,
+              &outA,
+              &base,
+              &gamma});
+      launch("trellis_fc_quads", ns, 256,
+             {&Ri,
+              const_cast<int32_t *>(&W),
+              const_cast<int32_t *>(&Wv),
+              &ns,
+              &surfKey,
+              &surfCase,
+              &surfAlt,
+              &base,
+              &gamma,
+              &surf,
+              &surfPrefix,
+              &quad[0],
+              &quad[1],
+              &quad[2],
+              &quadPrefix,
+              &vert,
+              &vertPrefix,
+              &vsdf,
+              &dTables,
+              &faces});
+      out.vertices = HostTensor(DType::F32, {nv, 3});
+      out.vertexAttrs = HostTensor(DType::F32, {nv, 6});
+      out.faces = HostTensor(DType::I32, {2 * int64_t(nQuads), 3});
+    }
+  }
+  api.cuEventRecord(ev[2], st);
+  if (nQuads > 0) {
+    readBack(out.vertices.mutableData<float>(), outV,
+             size_t(out.vertices.nbytes()));
+    readBack(out.vertexAttrs.mutableData<float>(), outA,
+             size_t(out.vertexAttrs.nbytes()));
+    readBack(out.faces.mutableData<int32_t>(), faces,
+             size_t(out.faces.nbytes()));
+  }
+  api.cuEventRecord(ev[3], st);
+  wait();
+  if (!status)
+    return Error{status.message()};
+  float ms[3] = {0, 0, 0};
+  for (int i = 0; i < 3; ++i)
+    api.cuEventElapsedTime(&ms[i], ev[i], ev[i + 1]);
+  m.report.flexiUploadMs = ms[0];
+  m.report.flexiComputeMs = ms[1];
+  m.report.flexiDownloadMs = ms[2];
+  return out;
+}
+
+} // namespace trellis
