@@ -16,7 +16,7 @@
 // mesh_fields.npz, coords and fields, at resolution R, default 256;
 // --only-npz: no built-in cases.)
 // Exit status 1 when a parity check fails.
-#include "FlexiCubesFields.h"
+#include "test/unit/mesh/FlexiCubesFields.h"
 
 #include "trellis/Format/Npy.h"
 #include "trellis/Mesh/FlexiCubes.h"
@@ -56,7 +56,7 @@ double maxAbsDiff(const HostTensor &a, const HostTensor &b) {
   return m;
 }
 
-bool parityCase(GpuExecutor &gpu, const char *name, const bench::FieldInput &in,
+bool parityCase(GpuExecutor &gpu, const char *name, const meshfields::FieldInput &in,
                 int R, double tol) {
   if (in.coords.dim(0) > gMaxCubes) {
     std::printf("| %-22s | %4d | %8lld | skipped (--max-cubes) |\n", name, R,
@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
 
   bool ok = true;
   int64_t voxels = 0;
-  bench::FieldInput shell = bench::shellInput(64, 0.35, 1.6, 1.0, 7, &voxels);
+  meshfields::FieldInput shell = meshfields::shellInput(64, 0.35, 1.6, 1.0, 7, &voxels);
   if (parity) {
     std::printf("## Parity, GPU vs CPU (tolerance %.0e)\n\n", tol);
     std::printf(
@@ -189,19 +189,19 @@ int main(int argc, char **argv) {
     if (builtin) {
       ok &=
           parityCase(g, "sphere r=0.3",
-                     bench::analyticInput(bench::sphereSdf(0.3), 64), 64, tol);
+                     meshfields::analyticInput(meshfields::sphereSdf(0.3), 64), 64, tol);
       ok &= parityCase(g, "sphere r=0.3",
-                       bench::analyticInput(bench::sphereSdf(0.3), 128), 128,
+                       meshfields::analyticInput(meshfields::sphereSdf(0.3), 128), 128,
                        tol);
-      ok &= parityCase(g, "box", bench::analyticInput(bench::boxSdf(64), 64),
+      ok &= parityCase(g, "box", meshfields::analyticInput(meshfields::boxSdf(64), 64),
                        64, tol);
       ok &=
-          parityCase(g, "random dense", bench::randomInput(16, 12345), 16, tol);
-      ok &= parityCase(g, "random dense", bench::randomInput(48, 99), 48, tol);
-      ok &= parityCase(g, "random 60% kept", bench::randomInput(40, 5, 0.6), 40,
+          parityCase(g, "random dense", meshfields::randomInput(16, 12345), 16, tol);
+      ok &= parityCase(g, "random dense", meshfields::randomInput(48, 99), 48, tol);
+      ok &= parityCase(g, "random 60% kept", meshfields::randomInput(40, 5, 0.6), 40,
                        tol);
       ok &= parityCase(g, "random 60% kept, R=33",
-                       bench::randomInput(33, 6, 0.6), 33, tol);
+                       meshfields::randomInput(33, 6, 0.6), 33, tol);
       ok &= parityCase(g, "shell 20k voxels", shell, 256, tol);
     }
     gMaxCubes = INT64_MAX; // --max-cubes is for the built-in cases
@@ -213,7 +213,7 @@ int main(int argc, char **argv) {
         ok = false;
         continue;
       }
-      bench::FieldInput in;
+      meshfields::FieldInput in;
       for (auto &[name, t] : *arrays) {
         if (name == "coords")
           in.coords = t;

@@ -1,10 +1,11 @@
-// Mesh-decoder-format inputs for FlexiCubes (spec §7.4 head layout): the
-// analytic fields of test/unit/mesh/FlexiCubesTest.cpp (the same
-// construction: every cube with a corner whose sdf < 1.5/R is active, corner
-// sdf = analytic + 1/R), the unit test's random field, and a decoder-like
-// shell of 4^3 blocks with noisy deform/weight/colour channels.
-#ifndef TRELLIS_BENCH_MESH_GPU_FLEXICUBESFIELDS_H
-#define TRELLIS_BENCH_MESH_GPU_FLEXICUBESFIELDS_H
+// Mesh-decoder-format inputs for FlexiCubes (spec §7.4 head layout), shared
+// by the unit tests (FlexiCubesTest.cpp) and the GPU parity/timing bench
+// (bench/mesh_gpu): analytic fields (every cube with a corner whose sdf <
+// 1.5/R is active, corner sdf = analytic + 1/R, so that the extractor's -1/R
+// bias puts the surface back on the analytic one), a random field, and a
+// decoder-like shell of 4^3 blocks with noisy deform/weight/colour channels.
+#ifndef TRELLIS_TEST_UNIT_MESH_FLEXICUBESFIELDS_H
+#define TRELLIS_TEST_UNIT_MESH_FLEXICUBESFIELDS_H
 
 #include "trellis/Mesh/FlexiCubes.h"
 
@@ -14,7 +15,7 @@
 #include <functional>
 #include <vector>
 
-namespace trellis::bench {
+namespace trellis::meshfields {
 
 using Sdf = std::function<double(double, double, double)>;
 
@@ -33,7 +34,7 @@ inline FieldInput toTensors(const std::vector<int32_t> &c,
   return in;
 }
 
-/// As FlexiCubesTest.cpp's makeInput.
+/// An analytic signed distance sampled at the lattice vertices of R^3 cubes.
 inline FieldInput analyticInput(const Sdf &sdf, int R) {
   std::vector<int32_t> c;
   std::vector<float> f;
@@ -65,11 +66,10 @@ inline Sdf sphereSdf(double r0) {
   };
 }
 
-/// The unit test's box (faces off the lattice).
-inline Sdf boxSdf(int R) {
-  const double h[3] = {12.3 / R, 9.6 / R, 15.45 / R};
+/// A box of half extents h (world units) centred slightly off the origin.
+inline Sdf boxSdfWorld(double h0, double h1, double h2) {
   const double ctr[3] = {0.013, -0.021, 0.007};
-  return [h0 = h[0], h1 = h[1], h2 = h[2], ctr](double x, double y, double z) {
+  return [h0, h1, h2, ctr](double x, double y, double z) {
     double q[3] = {std::fabs(x - ctr[0]) - h0, std::fabs(y - ctr[1]) - h1,
                    std::fabs(z - ctr[2]) - h2};
     double o = 0, in = std::max(q[0], std::max(q[1], q[2]));
@@ -77,6 +77,11 @@ inline Sdf boxSdf(int R) {
       o += std::max(d, 0.0) * std::max(d, 0.0);
     return std::sqrt(o) + std::min(in, 0.0);
   };
+}
+
+/// A box with faces off the lattice: half extents 12.3, 9.6, 15.45 cells.
+inline Sdf boxSdf(int R) {
+  return boxSdfWorld(12.3 / R, 9.6 / R, 15.45 / R);
 }
 
 /// Deterministic uniforms in [-1, 1).
@@ -92,7 +97,7 @@ private:
   uint64_t state_;
 };
 
-/// FlexiCubesTest.cpp's random field: every cube of an R^3 grid active, a
+/// A random field: every cube of an R^3 grid active, a
 /// random sdf per lattice vertex (outside on the border), random
 /// deform/weights/colours per cube. With `keep` < 1 only that fraction of the
 /// cubes is kept (random holes: sparse boundaries everywhere).
@@ -170,6 +175,6 @@ inline FieldInput shellInput(int S, double r0, double halfWidth, double noise,
   return toTensors(c, f);
 }
 
-} // namespace trellis::bench
+} // namespace trellis::meshfields
 
-#endif // TRELLIS_BENCH_MESH_GPU_FLEXICUBESFIELDS_H
+#endif // TRELLIS_TEST_UNIT_MESH_FLEXICUBESFIELDS_H
