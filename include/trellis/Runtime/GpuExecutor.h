@@ -51,8 +51,7 @@ struct GpuOptions {
   /// streams at once (the unconditional branch gets its own memory; off with
   /// lowMemory). On the H100 at image-large size: SLat stage (20k voxels)
   /// 714.8 vs 743.7 ms for 520 MiB more (the branches fill each other's
-  /// attention wave tails); SS stage 534.6 vs 536.8 ms, within noise, for
-  /// 32 MiB more.
+  /// attention wave tails); SS stage 513.3 vs 522.7 ms for 32 MiB more.
   bool concurrentBranches = true;
   /// Time cuBLASLt's candidate algorithms for each distinct GEMM at load and
   /// keep the fastest. Off by default: the choice then depends on timing, so
