@@ -58,6 +58,43 @@ def stage1(tiny, exe, out, *extra):
     return r, d / out
 
 
+def test_inspect_plans_the_sparse_stages_for_given_voxels(tiny):
+    """The sparse stages are planned when they are called: --inspect says so,
+    and with --coords it binds them to that voxel set on the host (coordinate
+    values evaluated, every row count fixed) and plans and checks each one."""
+    model, exes, noise, d = tiny
+    r = run(exes["cuda"], "--inspect")
+    assert r.returncode == 0, r.stderr
+    sparse = ("slat_stage", "decode_gs", "decode_rf", "decode_mesh")
+    for name in sparse:
+        line = next(l for l in r.stdout.splitlines()
+                    if l.startswith(f"gpu plan of {name}:"))
+        assert "depends on the voxel count" in line, line
+    # A small surface-like voxel set at the tiny model's 32^3.
+    g = np.stack(np.meshgrid(*[np.arange(32)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    shell = g[np.abs(np.linalg.norm(g - 15.5, axis=1) - 11) < 1.0]
+    coords = np.concatenate([np.zeros((len(shell), 1), np.int32),
+                             shell.astype(np.int32)], 1)
+    np.save(d / "shell.npy", coords)
+    r = run(exes["cuda"], "--inspect", "--coords", d / "shell.npy")
+    assert r.returncode == 0, r.stderr
+    arenas = {}
+    for name in sparse:
+        line = next(l for l in r.stdout.splitlines()
+                    if l.startswith(f"gpu plan of {name}:"))
+        assert "checked: no two live values share memory" in line, line
+        arenas[name] = int(line.split("arena ")[1].split(" MiB")[0])
+        naive = int(line.split("(")[1].split(" MiB")[0])
+        assert arenas[name] <= naive, line
+    # The mesh decoder subdivides twice (64x the voxels): the largest arena.
+    assert arenas["decode_mesh"] == max(arenas.values()), arenas
+    # Coordinates past the compiled bound are refused with the numbers.
+    big = np.zeros((40000, 4), np.int32)
+    np.save(d / "big.npy", big)
+    r = run(exes["cuda"], "--inspect", "--coords", d / "big.npy")
+    assert "40000 rows exceed the compiled bound of 32768" in r.stdout, r.stdout
+
+
 def compare(a, b):
     la, lb = np.load(a / "ss_latent.npy"), np.load(b / "ss_latent.npy")
     rel = np.linalg.norm(la - lb) / np.linalg.norm(lb)
