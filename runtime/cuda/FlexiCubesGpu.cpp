@@ -83,7 +83,6 @@ Error err(std::string msg, const std::string &detail) {
 
 Result<CUdeviceptr> GpuExecutor::Impl::scratch(const std::string &name,
                                                size_t bytes) {
-  flexiScratch.api = api;
   auto &b = flexiScratch.buffers[name];
   bytes = alignUp(std::max<size_t>(bytes, 1));
   if (b.first && b.second >= bytes)

@@ -30,6 +30,9 @@ GpuExecutor::Impl::~Impl() {
     return;
   for (auto &[name, p] : prepared)
     release(*p);
+  for (auto &[name, buffer] : flexiScratch.buffers)
+    if (buffer.first)
+      api->cuMemFree(buffer.first);
   if (gemmWorkspace)
     api->cuMemFree(gemmWorkspace);
   if (gemmWorkspace2)

@@ -372,17 +372,10 @@ struct GpuExecutor::Impl {
   void release(Prepared &p);
 
   // -- FlexiCubes (FlexiCubesGpu.cpp) -----------------------------------------
-  /// Device buffers by name, kept between calls and grown as needed.
+  /// Device buffers by name, kept between calls and grown as needed; freed
+  /// by ~Impl before the context goes.
   struct ScratchBuffers {
-    const Api *api = nullptr;
     std::map<std::string, std::pair<CUdeviceptr, size_t>> buffers;
-    ~ScratchBuffers() {
-      // After ~Impl released the context (which freed them) this fails
-      // harmlessly.
-      for (auto &[name, b] : buffers)
-        if (b.first)
-          api->cuMemFree(b.first);
-    }
   } flexiScratch;
   Result<CUdeviceptr> scratch(const std::string &name, size_t bytes);
 };
