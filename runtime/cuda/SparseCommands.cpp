@@ -27,14 +27,15 @@ using SegmentsPtr = std::shared_ptr<const ref::Segments>;
 namespace {
 
 /// Ops evaluated on the host when a sparse function is bound: they compute
-/// coordinate structures, or features of the coordinates alone.
+/// coordinate structures, or features of the coordinates alone. (Neighbour
+/// maps, the largest of them, are built on the device instead: a device op
+/// whose result is an int32 [N, k³] tensor.)
 bool isCoordinateOp(const std::string &op) {
   static const char *const ops[] = {
-      "trellis.sparse.from_tensor",     "trellis.sparse.coarsen",
-      "trellis.sparse.subdivide",       "trellis.sparse.neighbor_map",
-      "trellis.sparse.batch_segments",  "trellis.sparse.window_segments",
-      "trellis.sparse.xyz",             "trellis.sparse.to_tensor",
-      "trellis.ape"};
+      "trellis.sparse.from_tensor",    "trellis.sparse.coarsen",
+      "trellis.sparse.subdivide",      "trellis.sparse.batch_segments",
+      "trellis.sparse.window_segments", "trellis.sparse.xyz",
+      "trellis.sparse.to_tensor",      "trellis.ape"};
   return std::find(std::begin(ops), std::end(ops), op) != std::end(ops);
 }
 
@@ -184,6 +185,7 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
                    (coordinateOp && isArg[s]);
       }
       if (node.regions.empty() && op != "trellis.weight" &&
+          op != "trellis.sparse.neighbor_map" &&
           (coordinateOp || (allHost && anyBound))) {
         if (!allHost)
           return opError(instr, "computes coordinates from values that are "
@@ -209,6 +211,19 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
           if (auto *t = std::get_if<HostTensor>(&p.boundValues[s]))
             p.slots[s].type.shape = t->shape();
         }
+        continue;
+      }
+      if (op == "trellis.sparse.neighbor_map") {
+        // Built on the device: an int32 [N, k³] tensor of the arena.
+        const ref::CoordSet *c = coordsOf(node.in[0]);
+        auto k = instr.intAttr("kernel");
+        if (!c || !k)
+          return opError(instr, "its coordinate set was not bound");
+        ValueType &t = p.slots[node.out[0]].type;
+        t.kind = ValueType::Kind::Tensor;
+        t.dtype = DType::I32;
+        t.shape = {c->size(), *k * *k * *k};
+        p.slots[node.out[0]].dynamicRows = false;
         continue;
       }
       if (op == "trellis.flow_sample") {
@@ -417,6 +432,14 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
     rows = std::min<size_t>(rows, size_t(std::max<int64_t>(x.shape[0], 1)));
     return rows * rowBytes;
   }
+  if (op == "trellis.sparse.neighbor_map") { // the dense index volume
+    auto *c = std::get_if<CoordsPtr>(&p.boundValues[root(p, node.in[0])]);
+    if (!c || !*c)
+      return 0;
+    int64_t r = (*c)->resolution;
+    return size_t(std::max<int64_t>((*c)->batchSize(), 1) * r * r * r) *
+           sizeof(int32_t);
+  }
   if (op == "trellis.sparse.group_norm") {
     auto *c = std::get_if<CoordsPtr>(&p.boundValues[root(p, node.in[1])]);
     auto groups = node.instr->intAttr("groups");
@@ -440,7 +463,8 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
   const std::string &op = instr.op;
   static const char *const ops[] = {
-      "trellis.sparse.conv3d",          "trellis.sparse.downsample",
+      "trellis.sparse.neighbor_map",    "trellis.sparse.conv3d",
+      "trellis.sparse.downsample",
       "trellis.sparse.upsample",        "trellis.sparse.subdivide_features",
       "trellis.sparse.batch_broadcast", "trellis.sparse.group_norm",
       "trellis.sparse.attention",       "trellis.sparse.cross_attention"};
@@ -451,6 +475,35 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
   auto bound = [&](int slot) -> const RtValue & {
     return p.boundValues[root(p, slot)];
   };
+  if (op == "trellis.sparse.neighbor_map") {
+    auto *coords = std::get_if<CoordsPtr>(&bound(node.in[0]));
+    auto k = instr.intAttr("kernel");
+    if (!coords || !*coords || !k)
+      return opError(instr, "its coordinate set was not bound");
+    auto scatter = runtimeKernel("trellis_sparse_grid_scatter");
+    auto lookup = runtimeKernel("trellis_sparse_neighbor_lookup");
+    if (!scatter || !lookup)
+      return opError(instr, (scatter ? lookup : scatter).message());
+    CUdeviceptr c = ptr(node.in[0]), grid = ptr(node.scratch),
+                nbr = ptr(node.out[0]);
+    size_t gridBytes = bytesOf(type(node.scratch));
+    int64_t n = (*coords)->size();
+    int32_t res = int32_t((*coords)->resolution), kernelSize = int32_t(*k);
+    node.command = [this, fs = *scatter, fl = *lookup, c, grid, nbr, gridBytes,
+                    n, res, kernelSize, &instr]() mutable -> Status {
+      // 0xFF bytes: every cell -1 (inactive).
+      if (CUresult r = api->cuMemsetD8Async(grid, 0xFF, gridBytes, stream);
+          r != CUDA_SUCCESS)
+        return opError(instr, "clearing the index volume: " + api->describe(r));
+      void *sp[] = {&c, &grid, &n, &res};
+      if (Status s = launch1d(fs, n, sp, instr, "the index scatter"); !s)
+        return s;
+      void *lp[] = {&c, &grid, &nbr, &n, &res, &kernelSize};
+      int64_t kvol = int64_t(kernelSize) * kernelSize * kernelSize;
+      return launch1d(fl, n * kvol, lp, instr, "the neighbour lookup");
+    };
+    return true;
+  }
   const ValueType &x = type(node.in[0]);
   const ValueType &out = type(node.out[0]);
   if (x.dtype != DType::F16 && x.dtype != DType::F32)
@@ -490,10 +543,10 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
   if (op == "trellis.sparse.conv3d") {
     const ValueType &w = type(node.in[1]);
     int bias = -1, neighbors = -1;
+    // Optional operands: the bias (features' dtype) and the neighbour map
+    // (int32 [N, k³], built on the device).
     for (size_t i = 2; i < node.in.size(); ++i)
-      (type(node.in[i]).kind == ValueType::Kind::NeighborMap ? neighbors
-                                                             : bias) =
-          node.in[i];
+      (type(node.in[i]).dtype == DType::I32 ? neighbors : bias) = node.in[i];
     if (w.dtype != x.dtype || (bias >= 0 && type(bias).dtype != x.dtype))
       return opError(instr, "the GPU sparse conv needs x, W and b of one "
                             "dtype");

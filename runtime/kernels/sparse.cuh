@@ -72,6 +72,38 @@ __device__ void convSumTaps(const float *y, const int32_t *nbr, const T *bias,
   out[t] = fromF32<T>(sum);
 }
 
+// Neighbour maps on the device (trellis.sparse.neighbor_map, spec §6.4): the
+// rows of a coordinate set are scattered into a dense index volume of the
+// batch × R³ grid (cleared to -1 bytes, i.e. -1), then every row looks up its
+// k³ neighbours: entry a·k² + β·k + γ of row p is the row of (b, x+a−k/2,
+// y+β−k/2, z+γ−k/2), or -1 if inactive or off the grid.
+__device__ void gridScatter(const int32_t *coords, int32_t *grid, int64_t rows,
+                            int32_t res) {
+  const int64_t r = globalThread();
+  if (r >= rows)
+    return;
+  const int32_t *c = coords + 4 * r;
+  grid[((int64_t(c[0]) * res + c[1]) * res + c[2]) * res + c[3]] = int32_t(r);
+}
+
+__device__ void neighborLookup(const int32_t *coords, const int32_t *grid,
+                               int32_t *nbr, int64_t rows, int32_t res,
+                               int32_t k) {
+  const int32_t kvol = k * k * k;
+  const int64_t t = globalThread();
+  if (t >= rows * kvol)
+    return;
+  const int64_t r = t / kvol;
+  const int32_t o = int32_t(t % kvol), half = k / 2;
+  const int32_t *c = coords + 4 * r;
+  const int32_t x = c[1] + o / (k * k) - half, y = c[2] + (o / k) % k - half,
+                z = c[3] + o % k - half;
+  int32_t found = -1;
+  if (x >= 0 && x < res && y >= 0 && y < res && z >= 0 && z < res)
+    found = grid[((int64_t(c[0]) * res + x) * res + y) * res + z];
+  nbr[t] = found;
+}
+
 // out[r] = x[index[r·stride]] (index given) or x[r / divisor]; with scatter
 // set, out[index[r·stride]] = x[r] instead. Rows of c elements; x's rows are
 // x_stride elements apart (a strided view: q, k or v of a packed qkv), out's
@@ -176,6 +208,19 @@ __device__ void groupNormApply(const T *x, const int32_t *coords,
 }
 
 } // namespace trellis_sparse
+
+extern "C" __global__ void trellis_sparse_grid_scatter(const int32_t *coords,
+                                                       int32_t *grid,
+                                                       int64_t rows,
+                                                       int32_t res) {
+  trellis_sparse::gridScatter(coords, grid, rows, res);
+}
+extern "C" __global__ void
+trellis_sparse_neighbor_lookup(const int32_t *coords, const int32_t *grid,
+                               int32_t *nbr, int64_t rows, int32_t res,
+                               int32_t k) {
+  trellis_sparse::neighborLookup(coords, grid, nbr, rows, res, k);
+}
 
 // Entry points, one per element type (f16, f32).
 #define TRELLIS_SPARSE_ENTRIES(T, S)                                           \
