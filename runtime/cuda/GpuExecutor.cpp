@@ -404,6 +404,19 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
       if (isHostOp(instr.op)) {
         for (int s : node.out)
           p.slots[s].where = SlotInfo::Where::Host;
+        // Occupancy of f32 logits is compacted on the device
+        // (deviceOccupancy): block counts, the total, the rows.
+        const ValueType &logits = p.slots[node.in[0]].type;
+        if (instr.op == "trellis.occupancy" && logits.dtype == DType::F32 &&
+            isStatic(logits)) {
+          int64_t cells = int64_t(bytesOf(logits) / 4);
+          ValueType t;
+          t.dtype = DType::U8;
+          t.shape = {int64_t(alignUp(size_t((cells + 1023) / 1024) * 4) +
+                             kAlign + size_t(cells) * 16)};
+          node.scratch = newSlot(p, t);
+          p.slots[node.scratch].where = SlotInfo::Where::Arena;
+        }
         continue;
       }
       for (int s : node.out) {
@@ -1408,6 +1421,8 @@ Status GpuExecutor::Impl::runNode(Prepared &p, Node &node) {
     return Status::ok(); // evaluated when the coordinates were bound
   if (instr.op == "trellis.flow_sample")
     return runSampler(p, node);
+  if (instr.op == "trellis.occupancy" && node.scratch >= 0)
+    return deviceOccupancy(p, node);
   if (instr.op == "trellis.occupancy") {
     auto logits = download(p, node.in[0]);
     if (!logits)

@@ -301,6 +301,9 @@ struct GpuExecutor::Impl {
   headNormCommand(CUdeviceptr x, int64_t rowStride, int64_t headStride,
                   CUdeviceptr y, int64_t rows, int64_t heads, int64_t d,
                   CUdeviceptr gamma, const Instr &instr);
+  /// trellis.occupancy on the device (logits > 0 compacted in flat order,
+  /// the voxel count read back once, then the rows).
+  Status deviceOccupancy(Prepared &p, Node &node);
   /// A kernel of the runtime module (attention, head norm, sparse), cached.
   Result<CUfunction> runtimeKernel(const std::string &name);
   /// Enqueues a 1-D launch of 256-thread blocks over `threads` threads.

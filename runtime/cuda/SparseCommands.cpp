@@ -389,6 +389,84 @@ Status GpuExecutor::Impl::uploadBound(Prepared &p) {
 // Commands
 //===----------------------------------------------------------------------===//
 
+Status GpuExecutor::Impl::deviceOccupancy(Prepared &p, Node &node) {
+  const Instr &instr = *node.instr;
+  const ValueType &t = p.slots[node.in[0]].type; // [B, 1, D, H, W] f32
+  if (t.shape.size() != 5 || t.shape[1] != 1)
+    return opError(instr, "needs logits [B, 1, D, H, W], found " + t.str());
+  auto count = runtimeKernel("trellis_occupancy_count");
+  auto scan = runtimeKernel("trellis_occupancy_scan");
+  auto write = runtimeKernel("trellis_occupancy_write");
+  for (auto *k : {&count, &scan, &write})
+    if (!*k)
+      return opError(instr, k->message());
+  int64_t cells = int64_t(bytesOf(t) / 4);
+  int32_t blocks = int32_t((cells + 1023) / 1024);
+  int32_t d = int32_t(t.shape[2]), h = int32_t(t.shape[3]),
+          w = int32_t(t.shape[4]);
+  CUdeviceptr logits = address(p, node.in[0]), counts = address(p, node.scratch);
+  CUdeviceptr total = counts + alignUp(size_t(blocks) * 4);
+  CUdeviceptr rowsOut = total + kAlign;
+  auto launch = [&](CUfunction f, unsigned grid, void **params,
+                    const char *what) -> Status {
+    if (CUresult r = api->cuLaunchKernel(f, grid, 1, 1, 256, 1, 1, 0, stream,
+                                         params, nullptr);
+        r != CUDA_SUCCESS)
+      return opError(instr, std::string("launching ") + what + ": " +
+                                api->describe(r));
+    return Status::ok();
+  };
+  void *cp[] = {&logits, &cells, &counts};
+  if (Status s = launch(*count, unsigned(blocks), cp, "the occupancy count"); !s)
+    return s;
+  void *sp[] = {&counts, &blocks, &total};
+  if (Status s = launch(*scan, 1, sp, "the occupancy scan"); !s)
+    return s;
+  // The voxel count: the one value read back before the rows.
+  int32_t n = 0;
+  if (Status s = check(api->cuMemcpyDtoHAsync(&n, total, 4, stream),
+                       "cuMemcpyDtoHAsync (voxel count)");
+      !s)
+    return opError(instr, s.message());
+  if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream"); !s)
+    return opError(instr, s.message());
+  void *wp[] = {&logits, &cells, &counts, &d, &h, &w, &rowsOut};
+  if (Status s = launch(*write, unsigned(blocks), wp, "the occupancy rows"); !s)
+    return s;
+  HostTensor rows(DType::I32, {int64_t(n), 4});
+  if (n > 0) {
+    if (Status s = check(api->cuMemcpyDtoHAsync(rows.mutableRaw(), rowsOut,
+                                                rows.nbytes(), stream),
+                         "cuMemcpyDtoHAsync (voxels)");
+        !s)
+      return opError(instr, s.message());
+  }
+  if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream"); !s)
+    return opError(instr, s.message());
+  if (options.checkOps) {
+    // The CPU's compaction of the same logits must give the same rows.
+    auto host = download(p, node.in[0]);
+    if (!host)
+      return opError(instr, host.message());
+    auto want = ref::occupancy(*host);
+    if (!want)
+      return opError(instr, want.message());
+    if (want->shape() != rows.shape() ||
+        std::memcmp(want->raw(), rows.raw(), rows.nbytes()) != 0)
+      return opError(instr, "the device compaction gives " +
+                                std::to_string(n) + " voxels, the CPU " +
+                                std::to_string(want->dim(0)) +
+                                " (or another order)");
+    ++report.checkedOps;
+  }
+  auto coords = ref::CoordSet::create(rows, t.shape[2], t.shape[0]);
+  if (!coords)
+    return opError(instr, coords.message());
+  p.hostSlots[node.out[0]] =
+      std::make_shared<const ref::CoordSet>(std::move(coords).value());
+  return Status::ok();
+}
+
 Result<CUfunction> GpuExecutor::Impl::runtimeKernel(const std::string &name) {
   CUfunction &f = functions[name];
   if (!f) {

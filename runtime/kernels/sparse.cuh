@@ -104,6 +104,99 @@ __device__ void neighborLookup(const int32_t *coords, const int32_t *grid,
   nbr[t] = found;
 }
 
+// Occupancy to coordinates (spec §5.3): the cells with logit > 0 (strictly;
+// NaN is empty) of f32 logits [B, 1, D, H, W] as int32 rows (b, x, y, z) in
+// ascending flat order, by an ordered compaction in three launches: per-block
+// counts of kOccupancyCells cells, one block's exclusive scan of those counts
+// (the total is the one value the host reads back), then every block writes
+// its rows at its offset.
+constexpr int kOccupancyThreads = 256, kOccupancyPerThread = 4;
+constexpr int kOccupancyCells = kOccupancyThreads * kOccupancyPerThread;
+
+__device__ int occupancyFlags(const float *logits, int64_t n, int64_t first,
+                              bool flags[kOccupancyPerThread]) {
+  int count = 0;
+  for (int i = 0; i < kOccupancyPerThread; ++i) {
+    const int64_t cell = first + i;
+    flags[i] = cell < n && logits[cell] > 0.f;
+    count += flags[i];
+  }
+  return count;
+}
+
+/// Exclusive prefix sum of `v` over the block's threads; `total` gets the sum.
+__device__ int blockExclusiveScan(int v, int &total) {
+  __shared__ int warpSums[kOccupancyThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  int inclusive = v;
+  for (int d = 1; d < 32; d <<= 1) {
+    const int up = __shfl_up_sync(0xffffffffu, inclusive, d);
+    if (lane >= d)
+      inclusive += up;
+  }
+  if (lane == 31)
+    warpSums[warp] = inclusive;
+  __syncthreads();
+  int before = 0;
+  total = 0;
+  for (int w = 0; w < kOccupancyThreads / 32; ++w) {
+    if (w < warp)
+      before += warpSums[w];
+    total += warpSums[w];
+  }
+  __syncthreads();
+  return before + inclusive - v;
+}
+
+__device__ void occupancyCount(const float *logits, int64_t n,
+                               int32_t *blockCounts) {
+  bool flags[kOccupancyPerThread];
+  const int64_t first = int64_t(blockIdx.x) * kOccupancyCells +
+                        int64_t(threadIdx.x) * kOccupancyPerThread;
+  int total = 0;
+  blockExclusiveScan(occupancyFlags(logits, n, first, flags), total);
+  if (threadIdx.x == 0)
+    blockCounts[blockIdx.x] = total;
+}
+
+/// One block: blockCounts becomes its exclusive prefix sum; *total the sum.
+__device__ void occupancyScan(int32_t *blockCounts, int32_t blocks,
+                              int32_t *total) {
+  int carry = 0;
+  for (int32_t base = 0; base < blocks; base += kOccupancyThreads) {
+    const int32_t i = base + int32_t(threadIdx.x);
+    const int v = i < blocks ? blockCounts[i] : 0;
+    int sum = 0;
+    const int before = blockExclusiveScan(v, sum);
+    if (i < blocks)
+      blockCounts[i] = carry + before;
+    carry += sum;
+  }
+  if (threadIdx.x == 0)
+    *total = carry;
+}
+
+__device__ void occupancyWrite(const float *logits, int64_t n,
+                               const int32_t *blockOffsets, int32_t d,
+                               int32_t h, int32_t w, int32_t *coords) {
+  bool flags[kOccupancyPerThread];
+  const int64_t first = int64_t(blockIdx.x) * kOccupancyCells +
+                        int64_t(threadIdx.x) * kOccupancyPerThread;
+  int total = 0;
+  int row = blockOffsets[blockIdx.x] +
+            blockExclusiveScan(occupancyFlags(logits, n, first, flags), total);
+  for (int i = 0; i < kOccupancyPerThread; ++i) {
+    if (!flags[i])
+      continue;
+    const int64_t cell = first + i;
+    int32_t *c = coords + 4 * int64_t(row++);
+    c[0] = int32_t(cell / (int64_t(d) * h * w));
+    c[1] = int32_t(cell / (int64_t(h) * w) % d);
+    c[2] = int32_t(cell / w % h);
+    c[3] = int32_t(cell % w);
+  }
+}
+
 // out[r] = x[index[r·stride]] (index given) or x[r / divisor]; with scatter
 // set, out[index[r·stride]] = x[r] instead. Rows of c elements; x's rows are
 // x_stride elements apart (a strided view: q, k or v of a packed qkv), out's
@@ -209,6 +302,22 @@ __device__ void groupNormApply(const T *x, const int32_t *coords,
 
 } // namespace trellis_sparse
 
+extern "C" __global__ void trellis_occupancy_count(const float *logits,
+                                                   int64_t n,
+                                                   int32_t *blockCounts) {
+  trellis_sparse::occupancyCount(logits, n, blockCounts);
+}
+extern "C" __global__ void trellis_occupancy_scan(int32_t *blockCounts,
+                                                  int32_t blocks,
+                                                  int32_t *total) {
+  trellis_sparse::occupancyScan(blockCounts, blocks, total);
+}
+extern "C" __global__ void
+trellis_occupancy_write(const float *logits, int64_t n,
+                        const int32_t *blockOffsets, int32_t d, int32_t h,
+                        int32_t w, int32_t *coords) {
+  trellis_sparse::occupancyWrite(logits, n, blockOffsets, d, h, w, coords);
+}
 extern "C" __global__ void trellis_sparse_grid_scatter(const int32_t *coords,
                                                        int32_t *grid,
                                                        int64_t rows,
