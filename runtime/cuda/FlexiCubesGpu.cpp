@@ -224,15 +224,20 @@ GpuExecutor::extractFlexiCubes(const HostTensor &coords,
 
   // Inputs and tables.
   CUdeviceptr dCoords = buffer("coords", size_t(coords.nbytes()));
-  CUdeviceptr dFields = buffer("fields", size_t(fields.nbytes()));
+  // The mesh decoder's fields are usually still on the device (its last
+  // result): read in place, else uploaded.
+  CUdeviceptr resident = m.deviceCopyOf(fields);
+  CUdeviceptr dFields =
+      resident ? resident : buffer("fields", size_t(fields.nbytes()));
   CUdeviceptr dTables = buffer("tables", sizeof(TrellisFcTables));
   if (status) {
     ok(api.cuMemcpyHtoDAsync(dCoords, coords.data<int32_t>(),
                              size_t(coords.nbytes()), st),
        "uploading coords");
-    ok(api.cuMemcpyHtoDAsync(dFields, fields.data<float>(),
-                             size_t(fields.nbytes()), st),
-       "uploading fields");
+    if (!resident)
+      ok(api.cuMemcpyHtoDAsync(dFields, fields.data<float>(),
+                               size_t(fields.nbytes()), st),
+         "uploading fields");
     ok(api.cuMemcpyHtoDAsync(dTables, &deviceTables(), sizeof(TrellisFcTables),
                              st),
        "uploading tables");

@@ -1276,6 +1276,7 @@ GpuExecutor::Impl::prepare(const std::string &name,
 }
 
 void GpuExecutor::Impl::release(Prepared &p) {
+  lastResults.clear();
   for (auto &[body, exec] : p.graphs)
     api->cuGraphExecDestroy(exec);
   p.graphs.clear();
@@ -1875,6 +1876,7 @@ Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
   api.cuEventCreate(&stop, CU_EVENT_DEFAULT);
   api.cuEventRecord(start, m.stream);
   m.report.commands = 0;
+  m.lastResults.clear();
   m.timings.clear();
   m.eventsUsed = 0;
   Status ran = m.runBody(p, p.body, /*allowGraph=*/false);
@@ -1923,6 +1925,8 @@ Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
     auto t = m.download(p, r);
     if (!t)
       return Error{t.message()};
+    if (!m.options.lowMemory && !m.tokenStride(p, r))
+      m.lastResults.push_back({t->raw(), t->nbytes(), m.address(p, r)});
     results.push_back(*t);
   }
   if (m.options.lowMemory)

@@ -374,6 +374,24 @@ struct GpuExecutor::Impl {
   Status upload(const Prepared &p, int slot, const HostTensor &t);
   void release(Prepared &p);
 
+  /// The device copies of the last run's tensor results, while the arena
+  /// holding them is alive: a later step reads a result in place instead of
+  /// uploading the host copy again (FlexiCubes and the mesh decoder's
+  /// fields).
+  struct DeviceResult {
+    const void *host = nullptr;
+    size_t bytes = 0;
+    CUdeviceptr device = 0;
+  };
+  std::vector<DeviceResult> lastResults;
+  /// The device copy of `t` if it is one of the last run's results.
+  CUdeviceptr deviceCopyOf(const HostTensor &t) const {
+    for (const DeviceResult &r : lastResults)
+      if (r.host == t.raw() && r.bytes == t.nbytes())
+        return r.device;
+    return 0;
+  }
+
   // -- FlexiCubes (FlexiCubesGpu.cpp) -----------------------------------------
   /// Device buffers by name, kept between calls and grown as needed; freed
   /// by ~Impl before the context goes.

@@ -149,6 +149,9 @@ public:
   /// FlexiCubes extraction on the GPU (runtime/cuda/FlexiCubesGpu.cpp): the
   /// same mesh as mesh::extractFlexiCubes (vertex and face order, face
   /// indices, positions to float rounding of tanh/exp), from host inputs.
+  /// When `fields` is a result of the last run() (the mesh decoder's) and its
+  /// device memory is still held (no lowMemory), the extraction reads the
+  /// device copy in place instead of uploading it again.
   /// Resolutions up to 512 (dense bitmaps and a byte per cube on the GPU).
   Result<mesh::MeshResult> extractFlexiCubes(const HostTensor &coords,
                                              const HostTensor &fields,
