@@ -81,6 +81,25 @@ int32_t longestSegment(const HostTensor &offsets) {
   return longest;
 }
 
+/// Rows per chunk of the group norm's partial sums.
+constexpr int64_t kGroupNormChunkRows = 1024;
+
+/// The group norm's chunks: int32 [K, 3] (sample, first row, end row), each
+/// inside one sample, in row order.
+HostTensor groupNormChunks(const ref::CoordSet &c) {
+  std::vector<int32_t> rows;
+  for (int64_t b = 0; b < c.batchSize(); ++b)
+    for (int64_t r = c.offsets[size_t(b)]; r < c.offsets[size_t(b + 1)];
+         r += kGroupNormChunkRows)
+      rows.insert(rows.end(),
+                  {int32_t(b), int32_t(r),
+                   int32_t(std::min(r + kGroupNormChunkRows,
+                                    c.offsets[size_t(b + 1)]))});
+  HostTensor t(DType::I32, {int64_t(rows.size() / 3), 3});
+  std::copy(rows.begin(), rows.end(), t.mutableData<int32_t>());
+  return t;
+}
+
 HostTensor offsetsOf(const ref::CoordSet &c) {
   HostTensor t(DType::I32, {int64_t(c.offsets.size())});
   for (size_t i = 0; i < c.offsets.size(); ++i)
@@ -271,6 +290,13 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
                                     " rows exceed the compiled bound of " +
                                     std::to_string(info.type.bounds[0]));
         info.type.shape[0] = rows;
+      }
+      if (op == "trellis.sparse.group_norm") {
+        const ref::CoordSet *c = coordsOf(node.in[1]);
+        if (!c)
+          return opError(instr, "its coordinate set was not bound");
+        node.auxHost = {groupNormChunks(*c)};
+        continue;
       }
       // Index arrays of the resampling ops (fine row -> coarse parent).
       if (op == "trellis.sparse.downsample" || op == "trellis.sparse.upsample") {
@@ -521,8 +547,12 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
   if (op == "trellis.sparse.group_norm") {
     auto *c = std::get_if<CoordsPtr>(&p.boundValues[root(p, node.in[1])]);
     auto groups = node.instr->intAttr("groups");
-    return c && *c && groups ? size_t((*c)->batchSize() * *groups * 2) * 4
-                             : 0;
+    if (!c || !*c || !groups)
+      return 0;
+    // The statistics [B·G, 2], then the partial sums [chunks, C].
+    int64_t chunks = groupNormChunks(**c).dim(0);
+    return alignUp(size_t((*c)->batchSize() * *groups * 2) * 4) +
+           size_t(chunks * rowElems(x)) * 4;
   }
   if (op == "trellis.sparse.attention") {
     auto *g = std::get_if<SegmentsPtr>(&p.boundValues[root(p, node.in[3])]);
@@ -770,27 +800,45 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     for (int s : {node.in[2], node.in[3]})
       if (type(s).dtype != DType::F32)
         return opError(instr, "the GPU group norm takes f32 γ and β");
-    auto stats = kernel("trellis_sparse_group_norm_stats");
+    auto partial = kernel("trellis_sparse_group_norm_partial");
     auto apply = kernel("trellis_sparse_group_norm_apply");
-    if (!stats || !apply)
-      return (stats ? apply : stats).takeError();
+    auto reduce = runtimeKernel("trellis_sparse_group_norm_reduce");
+    if (!partial || !apply)
+      return (partial ? apply : partial).takeError();
+    if (!reduce)
+      return opError(instr, reduce.message());
+    if (node.aux.size() != 1 || node.auxHost.size() != 1)
+      return opError(instr, "its chunk list was not built");
+    int32_t numChunks = int32_t(node.auxHost[0].dim(0));
+    int32_t g = int32_t(*groups), width = c;
+    int32_t items = int32_t((*coords)->batchSize() * *groups);
     CUdeviceptr src = ptr(node.in[0]), offsets = p.slots[root(p, node.in[1])].aux,
                 coordsPtr = ptr(node.in[1]), st = ptr(node.scratch),
+                part = st + alignUp(size_t(items) * 2 * 4), chunks = node.aux[0],
                 gamma = ptr(node.in[2]), beta = ptr(node.in[3]),
                 dst = ptr(node.out[0]);
-    int32_t g = int32_t(*groups), width = c;
     float e = float(*eps);
-    unsigned items = unsigned((*coords)->batchSize() * *groups);
-    node.command = [this, fs = *stats, fa = *apply, src, offsets, coordsPtr,
-                    st, gamma, beta, dst, rows, width, g, e, items,
+    unsigned threads = unsigned(std::min(256, (width + 31) / 32 * 32));
+    node.command = [this, fp = *partial, fr = *reduce, fa = *apply, src,
+                    offsets, coordsPtr, st, part, chunks, numChunks, gamma,
+                    beta, dst, rows, width, g, items, e, threads,
                     &instr]() mutable -> Status {
-      void *sp[] = {&src, &offsets, &st, &width, &g, &e};
-      if (items)
-        if (CUresult r = api->cuLaunchKernel(fs, items, 1, 1, 1024, 1, 1, 0,
-                                             stream, sp, nullptr);
+      for (int32_t centered = 0; centered < 2 && numChunks > 0; ++centered) {
+        void *pp[] = {&src, &chunks, &st, &part, &width, &g, &centered};
+        if (CUresult r = api->cuLaunchKernel(fp, unsigned(numChunks), 1, 1,
+                                             threads, 1, 1, 0, stream, pp,
+                                             nullptr);
+            r != CUDA_SUCCESS)
+          return opError(instr, "launching the group-norm sums: " +
+                                    api->describe(r));
+        void *rp[] = {&chunks, &numChunks, &offsets, &part, &st,
+                      &width,  &g,         &e,       &centered};
+        if (CUresult r = api->cuLaunchKernel(fr, unsigned(items), 1, 1, 256, 1,
+                                             1, 0, stream, rp, nullptr);
             r != CUDA_SUCCESS)
           return opError(instr, "launching the group-norm statistics: " +
                                     api->describe(r));
+      }
       int64_t n = rows;
       void *ap[] = {&src, &coordsPtr, &st, &gamma, &beta, &dst, &n, &width, &g};
       return launch1d(fa, n * width, ap, instr, "the group norm");

@@ -234,49 +234,64 @@ __device__ void downsample(const T *x, const int32_t *offsets,
   out[t] = fromF32<T>(sum / float(end - begin + 1));
 }
 
-// Group norm statistics (spec §7.4): one block per (sample b, group g) over
-// rows [row_offsets[b], row_offsets[b+1]) × the group's c/groups channels;
-// two passes (mean, then the biased variance about it), f32. stats[2·(b·G +
-// g)] = mean, [.. + 1] = 1 / sqrt(var + eps).
+// Group norm statistics (spec §7.4), deterministic and coalesced in two
+// passes over x. chunks [K, 3] = (sample, first row, end row), each chunk
+// inside one sample. Pass 1: per (chunk, channel) the sum of x (thread =
+// channel, rows in order) into partial [K, C]; groupNormReduce turns the
+// partials of each (sample, group) into its mean (chunks and channels in
+// order). Pass 2: the same with (x − mean)², reduced into 1/sqrt(var + eps).
+// stats[2·(b·G + g)] = mean, [.. + 1] = rstd.
 template <typename T>
-__device__ void groupNormStats(const T *x, const int32_t *row_offsets,
-                               float *stats, int32_t c, int32_t groups,
-                               float eps) {
-  __shared__ float partial[32];
+__device__ void groupNormPartial(const T *x, const int32_t *chunks,
+                                 const float *stats, float *partial, int32_t c,
+                                 int32_t groups, int32_t centered) {
+  const int k = blockIdx.x;
+  const int32_t b = chunks[3 * k], r0 = chunks[3 * k + 1],
+                r1 = chunks[3 * k + 2];
+  for (int32_t ch = threadIdx.x; ch < c; ch += blockDim.x) {
+    const float mean =
+        centered ? stats[2 * (b * groups + ch / (c / groups))] : 0.f;
+    float sum = 0.f;
+    for (int32_t r = r0; r < r1; ++r) {
+      const float v = toF32(x[int64_t(r) * c + ch]) - mean;
+      sum += centered ? v * v : v;
+    }
+    partial[int64_t(k) * c + ch] = sum;
+  }
+}
+
+/// One block per (sample, group): thread t sums the group's channels of the
+/// sample's chunks t, t + blockDim, ... (in order), then a fixed tree adds the
+/// threads' sums (deterministic). centered = 0: the mean; 1: rstd.
+__device__ void groupNormReduce(const int32_t *chunks, int32_t numChunks,
+                                const int32_t *rowOffsets, const float *partial,
+                                float *stats, int32_t c, int32_t groups,
+                                float eps, int32_t centered) {
+  __shared__ float sums[256];
   const int item = blockIdx.x;
-  const int b = item / groups, g = item % groups;
-  const int cg = c / groups;
-  const int64_t r0 = row_offsets[b], r1 = row_offsets[b + 1];
-  const int64_t n = (r1 - r0) * cg;
-  auto reduce = [&](float v) {
-    for (int m = 16; m > 0; m >>= 1)
-      v += __shfl_xor_sync(0xffffffffu, v, m);
-    if ((threadIdx.x & 31) == 0)
-      partial[threadIdx.x / 32] = v;
-    __syncthreads();
-    float total = 0.f;
-    for (int w = 0; w < int(blockDim.x / 32); ++w)
-      total += partial[w];
-    __syncthreads();
-    return total;
-  };
-  auto at = [&](int64_t i) {
-    return toF32(x[(r0 + i / cg) * c + int64_t(g) * cg + i % cg]);
-  };
-  float s = 0.f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    s += at(i);
-  const float mean = n ? reduce(s) / float(n) : 0.f;
-  float q = 0.f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float d = at(i) - mean;
-    q += d * d;
+  const int32_t b = item / groups, g = item % groups, cg = c / groups;
+  float sum = 0.f;
+  for (int32_t k = threadIdx.x; k < numChunks; k += blockDim.x) {
+    if (chunks[3 * k] != b)
+      continue;
+    for (int32_t ch = g * cg; ch < (g + 1) * cg; ++ch)
+      sum += partial[int64_t(k) * c + ch];
   }
-  const float var = n ? reduce(q) / float(n) : 0.f;
-  if (threadIdx.x == 0) {
+  sums[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (int(threadIdx.x) < half)
+      sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x != 0)
+    return;
+  const float n = float(int64_t(rowOffsets[b + 1] - rowOffsets[b]) * cg);
+  const float mean = n > 0 ? sums[0] / n : 0.f;
+  if (!centered)
     stats[2 * item] = mean;
-    stats[2 * item + 1] = rsqrtf(var + eps);
-  }
+  else
+    stats[2 * item + 1] = rsqrtf(mean + eps);
 }
 
 // y = (x − mean) · rstd · γ + β per element; the row's sample from the
@@ -302,6 +317,14 @@ __device__ void groupNormApply(const T *x, const int32_t *coords,
 
 } // namespace trellis_sparse
 
+extern "C" __global__ void
+trellis_sparse_group_norm_reduce(const int32_t *chunks, int32_t numChunks,
+                                 const int32_t *rowOffsets,
+                                 const float *partial, float *stats, int32_t c,
+                                 int32_t groups, float eps, int32_t centered) {
+  trellis_sparse::groupNormReduce(chunks, numChunks, rowOffsets, partial, stats,
+                                  c, groups, eps, centered);
+}
 extern "C" __global__ void trellis_occupancy_count(const float *logits,
                                                    int64_t n,
                                                    int32_t *blockCounts) {
@@ -360,10 +383,11 @@ trellis_sparse_neighbor_lookup(const int32_t *coords, const int32_t *grid,
       int64_t rows, int32_t c) {                                               \
     trellis_sparse::downsample<T>(x, offsets, children, out, rows, c);         \
   }                                                                            \
-  extern "C" __global__ void trellis_sparse_group_norm_stats_##S(              \
-      const T *x, const int32_t *row_offsets, float *stats, int32_t c,         \
-      int32_t groups, float eps) {                                             \
-    trellis_sparse::groupNormStats<T>(x, row_offsets, stats, c, groups, eps);  \
+  extern "C" __global__ void trellis_sparse_group_norm_partial_##S(            \
+      const T *x, const int32_t *chunks, const float *stats, float *partial,   \
+      int32_t c, int32_t groups, int32_t centered) {                           \
+    trellis_sparse::groupNormPartial<T>(x, chunks, stats, partial, c, groups,  \
+                                        centered);                             \
   }                                                                            \
   extern "C" __global__ void trellis_sparse_group_norm_apply_##S(              \
       const T *x, const int32_t *coords, const float *stats,                   \
