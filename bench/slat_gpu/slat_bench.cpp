@@ -53,7 +53,8 @@ int main(int argc, char **argv) {
   std::string exe, model, coordsPath, noisePath, outDir, attention, jsonPath;
   int reps = 3;
   bool decoders = false, cpu = false, profile = false, planOnly = false,
-       concurrent = true, graphs = true, checkOps = false, syncOps = false;
+       concurrent = true, graphs = true, checkOps = false, syncOps = false,
+       lowMemory = false;
   std::optional<int64_t> steps;
   std::optional<double> cfg;
   for (int i = 1; i < argc; ++i) {
@@ -77,6 +78,8 @@ int main(int argc, char **argv) {
       decoders = true;
     else if (a == "--cpu")
       cpu = true;
+    else if (a == "--low-memory")
+      lowMemory = true;
     else if (a == "--check-ops")
       checkOps = true;
     else if (a == "--sync-ops")
@@ -104,7 +107,7 @@ int main(int argc, char **argv) {
                    "usage: %s --exe trellis.exe --model DIR --coords "
                    "coords.npy [--noise noise.npy] [--reps N] [--decoders] "
                    "[--cpu] [--steps N --cfg W] [--profile] [--out DIR]\n"
-                   "       [--plan-only] [--no-concurrent-branches] [--no-cuda-graphs] [--check-ops] [--sync-ops] "
+                   "       [--plan-only] [--no-concurrent-branches] [--no-cuda-graphs] [--check-ops] [--sync-ops] [--low-memory] "
                    "[--attention CONFIG] [--json FILE]\n",
                    argv[0]);
       return 2;
@@ -162,6 +165,7 @@ int main(int argc, char **argv) {
   options.gpu.options.concurrentBranches = concurrent;
   options.gpu.options.cudaGraphs = graphs;
   options.gpu.options.checkOps = checkOps;
+  options.gpu.options.lowMemory = lowMemory;
   options.gpu.options.syncEachOp = syncOps;
   options.gpu.options.attentionConfig = attention;
   options.gpuCode = BundleGpuCode::from(*bundle);

@@ -370,6 +370,7 @@ Status GpuExecutor::Impl::uploadBound(Prepared &p) {
   std::vector<std::pair<Node *, size_t>> nodePieces;
   std::function<void(Body &)> collect = [&](Body &body) {
     for (Node &node : body.nodes) {
+      node.aux.clear(); // a re-upload (after lowMemory released the pool)
       for (const HostTensor &t : node.auxHost)
         nodePieces.push_back({&node, add(t.raw(), t.nbytes())});
       for (Body &region : node.regions)
@@ -379,9 +380,8 @@ Status GpuExecutor::Impl::uploadBound(Prepared &p) {
   collect(p.body);
   if (total == 0)
     return Status::ok();
-  // `keep` must not reallocate after its raw pointers were taken: it was
-  // only appended to in the loop above, so copy now (pointers into the
-  // tensors' heap storage stay valid when the vector moves them).
+  // (The pieces point into the tensors' heap storage, which stays where it is
+  // when `keep` grows.)
   std::vector<char> host(total);
   for (const Piece &piece : pieces)
     if (piece.bytes)
