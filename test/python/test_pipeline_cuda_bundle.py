@@ -123,6 +123,34 @@ def test_cuda_bundle_matches_cpu_target(tiny):
     assert len(a ^ b) <= 1e-3 * 32 ** 3, (len(a), len(b), len(a ^ b))
 
 
+def test_cuda_bundle_slat_stage_matches_cpu_target(tiny):
+    """Stage 2 of the CUDA bundle (q/k norms fused into sparse attention, the
+    one-sample batch_broadcast folded, concurrent-branch regions) against the
+    traced ops of --target=cpu, on the same voxels and noise (CPU reference
+    here; the GPU on a GPU machine): fp16 rounding only."""
+    model, exes, noise, d = tiny
+    g = np.stack(np.meshgrid(*[np.arange(32)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    shell = g[np.abs(np.linalg.norm(g - 15.5, axis=1) - 9) < 1.0]
+    coords = np.concatenate([np.zeros((len(shell), 1), np.int32),
+                             shell.astype(np.int32)], 1)
+    np.save(d / "slat_coords.npy", coords)
+    np.save(d / "slat_noise.npy", np.random.default_rng(3).standard_normal(
+        (len(coords), 8)).astype(np.float32))
+    outs = {}
+    for exe in ("cuda", "cpu"):
+        out = d / f"slat_{exe}"
+        r = run(exes[exe], "--model", model, "--cond", model / "cond.npy",
+                "--coords", d / "slat_coords.npy", "--slat-noise",
+                d / "slat_noise.npy", "--stop-after", "slat", "--out", out,
+                timeout=600)
+        assert r.returncode == 0, r.stderr
+        outs[exe] = np.load(out / "slat.npy")
+    a, b = outs["cuda"], outs["cpu"]
+    assert a.shape == b.shape == (len(coords), 8)
+    rel = np.linalg.norm(a - b) / np.linalg.norm(b)
+    assert rel < 2e-3, rel
+
+
 @pytest.mark.skipif(have_gpu(), reason="a GPU is present")
 def test_require_gpu_without_one_fails_with_the_reason(tiny):
     r, out = stage1(tiny, "cuda", "cuda_require", "--gpu", "require")
