@@ -728,6 +728,18 @@ Value rowOutput(KernelBuilder &kb, const RowSpec &s, Value x,
 }
 
 /// Sum (or max) of the V lanes of x, in lane order.
+/// A layer norm's 1 / sqrt(Σ(x − mean)² / n + eps), f32 (the reference's
+/// order of operations).
+Value rstdOf(KernelBuilder &kb, Value sumSquares, Value n, float eps) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type f32 = b.getF32Type();
+  Value var = arith::DivFOp::create(b, loc, sumSquares, n);
+  Value sd = math::SqrtOp::create(
+      b, loc, arith::AddFOp::create(b, loc, var, kb.f32(double(eps), f32)));
+  return arith::DivFOp::create(b, loc, kb.f32(1.0, f32), sd);
+}
+
 Value horizontal(KernelBuilder &kb, Value x, int64_t v, bool isMax) {
   Value acc = kb.lane(x, 0);
   for (int64_t i = 1; i < v; ++i) {
@@ -844,12 +856,7 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
             return Value(arith::MulFOp::create(b, loc, d, d));
           },
           false);
-      Value var = arith::DivFOp::create(b, loc, sq, nF);
-      Value sd = math::SqrtOp::create(
-          b, loc,
-          arith::AddFOp::create(b, loc, var,
-                                kb.f32(double(s.eps), b.getF32Type())));
-      st.rstd = arith::DivFOp::create(b, loc, kb.f32(1.0, b.getF32Type()), sd);
+      st.rstd = rstdOf(kb, sq, nF, s.eps);
       break;
     }
     case RowKind::HeadRms: {
@@ -921,12 +928,7 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
           return Value(arith::MulFOp::create(kb.b, kb.loc, d, d));
         },
         false);
-    Value var = arith::DivFOp::create(b, loc, sq, nF);
-    Value sd = math::SqrtOp::create(
-        b, loc,
-        arith::AddFOp::create(b, loc, var,
-                              kb.f32(double(s.eps), b.getF32Type())));
-    st.rstd = arith::DivFOp::create(b, loc, kb.f32(1.0, b.getF32Type()), sd);
+    st.rstd = rstdOf(kb, sq, nF, s.eps);
     break;
   }
   case RowKind::HeadRms: {
@@ -1020,10 +1022,7 @@ Launch emitAxisKernel(KernelBuilder &kb, const RowSpec &s, int64_t outer,
           return Value(arith::MulFOp::create(kb.b, kb.loc, d, d));
         },
         false);
-    Value var = arith::DivFOp::create(b, loc, sq, nF);
-    Value sd = math::SqrtOp::create(
-        b, loc, arith::AddFOp::create(b, loc, var, kb.f32(double(s.eps), f32)));
-    st.rstd = arith::DivFOp::create(b, loc, kb.f32(1.0, f32), sd);
+    st.rstd = rstdOf(kb, sq, nF, s.eps);
   }
   scf::ForOp::create(
       b, loc, kb.idx(0), kb.idx(s.n), kb.idx(1), ValueRange{},

@@ -107,17 +107,8 @@ GpuExecutor::extractFlexiCubes(const HostTensor &coords,
   Impl &m = *impl_;
   const Api &api = *m.api;
   // The CPU's checks and messages.
-  if (R <= 0 || R > 1024)
-    return err("extractFlexiCubes: resolution must be in [1, 1024], got ",
-               std::to_string(R));
-  if (coords.dtype() != DType::I32 || coords.rank() != 2 || coords.dim(1) != 4)
-    return err("extractFlexiCubes: coords must be I32 [N,4], got ",
-               shapeToString(coords.shape()));
-  if (fields.dtype() != DType::F32 || fields.rank() != 2 ||
-      fields.dim(1) != kMeshHeadChannels || fields.dim(0) != coords.dim(0))
-    return err("extractFlexiCubes: fields must be F32 [N,101] matching "
-               "coords, got ",
-               shapeToString(fields.shape()));
+  if (Status s = mesh::checkFlexiCubesInput(coords, fields, R); !s)
+    return Error{s.message()};
   if (R > 512)
     return err("extractFlexiCubes on the GPU: resolution up to 512, got ",
                std::to_string(R));

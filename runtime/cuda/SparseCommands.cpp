@@ -549,8 +549,9 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
     auto groups = node.instr->intAttr("groups");
     if (!c || !*c || !groups)
       return 0;
-    // The statistics [B·G, 2], then the partial sums [chunks, C].
-    int64_t chunks = groupNormChunks(**c).dim(0);
+    // The statistics [B·G, 2], then the partial sums [chunks, C] (the chunk
+    // list bind() built).
+    int64_t chunks = node.auxHost.empty() ? 0 : node.auxHost[0].dim(0);
     return alignUp(size_t((*c)->batchSize() * *groups * 2) * 4) +
            size_t(chunks * rowElems(x)) * 4;
   }

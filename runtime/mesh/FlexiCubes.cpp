@@ -102,8 +102,8 @@ int ambiguousFaces(int c) { return kAmbiguousFaces[c]; }
 int edgeCorner(int e, int end) { return kEdges[e][end]; }
 } // namespace tables
 
-Result<MeshResult> extractFlexiCubes(const HostTensor &coords,
-                                     const HostTensor &fields, int R) {
+Status checkFlexiCubesInput(const HostTensor &coords, const HostTensor &fields,
+                            int R) {
   if (R <= 0 || R > 1024)
     return err("extractFlexiCubes: resolution must be in [1, 1024], got ",
                std::to_string(R));
@@ -115,6 +115,13 @@ Result<MeshResult> extractFlexiCubes(const HostTensor &coords,
     return err("extractFlexiCubes: fields must be F32 [N,101] matching "
                "coords, got ",
                shapeToString(fields.shape()));
+  return Status::ok();
+}
+
+Result<MeshResult> extractFlexiCubes(const HostTensor &coords,
+                                     const HostTensor &fields, int R) {
+  if (Status s = checkFlexiCubesInput(coords, fields, R); !s)
+    return Error{s.message()};
 
   const int64_t N = coords.dim(0);
   const int32_t *cd = coords.data<int32_t>();

@@ -43,6 +43,12 @@ struct MeshResult {
   bool success() const { return vertices.numel() > 0 && faces.numel() > 0; }
 };
 
+/// The input checks both extractions make (CPU here, GPU in
+/// GpuExecutor::extractFlexiCubes): resolution in [1, 1024], coords I32
+/// [N, 4], fields F32 [N, 101]; the error names the offending input.
+Status checkFlexiCubesInput(const HostTensor &coords, const HostTensor &fields,
+                            int resolution);
+
 /// FlexiCubes extraction (weight_scale 0.99, inference mode). An empty mesh
 /// (V = F = 0) when there is no surface cube.
 Result<MeshResult> extractFlexiCubes(const HostTensor &coords,
