@@ -317,6 +317,8 @@ def configs(quick):
         dict(name="varlen swin 40x(1..512) H12", kind="varlen-self", d=64, H=12, lq=win, lk=win),
         dict(name="varlen SLat self 5800+6300 H16 +rms", kind="varlen-self", d=64, H=16, lq=[5800, 6300],
              lk=[5800, 6300], rms=True),
+        dict(name="varlen SLat self 4368 H16 +rms", kind="varlen-self", d=64, H=16, lq=[4368], lk=[4368],
+             rms=True),
         dict(name="varlen SLat cross (5800,6300)x1374", kind="varlen-cross", d=64, H=16, lq=[5800, 6300],
              lk=[1374, 1374]),
     ]
