@@ -82,9 +82,6 @@ enum {
   (((BM) + 2 * (ST) * (BN)) * (D)*2 + 1024)
 /* sm80/sm75: rows padded by 8 halves (conflict-free ldmatrix without swizzle).
  */
-/* sm90 warp-specialized: the same tiles plus the mbarriers (1 + 3 x ST). */
-#define TRELLIS_ATTN_SM90WS_SMEM(D, BM, BN, ST)                                \
-  (TRELLIS_ATTN_SM90_SMEM(D, BM, BN, ST) + 8 * (1 + 3 * (ST)))
 #define TRELLIS_ATTN_SM80_SMEM(D, BM, BN, ST)                                  \
   (((BM) + 2 * (ST) * (BN)) * ((D) + 8) * 2)
 
@@ -104,8 +101,6 @@ typedef struct TrellisAttnConfig {
 
 #define TRELLIS_ATTN_NAME_SM90(D, BM, BN, ST)                                  \
   "trellis_attn_sm90_d" #D "_m" #BM "_n" #BN "_s" #ST
-#define TRELLIS_ATTN_NAME_SM90WS(D, BM, BN, ST)                                \
-  "trellis_attn_sm90ws_d" #D "_m" #BM "_n" #BN "_s" #ST
 #define TRELLIS_ATTN_NAME_SM80(D, BM, BN, ST)                                  \
   "trellis_attn_sm80_d" #D "_m" #BM "_n" #BN "_s" #ST
 #define TRELLIS_ATTN_NAME_SM75(D, BM, BN, ST)                                  \
@@ -133,14 +128,6 @@ typedef struct TrellisAttnConfig {
   X(80, 128, 128, 3, 1, 0, )                                                   \
   X(128, 128, 64, 3, 1, 0, )                                                   \
   X(128, 128, 128, 3, 1, 0, )
-/* sm90 warp-specialized (attention_sm90_ws.cuh): (D, BM, BN, STAGES); BM = 128
- * (two consumer warpgroups) plus one producer warpgroup: 384 threads, one CTA
- * per SM. Same module and family as the list above. */
-#define TRELLIS_ATTN_SM90WS_CONFIGS(X)                                         \
-  X(64, 128, 128, 3, 1, )                                                      \
-  X(64, 128, 128, 3, 0, _np)                                                   \
-  X(64, 128, 64, 4, 1, )                                                       \
-  X(64, 128, 64, 4, 0, _np)
 /* sm80: BM = 16 x warps, STAGES 1 or 2. */
 #define TRELLIS_ATTN_SM80_CONFIGS(X)                                           \
   X(64, 128, 64, 2, 1)                                                         \
@@ -166,17 +153,6 @@ typedef struct TrellisAttnConfig {
    TRELLIS_ATTN_SM90_SMEM(D, BM, BN, ST),                                      \
    MB,                                                                         \
    E16},
-#define TRELLIS_ATTN_CFG_SM90WS(D, BM, BN, ST, PP, SUF)                        \
-  {TRELLIS_ATTN_NAME_SM90WS(D, BM, BN, ST) #SUF,                                    \
-   TRELLIS_ATTN_SM90A,                                                         \
-   D,                                                                          \
-   BM,                                                                         \
-   BN,                                                                         \
-   ST,                                                                         \
-   (BM)*2 + 128,                                                               \
-   TRELLIS_ATTN_SM90WS_SMEM(D, BM, BN, ST),                                    \
-   1,                                                                          \
-   0},
 #define TRELLIS_ATTN_CFG_SM80(D, BM, BN, ST, MB)                               \
   {TRELLIS_ATTN_NAME_SM80(D, BM, BN, ST),                                      \
    TRELLIS_ATTN_SM80,                                                          \
@@ -203,7 +179,6 @@ typedef struct TrellisAttnConfig {
 /* Every configuration that the in-tree modules contain. */
 static const TrellisAttnConfig trellis_attn_configs[] = {
     TRELLIS_ATTN_SM90_CONFIGS(TRELLIS_ATTN_CFG_SM90)
-        TRELLIS_ATTN_SM90WS_CONFIGS(TRELLIS_ATTN_CFG_SM90WS)
         TRELLIS_ATTN_SM80_CONFIGS(TRELLIS_ATTN_CFG_SM80)
             TRELLIS_ATTN_SM75_CONFIGS(TRELLIS_ATTN_CFG_SM75)};
 static const int trellis_attn_num_configs =

@@ -3,7 +3,6 @@
 // extern "C" entry point per configuration listed in TRELLIS_ATTN_SM90_CONFIGS
 // (attention.h); names follow TRELLIS_ATTN_NAME_SM90.
 #include "attention_sm90.cuh"
-#include "attention_sm90_ws.cuh"
 #include "flexicubes.cuh"
 #include "head_rmsnorm.cuh"
 #include "sparse.cuh"
@@ -15,20 +14,12 @@
     trellis_attn::attn_fwd_sm90<D, BM, BN, ST, MB, (E16) != 0>(p);             \
   }
 
-#define TRELLIS_ATTN_DEFINE_SM90WS(D, BM, BN, ST, PP, SUF)                     \
-  extern "C" __global__ void __launch_bounds__((BM)*2 + 128, 1)                \
-      trellis_attn_sm90ws_d##D##_m##BM##_n##BN##_s##ST##SUF(                   \
-          const __grid_constant__ TrellisAttnParams p) {                       \
-    trellis_attn::attn_fwd_sm90_ws<D, BM, BN, ST, (PP) != 0>(p);               \
-  }
-
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error                                                                         \
     "attention_sm90a.cu must be compiled for sm_90a (-gencode=arch=compute_90a,code=sm_90a)"
 #endif
 
 TRELLIS_ATTN_SM90_CONFIGS(TRELLIS_ATTN_DEFINE_SM90)
-TRELLIS_ATTN_SM90WS_CONFIGS(TRELLIS_ATTN_DEFINE_SM90WS)
 TRELLIS_HEAD_RMSNORM_DEFINE(64)
 TRELLIS_HEAD_RMSNORM_DEFINE(80)
 TRELLIS_HEAD_RMSNORM_DEFINE(128)
