@@ -631,6 +631,15 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
 
   // out[r] = x[index[r·stride]] or x[r / divisor] (gather_rows); x's rows
   // `srcStride` elements apart (0: dense).
+  // Elements per thread of the gather kernels: 16 bytes when the row width,
+  // the source row stride and both base addresses are multiples of 16 bytes.
+  auto vectorWidth = [&](int64_t width, int64_t srcStride, CUdeviceptr src,
+                         CUdeviceptr dst) -> int32_t {
+    const int64_t elem = int64_t(dtypeSize(x.dtype));
+    bool ok = (width * elem) % 16 == 0 && (srcStride * elem) % 16 == 0 &&
+              (src | dst) % 16 == 0;
+    return ok ? int32_t(16 / elem) : 1;
+  };
   auto gather = [&](CUdeviceptr src, CUdeviceptr index, int32_t stride,
                     int32_t divisor, CUdeviceptr dst, int64_t n, int32_t width,
                     int32_t scatter,
@@ -640,12 +649,13 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
       return f.takeError();
     if (!srcStride)
       srcStride = width;
+    int32_t vec = vectorWidth(width, srcStride, src, dst);
     return std::function<Status()>(
         [this, f = *f, src, srcStride, index, stride, divisor, dst, n, width,
-         scatter, &instr]() mutable -> Status {
+         scatter, vec, &instr]() mutable -> Status {
           void *params[] = {&src, &srcStride, &index, &stride, &divisor,
-                            &dst, &n,         &width, &scatter};
-          return launch1d(f, n * width, params, instr, "a row gather");
+                            &dst, &n,         &width, &scatter, &vec};
+          return launch1d(f, n * (width / vec), params, instr, "a row gather");
         });
   };
 
@@ -755,12 +765,13 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
       return opError(instr, "its index arrays were not built");
     CUdeviceptr src = ptr(node.in[0]), offsets = node.aux[0],
                 children = node.aux[1], dst = ptr(node.out[0]);
-    node.command = [this, f = *f, src, offsets, children, dst, rows, c,
+    int32_t vec = vectorWidth(c, c, src, dst);
+    node.command = [this, f = *f, src, offsets, children, dst, rows, c, vec,
                     &instr]() mutable -> Status {
       int64_t n = rows;
       int32_t width = c;
-      void *params[] = {&src, &offsets, &children, &dst, &n, &width};
-      return launch1d(f, n * width, params, instr, "the downsample");
+      void *params[] = {&src, &offsets, &children, &dst, &n, &width, &vec};
+      return launch1d(f, n * (width / vec), params, instr, "the downsample");
     };
     return true;
   }

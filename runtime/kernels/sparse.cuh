@@ -200,38 +200,68 @@ __device__ void occupancyWrite(const float *logits, int64_t n,
 // out[r] = x[index[r·stride]] (index given) or x[r / divisor]; with scatter
 // set, out[index[r·stride]] = x[r] instead. Rows of c elements; x's rows are
 // x_stride elements apart (a strided view: q, k or v of a packed qkv), out's
-// are dense.
-template <typename T>
+// are dense. Vec elements per thread (16 bytes when the host checked that c,
+// x_stride and both base addresses allow it, else 1).
+template <typename T, int Vec>
 __device__ void gatherRows(const T *x, int64_t x_stride, const int32_t *index,
                            int32_t index_stride, int32_t divisor, T *out,
                            int64_t rows, int32_t c, int32_t scatter) {
+  using V = typename std::conditional<Vec == 1, T, uint4>::type;
+  const int64_t chunks = c / Vec;
   const int64_t t = globalThread();
-  if (t >= rows * c)
+  if (t >= rows * chunks)
     return;
-  const int64_t r = t / c, ch = t % c;
+  const int64_t r = t / chunks, ch = (t % chunks) * Vec;
   const int64_t other = index ? int64_t(index[r * index_stride]) : r / divisor;
   if (scatter)
-    out[other * c + ch] = x[r * x_stride + ch];
+    *reinterpret_cast<V *>(out + other * c + ch) =
+        *reinterpret_cast<const V *>(x + r * x_stride + ch);
   else
-    out[t] = x[other * x_stride + ch];
+    *reinterpret_cast<V *>(out + r * c + ch) =
+        *reinterpret_cast<const V *>(x + other * x_stride + ch);
 }
 
 // Downsample (spec §6.3 quirk): coarse row r = Σ children / (n + 1), the
 // children of r being children[offsets[r] .. offsets[r+1]) in ascending row
-// order (summed in that order, f32).
-template <typename T>
+// order (summed in that order, f32). Vec channels per thread as gatherRows.
+template <typename T, int Vec>
 __device__ void downsample(const T *x, const int32_t *offsets,
                            const int32_t *children, T *out, int64_t rows,
                            int32_t c) {
+  constexpr int kLanes = Vec == 1 ? 1 : 16 / int(sizeof(T));
+  const int64_t chunks = c / Vec;
   const int64_t t = globalThread();
-  if (t >= rows * c)
+  if (t >= rows * chunks)
     return;
-  const int64_t r = t / c, ch = t % c;
+  const int64_t r = t / chunks, ch = (t % chunks) * Vec;
   const int32_t begin = offsets[r], end = offsets[r + 1];
-  float sum = 0.f;
-  for (int32_t j = begin; j < end; ++j)
-    sum += toF32(x[int64_t(children[j]) * c + ch]);
-  out[t] = fromF32<T>(sum / float(end - begin + 1));
+  float sum[kLanes];
+#pragma unroll
+  for (int e = 0; e < kLanes; ++e)
+    sum[e] = 0.f;
+  for (int32_t j = begin; j < end; ++j) {
+    const T *src = x + int64_t(children[j]) * c + ch;
+    if constexpr (Vec == 1) {
+      sum[0] += toF32(src[0]);
+    } else {
+      const uint4 v = *reinterpret_cast<const uint4 *>(src);
+      const T *e = reinterpret_cast<const T *>(&v);
+#pragma unroll
+      for (int i = 0; i < kLanes; ++i)
+        sum[i] += toF32(e[i]);
+    }
+  }
+  const float n = float(end - begin + 1);
+  if constexpr (Vec == 1) {
+    out[r * c + ch] = fromF32<T>(sum[0] / n);
+  } else {
+    uint4 v;
+    T *e = reinterpret_cast<T *>(&v);
+#pragma unroll
+    for (int i = 0; i < kLanes; ++i)
+      e[i] = fromF32<T>(sum[i] / n);
+    *reinterpret_cast<uint4 *>(out + r * c + ch) = v;
+  }
 }
 
 // Group norm statistics (spec §7.4), deterministic and coalesced in two
@@ -374,14 +404,22 @@ trellis_sparse_neighbor_lookup(const int32_t *coords, const int32_t *grid,
   extern "C" __global__ void trellis_sparse_gather_rows_##S(                   \
       const T *x, int64_t x_stride, const int32_t *index,                      \
       int32_t index_stride, int32_t divisor, T *out, int64_t rows, int32_t c,  \
-      int32_t scatter) {                                                       \
-    trellis_sparse::gatherRows<T>(x, x_stride, index, index_stride, divisor,   \
-                                  out, rows, c, scatter);                      \
+      int32_t scatter, int32_t vec) {                                          \
+    if (vec > 1)                                                               \
+      trellis_sparse::gatherRows<T, 16 / sizeof(T)>(                           \
+          x, x_stride, index, index_stride, divisor, out, rows, c, scatter);   \
+    else                                                                       \
+      trellis_sparse::gatherRows<T, 1>(x, x_stride, index, index_stride,       \
+                                       divisor, out, rows, c, scatter);        \
   }                                                                            \
   extern "C" __global__ void trellis_sparse_downsample_##S(                    \
       const T *x, const int32_t *offsets, const int32_t *children, T *out,     \
-      int64_t rows, int32_t c) {                                               \
-    trellis_sparse::downsample<T>(x, offsets, children, out, rows, c);         \
+      int64_t rows, int32_t c, int32_t vec) {                                  \
+    if (vec > 1)                                                               \
+      trellis_sparse::downsample<T, 16 / sizeof(T)>(x, offsets, children, out, \
+                                                    rows, c);                  \
+    else                                                                       \
+      trellis_sparse::downsample<T, 1>(x, offsets, children, out, rows, c);    \
   }                                                                            \
   extern "C" __global__ void trellis_sparse_group_norm_partial_##S(            \
       const T *x, const int32_t *chunks, const float *stats, float *partial,   \
