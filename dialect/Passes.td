@@ -42,6 +42,30 @@ def TrellisSpecializeGuidance : Pass<"trellis-specialize-guidance", "ModuleOp"> 
   let dependentDialects = ["mlir::func::FuncDialect"];
 }
 
+def TrellisHoistTime : Pass<"trellis-hoist-time", "ModuleOp"> {
+  let summary = "Compute what depends only on τ once for the whole time grid";
+  let description = [{
+    In every region of a `trellis.flow_sample`, finds the τ-only slice: ops
+    whose operands are the τ argument, other slice results, or values
+    defined above the sampler (weights, constants), and which are row-wise
+    over dimension 0 (the timestep embedding, linear of a slice value with
+    weights from above, unary elementwise ops and casts, split/concat along
+    an axis ≥ 1, reshapes, binary ops whose other operand broadcasts over
+    dimension 0). The time grid is static: the slice is cloned above the op
+    with τ [B] replaced by `trellis.time_grid` [steps] (the τ of every step),
+    so each cloned op computes the rows of all steps at once. The slice
+    results the rest of the body uses become columns of one table [steps, W]
+    per element type (`trellis.concat`, reshaped to rank 2 where needed);
+    the body selects its step's row with `trellis.time_row` (→ [B, W], every
+    sample's τ looked up) and splits it back (`trellis.split`, reshapes), so
+    consumers see the shapes they saw before. The same ops run on the same
+    values, only batched over the steps: the CPU reference gives bit-identical
+    results. Cloned ops keep their locations; the grid, tables and row
+    selections take the sampler's. Both regions of a specialized sampler
+    compute the same tables; CSE merges them.
+  }];
+}
+
 def TrellisFoldZeroConditioning
     : Pass<"trellis-fold-zero-conditioning", "ModuleOp"> {
   let summary = "Fold the cross-attention of the zero negative condition";

@@ -1200,5 +1200,58 @@ LogicalResult EulerUpdateOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// TimeGridOp, TimeRowOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+TimeGridOp::inferReturnTypes(MLIRContext *context,
+                             std::optional<Location> location,
+                             TimeGridOp::Adaptor adaptor,
+                             SmallVectorImpl<Type> &inferredReturnTypes) {
+  int64_t steps = int64_t(adaptor.getSteps());
+  if (steps < 1)
+    return emitOptionalError(location, "steps must be >= 1, found ", steps);
+  inferredReturnTypes.push_back(
+      RankedTensorType::get({steps}, Float32Type::get(context)));
+  return success();
+}
+
+LogicalResult TimeGridOp::verify() {
+  if (getStepsAttr().getInt() < 1)
+    return emitOpError("steps must be >= 1, found ") << getStepsAttr().getInt();
+  return verifyPositive(*this, "rescale_t",
+                        getRescaleTAttr().getValueAsDouble());
+}
+
+LogicalResult
+TimeRowOp::inferReturnTypes(MLIRContext *context,
+                            std::optional<Location> location,
+                            TimeRowOp::Adaptor adaptor,
+                            SmallVectorImpl<Type> &inferredReturnTypes) {
+  auto table = cast<RankedTensorType>(adaptor.getTable().getType());
+  auto tau = cast<RankedTensorType>(adaptor.getTau().getType());
+  if (table.getRank() < 2)
+    return emitOptionalError(location, "table must have rank >= 2");
+  if (tau.getRank() != 1)
+    return emitOptionalError(location, "tau must have rank 1");
+  ShapeBuilder shape;
+  shape.dim(tau, 0).dims(table, 1, table.getRank());
+  inferredReturnTypes.push_back(shape.get(table.getElementType()));
+  return success();
+}
+
+LogicalResult TimeRowOp::verify() {
+  auto table = getTable().getType(), grid = getGrid().getType();
+  if (grid.getRank() != 1 || !grid.hasStaticShape())
+    return emitOpError("grid must be a static [S] tensor, found ") << grid;
+  if (table.getRank() < 2 || !table.hasStaticShape() ||
+      table.getDimSize(0) != grid.getDimSize(0))
+    return emitOpError("table must be a static [")
+           << grid.getDimSize(0) << ", D...] tensor (one row per grid value), "
+           << "found " << table;
+  return verifyRank(*this, "tau", getTau().getType(), 1, "[B]");
+}
+
 #define GET_OP_CLASSES
 #include "dialect/TrellisOps.cpp.inc"

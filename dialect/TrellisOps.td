@@ -1068,6 +1068,68 @@ def Trellis_EulerUpdateOp : Trellis_PureOp<"euler_update",
   let hasVerifier = 1;
 }
 
+def Trellis_TimeGridOp : Trellis_PureOp<"time_grid", [InferTypeOpAdaptor]> {
+  let summary = "The model times τ_i of a sampler's static time grid";
+  let description = [{
+    The τ values the velocity model of a `trellis.flow_sample` with these
+    `steps` and `rescale_t` is called with: result [steps] f32, row i =
+    1000·t_i of the sampler's grid (t_i = r·t̃_i / (1 + (r − 1)·t̃_i),
+    t̃_i = 1 − i/steps, formed in f64 and stored as f32 exactly as the
+    sampler forms τ), i = 0..steps−1. Made by `trellis-hoist-time` as the
+    rows of the time tables it hoists out of the sampler loop.
+
+    A run-time override of the sampler's steps (`trellis.exe --steps-ss N`)
+    applies to the time_grid ops of the same function too: rows i < N are
+    then the N-step grid and rows i ≥ N are 0 (never looked up); N > steps
+    is a run-time error (the tables have `steps` rows: compile with at least
+    N steps).
+
+    Verifier: steps ≥ 1, rescale_t > 0; the result is tensor<steps×f32>.
+
+    ```mlir
+    %g = trellis.time_grid {rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : () -> tensor<25xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$steps, F64Attr:$rescale_t);
+  let results = (outs Trellis_F32Tensor:$result);
+  let assemblyFormat = "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_TimeRowOp : Trellis_PureOp<"time_row", [InferTypeOpAdaptor]> {
+  let summary = "Selects the row of a time table that belongs to τ";
+  let description = [{
+    `table` [S, D...] holds one row per model time of `grid` [S] f32 (a
+    `trellis.time_grid`): row k was computed from τ = grid[k] by row-wise
+    ops (`trellis-hoist-time` batches what a sampler body computes from τ
+    alone over the whole grid, once). For τ [B] f32 the result [B, D...]
+    has row b = table[k] with k the first index where grid[k] == τ[b]
+    (exact f32 equality: the sampler forms τ the same way as time_grid). A
+    τ that is not on the grid is a run-time error.
+
+    Why a lookup by value and not a step-index argument of the sampler
+    body: the body keeps its (x, τ) signature, so the sampler, guidance
+    specialization and both executors are unchanged; the CPU reference
+    scans S ≤ a few dozen floats, and the GPU runtime, which knows τ on the
+    host before it launches a step, resolves k there and copies the row
+    into the result with one device-to-device copy ahead of the step's CUDA
+    graph (no kernel, nothing per step inside the graph).
+
+    Verifier: grid is f32 [S] (static), table is [S, D...] of rank ≥ 2,
+    τ is f32 of rank 1; the result is [B, D...] of table's element type.
+
+    ```mlir
+    %r = trellis.time_row %table, %grid, %tau
+           : (tensor<25x6144xf16>, tensor<25xf32>, tensor<1xf32>) -> tensor<1x6144xf16>
+    ```
+  }];
+  let arguments = (ins Trellis_AnyTensor:$table, Trellis_F32Tensor:$grid,
+                       Trellis_F32Tensor:$tau);
+  let results = (outs Trellis_AnyTensor:$result);
+  let assemblyFormat = "$table `,` $grid `,` $tau attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 } // Trellis_SamplerGroup
 
 //===----------------------------------------------------------------------===//

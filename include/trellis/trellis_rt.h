@@ -140,7 +140,9 @@ TRELLIS_RT_API trellis_status trellis_program_call(
 #define TRELLIS_FLAG_REQUIRE_GPU 32u /* the GPU or an error saying why not */
 
 /* Sampler settings of one stage. 0 (steps) or NaN (others) keep what was
- * compiled. steps and cfg_strength change at run time; sigma_min,
+ * compiled. steps and cfg_strength change at run time (steps of a CUDA
+ * program at most the compiled steps: its time tables have that many
+ * rows); sigma_min,
  * cfg_interval and rescale_t are compiled in (trellisc / tc.trellis
  * options): a different value is TRELLIS_ERR_UNSUPPORTED. */
 typedef struct trellis_sampler_spec {

@@ -1377,6 +1377,10 @@ OpClass classify(Operation *op) {
     return OpClass::Unsupported;
   if (n == "linear" || n == "matmul" || n == "attention")
     return OpClass::Library;
+  // The time tables of trellis-hoist-time: runtime commands (the grid
+  // written from the host, a row copied at the table offset of the step).
+  if (n == "time_grid" || n == "time_row")
+    return OpClass::Library;
   if (n == "conv3d")
     return OpClass::Conv;
   if (n == "reshape" || n == "weight" || n == "constant" || n == "yield")

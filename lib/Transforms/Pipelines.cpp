@@ -10,6 +10,9 @@ void mlir::trellis::buildFusionPipeline(OpPassManager &pm,
   // Cond-only work (the cast of the condition, the cross-attention K/V
   // projections and their weights) leaves both sampler regions.
   pm.addPass(createLoopInvariantCodeMotionPass());
+  // τ-only work (the timestep embedding, every block's adaLN modulation)
+  // for the whole static time grid at once; the bodies select their row.
+  pm.addPass(createTrellisHoistTime());
   pm.addPass(createTrellisFoldZeroConditioning());
   // The folded unconditional cross-attention (one GEMV per block) is
   // loop invariant in its turn.

@@ -988,6 +988,65 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
   else if (*sparse)
     return Status::ok();
 
+  if (op == "trellis.time_grid") {
+    // The grid of the steps the sampler runs (a run-time override
+    // included), from the host once per run.
+    auto steps = instr.intAttr("steps");
+    auto rescale = instr.floatAttr("rescale_t");
+    if (!steps || !rescale)
+      return opError(instr, "malformed time grid attributes");
+    node.command = [this, &p, &node, &instr, rows = *steps,
+                    rescale = *rescale]() -> Status {
+      int64_t run = rows;
+      if (auto it = overrides.find(p.name); it != overrides.end())
+        run = it->second.steps.value_or(run);
+      auto grid = ref::timeGridTable(rows, run, rescale);
+      if (!grid)
+        return opError(instr, grid.message());
+      HostTensor &host = p.timeGrids[node.out[0]] = std::move(grid).value();
+      // Pageable memory: the copy has taken the bytes when the call returns.
+      return check(api->cuMemcpyHtoDAsync(address(p, node.out[0]), host.raw(),
+                                          host.nbytes(), stream),
+                   "cuMemcpyHtoDAsync (time grid)");
+    };
+    return Status::ok();
+  }
+  if (op == "trellis.time_row") {
+    // The row of the step's τ, found on the host (the sampler knows τ
+    // before it launches the step), copied from the table with no kernel:
+    // runBody issues it ahead of the step's CUDA graph.
+    const ValueType &table = type(node.in[0]), &out = type(node.out[0]);
+    if (!isStatic(table) || !isStatic(out) || table.shape.empty() ||
+        out.shape.empty() || tokenStride(p, node.in[0]) ||
+        p.slots[root(p, node.in[1])].where == SlotInfo::Where::Bound)
+      return opError(instr, "the GPU time_row needs static, contiguous "
+                            "tables");
+    size_t rowBytes = bytesOf(table) / size_t(table.shape[0]);
+    node.command = [this, &p, &node, &instr, rowBytes]() -> Status {
+      auto grid = p.timeGrids.find(node.in[1]);
+      auto tau = p.stepTau.find(node.in[2]);
+      if (grid == p.timeGrids.end() || tau == p.stepTau.end())
+        return opError(instr, "on the GPU, the grid must be a "
+                              "trellis.time_grid and tau the argument of "
+                              "the enclosing sampler body");
+      int64_t k = ref::timeGridIndex(grid->second, tau->second);
+      if (k < 0)
+        return opError(instr, "tau = " + std::to_string(tau->second) +
+                                  " is not on the time grid");
+      CUdeviceptr src = address(p, node.in[0]) + size_t(k) * rowBytes;
+      CUdeviceptr dst = address(p, node.out[0]);
+      int64_t batch = p.slots[node.out[0]].type.shape[0];
+      for (int64_t b = 0; b < batch; ++b)
+        if (Status s = check(api->cuMemcpyDtoDAsync(dst + size_t(b) * rowBytes,
+                                                    src, rowBytes, stream),
+                             "cuMemcpyDtoDAsync (time row)");
+            !s)
+          return opError(instr, s.message());
+      return Status::ok();
+    };
+    return Status::ok();
+  }
+
   if (op == "trellis.linear") {
     const ValueType &x = type(node.in[0]), &w = type(node.in[1]);
     if (w.dtype != x.dtype ||
@@ -1438,6 +1497,12 @@ Status GpuExecutor::Impl::runNode(Prepared &p, Node &node) {
         std::make_shared<const ref::CoordSet>(std::move(coords).value());
     return Status::ok();
   }
+  if (instr.op == "trellis.time_grid") {
+    // Computed on the host by the reference function itself (with the
+    // run's steps, which the check's CPU reference would not know).
+    ++report.commands;
+    return node.command();
+  }
   if (instr.op == "trellis.sparse.to_tensor") {
     auto *c = std::get_if<CoordsPtr>(&p.hostSlots[root(p, node.in[0])]);
     if (!c || !*c)
@@ -1476,7 +1541,19 @@ Status GpuExecutor::Impl::runNode(Prepared &p, Node &node) {
 Status GpuExecutor::Impl::runBody(Prepared &p, Body &body, bool allowGraph) {
   bool graphs = allowGraph && options.cudaGraphs && !options.checkOps &&
                 !options.checkFinite && !options.profile && !options.syncEachOp;
+  // The leading time_row nodes (trellis-hoist-time puts them first) copy
+  // the step's rows ahead of the graph: what varies per step stays out of
+  // it. Any other time_row would be baked into the graph: no graph then.
+  size_t lead = 0;
+  while (lead < body.nodes.size() &&
+         body.nodes[lead].instr->op == "trellis.time_row")
+    ++lead;
+  for (size_t i = lead; i < body.nodes.size() && graphs; ++i)
+    graphs = body.nodes[i].instr->op != "trellis.time_row";
   if (graphs) {
+    for (size_t i = 0; i < lead; ++i)
+      if (Status s = runNode(p, body.nodes[i]); !s)
+        return s;
     auto it = p.graphs.find(&body);
     if (it == p.graphs.end()) {
       if (Status s = check(api->cuStreamBeginCapture(
@@ -1485,9 +1562,8 @@ Status GpuExecutor::Impl::runBody(Prepared &p, Body &body, bool allowGraph) {
           !s)
         return s;
       Status recorded = Status::ok();
-      for (Node &node : body.nodes)
-        if (recorded)
-          recorded = runNode(p, node);
+      for (size_t i = lead; i < body.nodes.size() && recorded; ++i)
+        recorded = runNode(p, body.nodes[i]);
       CUgraph graph = nullptr;
       CUresult end = api->cuStreamEndCapture(stream, &graph);
       if (!recorded)
@@ -1501,7 +1577,7 @@ Status GpuExecutor::Impl::runBody(Prepared &p, Body &body, bool allowGraph) {
         return s;
       it = p.graphs.emplace(&body, exec).first;
     } else {
-      report.commands += int64_t(body.nodes.size());
+      report.commands += int64_t(body.nodes.size() - lead);
     }
     return check(api->cuGraphLaunch(it->second, stream), "cuGraphLaunch");
   }
@@ -1587,6 +1663,7 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
     for (int64_t i = 0; i < batch; ++i)
       t[i] = tau;
     CUdeviceptr tauPtr = address(p, body.args[1]);
+    p.stepTau[body.args[1]] = tau; // for the body's trellis.time_row
     if (Status s = check(api->cuMemcpyHtoDAsync(tauPtr, t, batch * 4, stream),
                          "cuMemcpyHtoDAsync (tau)");
         !s)

@@ -223,6 +223,11 @@ struct GpuExecutor::Impl {
     CUdeviceptr boundPool = 0;
     size_t boundBytes = 0;
     std::vector<std::vector<uint8_t>> constantBytesHost;
+    // trellis-hoist-time: the host copy of each trellis.time_grid result (by
+    // slot) and the τ of the sampler step being launched (by the region's τ
+    // slot): trellis.time_row resolves its table row on the host.
+    std::map<int, HostTensor> timeGrids;
+    std::map<int, float> stepTau;
     std::map<const Body *, CUgraphExec> graphs;
     std::vector<cublasLtMatmulDesc_t> descs;
     std::vector<cublasLtMatrixLayout_t> layouts;

@@ -418,6 +418,22 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
       return single(ref::timestepEmbedding(t, intOr(instr, "dim", 256),
                                            floatOr(instr, "max_period", 1e4)));
     }
+    if (op == "trellis.time_grid") {
+      // A run-time override of the sampler's steps applies to the grid of
+      // its time tables too (the same entry function).
+      TRY(steps, instr.intAttr("steps"));
+      TRY(rescale, instr.floatAttr("rescale_t"));
+      int64_t run = steps;
+      if (auto it = overrides_.find(entry_); it != overrides_.end())
+        run = it->second.steps.value_or(run);
+      return single(ref::timeGridTable(steps, run, rescale));
+    }
+    if (op == "trellis.time_row") {
+      TRY(table, in.tensor(0));
+      TRY(grid, in.tensor(1));
+      TRY(tau, in.tensor(2));
+      return single(ref::timeRow(table, grid, tau));
+    }
     if (op == "trellis.ape") {
       TRY(pos, in.tensor(0));
       TRY(channels, instr.intAttr("channels"));

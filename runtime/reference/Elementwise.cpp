@@ -2,6 +2,7 @@
 #include "Common.h"
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 namespace trellis::ref {
@@ -418,5 +419,57 @@ bool isGuidedStep(double t, double lo, double hi) {
 }
 
 float modelTime(double t) { return float(1000.0 * t); }
+
+Result<HostTensor> timeGridTable(int64_t rows, int64_t steps, double rescaleT) {
+  const char *op = "time_grid";
+  if (steps < 1 || rescaleT <= 0)
+    return opError(op, "steps must be >= 1 and rescale_t > 0");
+  if (steps > rows)
+    return opError(op, "the sampler runs " + std::to_string(steps) +
+                           " steps, but the program's time tables were "
+                           "computed for " +
+                           std::to_string(rows) +
+                           " (trellis-hoist-time: compile the program with "
+                           "at least that many steps in pipeline.json)");
+  HostTensor out(DType::F32, {rows});
+  std::vector<double> t = timeGrid(int(steps), rescaleT);
+  for (int64_t i = 0; i < rows; ++i)
+    out.mutableData<float>()[i] = i < steps ? modelTime(t[size_t(i)]) : 0.0f;
+  return out;
+}
+
+int64_t timeGridIndex(const HostTensor &grid, float tau) {
+  for (int64_t k = 0; k < grid.numel(); ++k)
+    if (grid.data<float>()[k] == tau)
+      return k;
+  return -1;
+}
+
+Result<HostTensor> timeRow(const HostTensor &table, const HostTensor &grid,
+                           const HostTensor &tau) {
+  const char *op = "time_row";
+  if (grid.dtype() != DType::F32 || grid.rank() != 1 ||
+      tau.dtype() != DType::F32 || tau.rank() != 1 || table.rank() < 2 ||
+      table.dim(0) != grid.dim(0))
+    return opError(op, "expects table [S, D...], grid [S] f32, tau [B] f32; "
+                       "found " +
+                           describe(table) + ", " + describe(grid) + ", " +
+                           describe(tau));
+  Shape shape = table.shape();
+  shape[0] = tau.dim(0);
+  HostTensor out(table.dtype(), shape);
+  size_t rowBytes = table.nbytes() / size_t(std::max<int64_t>(1, grid.dim(0)));
+  for (int64_t b = 0; b < tau.dim(0); ++b) {
+    float t = tau.data<float>()[b];
+    int64_t k = timeGridIndex(grid, t);
+    if (k < 0)
+      return opError(op,
+                     "tau = " + std::to_string(t) + " is not on the time grid");
+    std::memcpy(static_cast<char *>(out.mutableRaw()) + size_t(b) * rowBytes,
+                static_cast<const char *>(table.raw()) + size_t(k) * rowBytes,
+                rowBytes);
+  }
+  return out;
+}
 
 } // namespace trellis::ref

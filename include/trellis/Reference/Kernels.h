@@ -224,6 +224,19 @@ bool isGuidedStep(double t, double lo, double hi);
 /// The model's time input τ = float32(1000·t), the product formed in float64.
 float modelTime(double t);
 
+/// trellis.time_grid: [rows] f32, row i = modelTime(t_i) of the `steps`-step
+/// grid for i < steps, 0 for i >= steps (rows the sampler never looks up;
+/// `steps` < rows after a run-time steps override). steps > rows is an error.
+Result<HostTensor> timeGridTable(int64_t rows, int64_t steps, double rescaleT);
+
+/// The row of `grid` [S] f32 equal to `tau` (exactly), the first if several;
+/// -1 if none.
+int64_t timeGridIndex(const HostTensor &grid, float tau);
+
+/// trellis.time_row: [B, D...] with row b = table[k], grid[k] == tau[b].
+Result<HostTensor> timeRow(const HostTensor &table, const HostTensor &grid,
+                           const HostTensor &tau);
+
 //===----------------------------------------------------------------------===//
 // Sparse (§5.4, §6, §7)
 //===----------------------------------------------------------------------===//

@@ -1259,6 +1259,78 @@ func.func @euler_result(%x: tensor<?x4xf32, #trellis.bounds<[9]>>) {
   return
 }
 
+// -----
+
+func.func @time_grid_steps() {
+  // expected-error @+1 {{steps must be >= 1, found 0}}
+  %g = trellis.time_grid {rescale_t = 3.0 : f64, steps = 0 : i64} : () -> tensor<0xf32>
+  return
+}
+
+// -----
+
+func.func @time_grid_rescale() {
+  // expected-error @+1 {{rescale_t must be > 0}}
+  %g = trellis.time_grid {rescale_t = 0.0 : f64, steps = 4 : i64} : () -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @time_grid_result() {
+  // expected-error @+1 {{result #0 has type 'tensor<5xf32>' but the operands and attributes give 'tensor<4xf32>'}}
+  %g = trellis.time_grid {rescale_t = 3.0 : f64, steps = 4 : i64} : () -> tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @time_row_grid(%t: tensor<4x8xf16>, %g: tensor<4x1xf32>, %tau: tensor<1xf32>) {
+  // expected-error @+1 {{grid must be a static [S] tensor, found 'tensor<4x1xf32>'}}
+  %r = trellis.time_row %t, %g, %tau : (tensor<4x8xf16>, tensor<4x1xf32>, tensor<1xf32>) -> tensor<1x8xf16>
+  return
+}
+
+// -----
+
+func.func @time_row_rows(%t: tensor<5x8xf16>, %g: tensor<4xf32>, %tau: tensor<1xf32>) {
+  // expected-error @+1 {{table must be a static [4, D...] tensor (one row per grid value), found 'tensor<5x8xf16>'}}
+  %r = trellis.time_row %t, %g, %tau : (tensor<5x8xf16>, tensor<4xf32>, tensor<1xf32>) -> tensor<1x8xf16>
+  return
+}
+
+// -----
+
+func.func @time_row_rank(%t: tensor<4xf16>, %g: tensor<4xf32>, %tau: tensor<1xf32>) {
+  // expected-error @+1 {{table must be a static [4, D...] tensor (one row per grid value), found 'tensor<4xf16>'}}
+  %r = trellis.time_row %t, %g, %tau : (tensor<4xf16>, tensor<4xf32>, tensor<1xf32>) -> tensor<1xf16>
+  return
+}
+
+// -----
+
+func.func @time_row_tau(%t: tensor<4x8xf16>, %g: tensor<4xf32>, %tau: tensor<1x1xf32>) {
+  // expected-error @+1 {{tau must be [B] (rank 1), found 'tensor<1x1xf32>'}}
+  %r = trellis.time_row %t, %g, %tau : (tensor<4x8xf16>, tensor<4xf32>, tensor<1x1xf32>) -> tensor<1x8xf16>
+  return
+}
+
+// -----
+
+func.func @time_row_result(%t: tensor<4x8xf16>, %g: tensor<4xf32>, %tau: tensor<2xf32>) {
+  // expected-error @+1 {{result #0 has type 'tensor<1x8xf16>' but the operands and attributes give 'tensor<2x8xf16>'}}
+  %r = trellis.time_row %t, %g, %tau : (tensor<4x8xf16>, tensor<4xf32>, tensor<2xf32>) -> tensor<1x8xf16>
+  return
+}
+
+// -----
+
+func.func @time_row_grid_type(%t: tensor<4x8xf16>, %g: tensor<4xf16>, %tau: tensor<1xf32>) {
+  // expected-error @+1 {{operand #1 must be ranked tensor of 32-bit float values}}
+  %r = trellis.time_row %t, %g, %tau : (tensor<4x8xf16>, tensor<4xf16>, tensor<1xf32>) -> tensor<1x8xf16>
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // Sparse coordinate sets
 //===----------------------------------------------------------------------===//

@@ -113,9 +113,10 @@ protected:
   /// The first result of `stage` on the CPU reference, with `steps` sampler
   /// steps (0: the pipeline's); `*ms` gets the CPU time of the run (of all
   /// threads: stable on a loaded machine with TRELLIS_REF_THREADS=1).
+  /// With `error`, a failed run stores its message there (no failure).
   HostTensor runStage(mlir::ModuleOp module, const std::string &stage,
                       std::vector<RtValue> inputs, int64_t steps = kSteps,
-                      double *ms = nullptr) {
+                      double *ms = nullptr, std::string *error = nullptr) {
     auto serialized = serializeHostProgram(module, {stage});
     EXPECT_TRUE(mlir::succeeded(serialized));
     if (mlir::failed(serialized))
@@ -145,7 +146,10 @@ protected:
     auto out = exec.run(stage, std::move(inputs));
     if (ms)
       *ms = 1000.0 * double(std::clock() - start) / CLOCKS_PER_SEC;
-    EXPECT_TRUE(out.isOk()) << out.message();
+    if (error && !out)
+      *error = out.message();
+    else
+      EXPECT_TRUE(out.isOk()) << out.message();
     if (!out)
       return {};
     return std::get<HostTensor>((*out)[0]);
@@ -256,6 +260,77 @@ TEST_F(FusionNumeric, SpecializeGuidanceAndHoistingAreExact) {
   for (mlir::Operation &op : *sampler->getBlock())
     hoisted += mlir::isa<mlir::trellis::LinearOp>(op);
   EXPECT_EQ(hoisted, 4);
+}
+
+// trellis-hoist-time runs the τ-only ops (t-embedder, adaLN modulation) on
+// the [steps] rows of the grid instead of the [B] rows of one step: the same
+// ops on the same values (the reference kernels compute rows independently),
+// so the latents are bit-identical, at batch 1 and 2 (where τ [2] selects
+// the same row twice). The run uses kSteps = 5 of the 25 compiled steps
+// (the run-time override applies to the time grid too).
+TEST_F(FusionNumeric, HoistTimeIsExact) {
+  for (int64_t batch : {1, 2}) {
+    mlir::OwningOpRef<mlir::ModuleOp> after;
+    EXPECT_EQ(compare(
+                  [](mlir::OpPassManager &pm) {
+                    specialize(pm);
+                    pm.addPass(mlir::trellis::createTrellisHoistTime());
+                    pm.addPass(mlir::createCSEPass());
+                  },
+                  &after, batch),
+              0.0);
+    // One grid and one table (CSE merged the two regions' copies); each
+    // region selects its row once; nothing in the sampler embeds τ.
+    mlir::Operation *ss = after->lookupSymbol("ss_stage");
+    EXPECT_EQ(count(ss, "trellis.time_grid"), 1);
+    EXPECT_EQ(count(ss, "trellis.time_row"), 2);
+    EXPECT_EQ(count(ss, "trellis.timestep_embedding"), 1);
+    mlir::trellis::FlowSampleOp sampler;
+    after->lookupSymbol("ss_stage")->walk([&](mlir::trellis::FlowSampleOp op) {
+      sampler = op;
+    });
+    ASSERT_TRUE(sampler);
+    EXPECT_EQ(count(sampler, "trellis.timestep_embedding"), 0);
+    EXPECT_EQ(count(sampler, "trellis.silu"), 0);
+  }
+}
+
+TEST_F(FusionNumeric, HoistTimeSlatIsExact) {
+  for (int64_t batch : {1, 2}) {
+    mlir::OwningOpRef<mlir::ModuleOp> module = graphModule(batch);
+    mlir::PassManager pm(&context_);
+    specialize(pm);
+    ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+    HostTensor before = runSlatStage(*module, batch);
+    mlir::PassManager hoist(&context_);
+    hoist.addPass(mlir::trellis::createTrellisHoistTime());
+    hoist.addPass(mlir::createCSEPass());
+    hoist.addPass(mlir::trellis::createTrellisVerifyLocations());
+    ASSERT_TRUE(mlir::succeeded(hoist.run(*module)));
+    EXPECT_EQ(count(module->lookupSymbol("slat_stage"), "trellis.time_row"), 2);
+    HostTensor after = runSlatStage(*module, batch);
+    ASSERT_GT(before.numel(), 0);
+    ASSERT_EQ(after.numel(), before.numel());
+    EXPECT_EQ(relativeL2(after, before), 0.0) << "batch " << batch;
+  }
+}
+
+// The tables have the compiled steps' rows: a run-time override with more
+// steps is an error that says so (fewer steps use the first rows).
+TEST_F(FusionNumeric, HoistTimeRejectsMoreStepsThanCompiled) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = graphModule(1);
+  mlir::PassManager pm(&context_);
+  specialize(pm);
+  pm.addPass(mlir::trellis::createTrellisHoistTime());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  HostTensor cond = mkmodel::syntheticCond(7, "cond", kCondTokens, 128);
+  HostTensor noise(DType::F32, {1, 8, 8, 8, 8});
+  std::string error;
+  runStage(*module, "ss_stage", {cond, noise}, /*steps=*/26, nullptr, &error);
+  EXPECT_NE(error.find("the sampler runs 26 steps, but the program's time "
+                       "tables were computed for 25"),
+            std::string::npos)
+      << error;
 }
 
 // Batch 2 with a batch-1 condition: the conditions are repeated above the
