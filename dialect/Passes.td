@@ -63,7 +63,13 @@ def TrellisHoistTime : Pass<"trellis-hoist-time", "ModuleOp"> {
     results. Cloned ops keep their locations; the grid, tables and row
     selections take the sampler's. Both regions of a specialized sampler
     compute the same tables; CSE merges them.
+    The tables have max(steps, `max-steps`) rows (time_grid rows past the
+    compiled steps are 0 until a run-time steps override uses them), so a
+    program compiled for 25 steps still runs `--steps-ss 50`.
   }];
+  let options = [Option<"maxSteps", "max-steps", "int64_t", "64",
+                         "rows of the time tables at least (the largest "
+                         "run-time steps override the program accepts)">];
 }
 
 def TrellisFoldZeroConditioning

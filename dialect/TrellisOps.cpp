@@ -1204,22 +1204,14 @@ LogicalResult EulerUpdateOp::verify() {
 // TimeGridOp, TimeRowOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-TimeGridOp::inferReturnTypes(MLIRContext *context,
-                             std::optional<Location> location,
-                             TimeGridOp::Adaptor adaptor,
-                             SmallVectorImpl<Type> &inferredReturnTypes) {
-  int64_t steps = int64_t(adaptor.getSteps());
-  if (steps < 1)
-    return emitOptionalError(location, "steps must be >= 1, found ", steps);
-  inferredReturnTypes.push_back(
-      RankedTensorType::get({steps}, Float32Type::get(context)));
-  return success();
-}
-
 LogicalResult TimeGridOp::verify() {
-  if (getStepsAttr().getInt() < 1)
-    return emitOpError("steps must be >= 1, found ") << getStepsAttr().getInt();
+  int64_t steps = getStepsAttr().getInt();
+  if (steps < 1)
+    return emitOpError("steps must be >= 1, found ") << steps;
+  auto type = cast<RankedTensorType>(getResult().getType());
+  if (type.getRank() != 1 || type.isDynamicDim(0) || type.getDimSize(0) < steps)
+    return emitOpError("result must be a static [R] tensor with R >= steps (")
+           << steps << "), found " << type;
   return verifyPositive(*this, "rescale_t",
                         getRescaleTAttr().getValueAsDouble());
 }

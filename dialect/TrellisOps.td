@@ -1068,26 +1068,28 @@ def Trellis_EulerUpdateOp : Trellis_PureOp<"euler_update",
   let hasVerifier = 1;
 }
 
-def Trellis_TimeGridOp : Trellis_PureOp<"time_grid", [InferTypeOpAdaptor]> {
+def Trellis_TimeGridOp : Trellis_PureOp<"time_grid"> {
   let summary = "The model times τ_i of a sampler's static time grid";
   let description = [{
     The τ values the velocity model of a `trellis.flow_sample` with these
-    `steps` and `rescale_t` is called with: result [steps] f32, row i =
-    1000·t_i of the sampler's grid (t_i = r·t̃_i / (1 + (r − 1)·t̃_i),
-    t̃_i = 1 − i/steps, formed in f64 and stored as f32 exactly as the
-    sampler forms τ), i = 0..steps−1. Made by `trellis-hoist-time` as the
-    rows of the time tables it hoists out of the sampler loop.
+    `steps` and `rescale_t` is called with: result [R] f32 (R ≥ steps, the
+    capacity of the time tables), row i = 1000·t_i of the sampler's grid
+    (t_i = r·t̃_i / (1 + (r − 1)·t̃_i), t̃_i = 1 − i/steps, formed in f64 and
+    stored as f32 exactly as the sampler forms τ) for i < steps, 0 for the
+    rows after. Made by `trellis-hoist-time` as the rows of the time tables
+    it hoists out of the sampler loop.
 
     A run-time override of the sampler's steps (`trellis.exe --steps-ss N`)
     applies to the time_grid ops of the same function too: rows i < N are
-    then the N-step grid and rows i ≥ N are 0 (never looked up); N > steps
-    is a run-time error (the tables have `steps` rows: compile with at least
-    N steps).
+    then the N-step grid and the others 0 (never looked up); N > R is a
+    run-time error (the tables have R rows; `trellis-hoist-time` makes
+    R = max(steps, its max-steps option, 64 by default)).
 
-    Verifier: steps ≥ 1, rescale_t > 0; the result is tensor<steps×f32>.
+    Verifier: steps ≥ 1, rescale_t > 0; the result is a static rank-1 f32
+    tensor of at least `steps` rows.
 
     ```mlir
-    %g = trellis.time_grid {rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : () -> tensor<25xf32>
+    %g = trellis.time_grid {rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : () -> tensor<64xf32>
     ```
   }];
   let arguments = (ins I64Attr:$steps, F64Attr:$rescale_t);
@@ -1120,7 +1122,7 @@ def Trellis_TimeRowOp : Trellis_PureOp<"time_row", [InferTypeOpAdaptor]> {
 
     ```mlir
     %r = trellis.time_row %table, %grid, %tau
-           : (tensor<25x6144xf16>, tensor<25xf32>, tensor<1xf32>) -> tensor<1x6144xf16>
+           : (tensor<64x6144xf16>, tensor<64xf32>, tensor<1xf32>) -> tensor<1x6144xf16>
     ```
   }];
   let arguments = (ins Trellis_AnyTensor:$table, Trellis_F32Tensor:$grid,

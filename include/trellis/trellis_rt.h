@@ -141,8 +141,8 @@ TRELLIS_RT_API trellis_status trellis_program_call(
 
 /* Sampler settings of one stage. 0 (steps) or NaN (others) keep what was
  * compiled. steps and cfg_strength change at run time (steps of a CUDA
- * program at most the compiled steps: its time tables have that many
- * rows); sigma_min,
+ * program at most max(the compiled steps, 64): the rows of its time
+ * tables); sigma_min,
  * cfg_interval and rescale_t are compiled in (trellisc / tc.trellis
  * options): a different value is TRELLIS_ERR_UNSUPPORTED. */
 typedef struct trellis_sampler_spec {

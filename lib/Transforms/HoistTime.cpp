@@ -95,7 +95,8 @@ bool isRowWise(Operation *op, const llvm::SetVector<Value> &slice,
 
 /// Hoists the τ-only slice of one sampler region; `grid` is created on first
 /// use (one per sampler).
-void hoistRegion(FlowSampleOp sampler, Region &region, Value &grid) {
+void hoistRegion(FlowSampleOp sampler, Region &region, Value &grid,
+                 int64_t maxSteps) {
   if (region.empty())
     return;
   Block &block = region.front();
@@ -106,7 +107,9 @@ void hoistRegion(FlowSampleOp sampler, Region &region, Value &grid) {
   if (!tauType || tauType.getRank() != 1 || !tauType.hasStaticShape())
     return;
   int64_t batch = tauType.getDimSize(0);
-  int64_t steps = sampler.getSteps();
+  // The tables' rows: the compiled steps, or more so that a run-time steps
+  // override up to maxSteps still finds its rows.
+  int64_t steps = std::max<int64_t>(sampler.getSteps(), maxSteps);
 
   // The slice: ops computed from τ, other slice values and values defined
   // above the sampler only.
@@ -226,11 +229,12 @@ void hoistRegion(FlowSampleOp sampler, Region &region, Value &grid) {
 
 struct HoistTimePass
     : public mlir::trellis::impl::TrellisHoistTimeBase<HoistTimePass> {
+  using TrellisHoistTimeBase::TrellisHoistTimeBase;
   void runOnOperation() override {
-    getOperation().walk([](FlowSampleOp sampler) {
+    getOperation().walk([&](FlowSampleOp sampler) {
       Value grid;
       for (Region &region : sampler->getRegions())
-        hoistRegion(sampler, region, grid);
+        hoistRegion(sampler, region, grid, maxSteps);
     });
   }
 };

@@ -995,9 +995,11 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     auto rescale = instr.floatAttr("rescale_t");
     if (!steps || !rescale)
       return opError(instr, "malformed time grid attributes");
-    node.command = [this, &p, &node, &instr, rows = *steps,
+    // The tables' capacity: the result's rows (>= the compiled steps).
+    node.command = [this, &p, &node, &instr, steps = *steps,
+                    rows = type(node.out[0]).shape.at(0),
                     rescale = *rescale]() -> Status {
-      int64_t run = rows;
+      int64_t run = steps;
       if (auto it = overrides.find(p.name); it != overrides.end())
         run = it->second.steps.value_or(run);
       auto grid = ref::timeGridTable(rows, run, rescale);

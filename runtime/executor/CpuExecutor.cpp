@@ -426,7 +426,9 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
       int64_t run = steps;
       if (auto it = overrides_.find(entry_); it != overrides_.end())
         run = it->second.steps.value_or(run);
-      return single(ref::timeGridTable(steps, run, rescale));
+      // The tables' capacity: the result's rows (>= the compiled steps).
+      return single(
+          ref::timeGridTable(instr.types.at(0).shape.at(0), run, rescale));
     }
     if (op == "trellis.time_row") {
       TRY(table, in.tensor(0));

@@ -426,11 +426,11 @@ Result<HostTensor> timeGridTable(int64_t rows, int64_t steps, double rescaleT) {
     return opError(op, "steps must be >= 1 and rescale_t > 0");
   if (steps > rows)
     return opError(op, "the sampler runs " + std::to_string(steps) +
-                           " steps, but the program's time tables were "
-                           "computed for " +
+                           " steps, but the program's time tables hold " +
                            std::to_string(rows) +
-                           " (trellis-hoist-time: compile the program with "
-                           "at least that many steps in pipeline.json)");
+                           " (trellis-hoist-time's capacity: max(the "
+                           "compiled steps, 64); compile with that many "
+                           "steps in pipeline.json)");
   HostTensor out(DType::F32, {rows});
   std::vector<double> t = timeGrid(int(steps), rescaleT);
   for (int64_t i = 0; i < rows; ++i)

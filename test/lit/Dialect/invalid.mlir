@@ -1263,7 +1263,7 @@ func.func @euler_result(%x: tensor<?x4xf32, #trellis.bounds<[9]>>) {
 
 func.func @time_grid_steps() {
   // expected-error @+1 {{steps must be >= 1, found 0}}
-  %g = trellis.time_grid {rescale_t = 3.0 : f64, steps = 0 : i64} : () -> tensor<0xf32>
+  %g = trellis.time_grid {rescale_t = 3.0 : f64, steps = 0 : i64} : () -> tensor<1xf32>
   return
 }
 
@@ -1278,8 +1278,8 @@ func.func @time_grid_rescale() {
 // -----
 
 func.func @time_grid_result() {
-  // expected-error @+1 {{result #0 has type 'tensor<5xf32>' but the operands and attributes give 'tensor<4xf32>'}}
-  %g = trellis.time_grid {rescale_t = 3.0 : f64, steps = 4 : i64} : () -> tensor<5xf32>
+  // expected-error @+1 {{result must be a static [R] tensor with R >= steps (4), found 'tensor<3xf32>'}}
+  %g = trellis.time_grid {rescale_t = 3.0 : f64, steps = 4 : i64} : () -> tensor<3xf32>
   return
 }
 

@@ -130,11 +130,11 @@ func.func @ss_stage_specialized(%noise: tensor<1x8x16x16x16xf32>, %cond: tensor<
 // The time tables of trellis-hoist-time: the grid's model times and the row
 // of a table that belongs to τ.
 // CHECK-LABEL: func.func @time_tables
-func.func @time_tables(%table: tensor<25x6144xf16>, %tau: tensor<1xf32>) -> tensor<1x6144xf16> {
-  // CHECK: %[[G:.*]] = trellis.time_grid {rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : () -> tensor<25xf32>
-  %g = trellis.time_grid {rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : () -> tensor<25xf32>
-  // CHECK: trellis.time_row %{{.*}}, %[[G]], %{{.*}} : (tensor<25x6144xf16>, tensor<25xf32>, tensor<1xf32>) -> tensor<1x6144xf16>
+func.func @time_tables(%table: tensor<64x6144xf16>, %tau: tensor<1xf32>) -> tensor<1x6144xf16> {
+  // CHECK: %[[G:.*]] = trellis.time_grid {rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : () -> tensor<64xf32>
+  %g = trellis.time_grid {rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : () -> tensor<64xf32>
+  // CHECK: trellis.time_row %{{.*}}, %[[G]], %{{.*}} : (tensor<64x6144xf16>, tensor<64xf32>, tensor<1xf32>) -> tensor<1x6144xf16>
   %r = trellis.time_row %table, %g, %tau
-         : (tensor<25x6144xf16>, tensor<25xf32>, tensor<1xf32>) -> tensor<1x6144xf16>
+         : (tensor<64x6144xf16>, tensor<64xf32>, tensor<1xf32>) -> tensor<1x6144xf16>
   return %r : tensor<1x6144xf16>
 }

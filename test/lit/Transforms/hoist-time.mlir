@@ -1,5 +1,13 @@
-// RUN: trellis-opt --trellis-hoist-time %s | FileCheck %s
-// RUN: trellis-opt --trellis-hoist-time --mlir-print-debuginfo %s | FileCheck %s --check-prefix=LOC
+// RUN: trellis-opt --trellis-hoist-time="max-steps=0" %s | FileCheck %s
+// RUN: trellis-opt --trellis-hoist-time="max-steps=0" --mlir-print-debuginfo %s | FileCheck %s --check-prefix=LOC
+// RUN: trellis-opt --trellis-hoist-time %s | FileCheck %s --check-prefix=CAP
+
+// By default the tables have 64 rows (a run-time override up to 64 steps
+// finds its rows); the grid keeps the compiled steps.
+// CAP-LABEL: func.func @two_regions
+// CAP: trellis.time_grid {rescale_t = 3.000000e+00 : f64, steps = 4 : i64} : () -> tensor<64xf32>
+// CAP: trellis.timestep_embedding %{{.*}} : (tensor<64xf32>) -> tensor<64x256xf32>
+// CAP: trellis.time_row %{{.*}} : (tensor<64x8xf32>, tensor<64xf32>, tensor<1xf32>) -> tensor<1x8xf32>
 
 // The t-embedder and one block's adaLN modulation in both regions of a
 // specialized sampler (batch 1, 4 steps): computed once above the op on
