@@ -56,6 +56,31 @@ bool convTapsFirst(const ValueType &x, const ValueType &w) {
          size_t(kvol * n * cout) * sizeof(float) <= kConvTapsBytes;
 }
 
+/// The output-channel tile of the implicit-GEMM conv (runtime/kernels/
+/// sparse_conv_sm90.cuh) for this conv, or 0 for the gather + cuBLASLt paths.
+/// Chosen for narrow convs (Cout <= 256, Cin <= 1024: the mesh decoder's
+/// subdivided levels, the SLat flow's 128-channel convs), where the gathered
+/// rows [N, k³·Cin] cost more device-memory traffic than the product itself;
+/// the wide convs stay on cuBLASLt (the implicit kernel measured slower there:
+/// the SLat flow's 16 convs of one step 6.6 ms against 4.0).
+/// TRELLIS_SPARSE_CONV=gather turns it off (A/B measurements,
+/// bench/slat_gpu/conv_ab.sh).
+int convImplicitTile(const ValueType &x, const ValueType &w) {
+  if (const char *mode = std::getenv("TRELLIS_SPARSE_CONV");
+      mode && std::string(mode) == "gather")
+    return 0;
+  int64_t cout = w.shape[0], cin = w.shape[4];
+  if (x.dtype != DType::F16 || cin % 32 != 0 || cin > 1024 || cout > 256)
+    return 0;
+  for (int bn : {192, 128, 96, 64})
+    if (cout % bn == 0)
+      return bn;
+  return 0;
+}
+/// Dynamic shared memory of that kernel: 4 stages of (128 + BN) rows of 64
+/// bytes, plus 1 KiB for the 1024-byte alignment.
+size_t convImplicitSmem(int bn) { return size_t(4) * (128 + bn) * 64 + 1024; }
+
 int64_t rowElems(const ValueType &t) {
   int64_t n = 1;
   for (size_t d = 1; d < t.shape.size(); ++d)
@@ -686,6 +711,41 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     int32_t kvol = int32_t(k * k * k), cin32 = int32_t(cin);
     int64_t kdim = kvol * cin;
     size_t elem = dtypeSize(x.dtype);
+    if (int bn = convImplicitTile(x, w); bn > 0) {
+      // Implicit GEMM (sm_90a): the neighbour rows go straight into shared
+      // memory; no im2col rows in device memory.
+      Result<CUfunction> f =
+          runtimeKernel("trellis_sparse_conv_implicit_n" + std::to_string(bn) +
+                        "_f16");
+      if (f) {
+        unsigned smem = unsigned(convImplicitSmem(bn));
+        if (CUresult r = api->cuFuncSetAttribute(
+                *f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem));
+            r != CUDA_SUCCESS)
+          return opError(instr, "cuFuncSetAttribute (implicit conv): " +
+                                    api->describe(r));
+        CUdeviceptr xp = ptr(node.in[0]), nbr = ptr(neighbors),
+                    wp = ptr(node.in[1]), o = ptr(node.out[0]);
+        int32_t cout32 = int32_t(cout);
+        unsigned gridX = unsigned((rows + 127) / 128),
+                 gridY = unsigned(cout / bn);
+        node.command = [this, f = *f, xp, nbr, wp, b, o, rows, cin32, cout32,
+                        kvol, gridX, gridY, smem, &instr]() mutable -> Status {
+          if (rows == 0)
+            return Status::ok();
+          int64_t n = rows;
+          void *params[] = {&xp, &nbr, &wp, &b, &o, &n, &cin32, &cout32, &kvol};
+          CUresult r = api->cuLaunchKernel(f, gridX, gridY, 1, 256, 1, 1, smem,
+                                           stream, params, nullptr);
+          if (r != CUDA_SUCCESS)
+            return opError(instr, "launching the implicit-GEMM conv: " +
+                                      api->describe(r));
+          return Status::ok();
+        };
+        return true;
+      }
+      // Not in this bundle's module (a GPU other than sm_90): the gather.
+    }
     if (convTapsFirst(x, w)) {
       // y[o] = x · W_oᵀ for the k³ taps at once (W_o: columns o·Cin.. of
       // W [Cout, k³·Cin]), f32; then each row sums its neighbours' products.

@@ -6,6 +6,7 @@
 #include "flexicubes.cuh"
 #include "head_rmsnorm.cuh"
 #include "sparse.cuh"
+#include "sparse_conv_sm90.cuh"
 
 #define TRELLIS_ATTN_DEFINE_SM90(D, BM, BN, ST, MB, E16, SUF)                  \
   extern "C" __global__ void __launch_bounds__((BM)*2, MB)                     \
@@ -23,3 +24,7 @@ TRELLIS_ATTN_SM90_CONFIGS(TRELLIS_ATTN_DEFINE_SM90)
 TRELLIS_HEAD_RMSNORM_DEFINE(64)
 TRELLIS_HEAD_RMSNORM_DEFINE(80)
 TRELLIS_HEAD_RMSNORM_DEFINE(128)
+TRELLIS_SPARSE_CONV_SM90_DEFINE(64, 4)
+TRELLIS_SPARSE_CONV_SM90_DEFINE(96, 4)
+TRELLIS_SPARSE_CONV_SM90_DEFINE(128, 4)
+TRELLIS_SPARSE_CONV_SM90_DEFINE(192, 4)

@@ -1,0 +1,138 @@
+// Submanifold 3x3x3 convolution as an implicit GEMM on Hopper (sm_90a, wgmma):
+// the neighbour rows are gathered straight into the shared-memory A tiles, so
+// the im2col matrix [N, k³·Cin] of trellis_sparse_conv_gather (written and read
+// back through device memory: 13 GB for the mesh decoder's 192 -> 96 conv at
+// 1.28 M voxels) never exists.
+//
+//   out[p, n] = bias[n] + Σ_o Σ_c x[nbr[p·kvol + o], c] · W[n, o, c]
+//   (W [Cout, k³, Cin] as the op stores it; inactive neighbours (-1) are zero)
+//
+// CTA = 2 warpgroups (256 threads), BM = 128 output rows (64 per warpgroup) ×
+// BN output channels. The K loop walks the taps o and, inside a tap, Cin in
+// chunks of 32 halves (64-byte swizzled tiles): A = the 128 gathered rows'
+// chunk, B = W[n0 .. n0+BN, o, c0 .. c0+32); STAGES-deep cp.async ring, one
+// __syncthreads per chunk, wgmma m64nBNk16 (A and B from shared memory), fp32
+// accumulators; bias added in fp32, one rounding to fp16.
+// Requirements (checked by the host): Cin % 32 == 0, Cout % BN == 0, fp16.
+#pragma once
+
+#include "attention_sm90.cuh"
+
+namespace trellis_sparse {
+
+template <int BN, int STAGES>
+__device__ __forceinline__ void
+convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
+                 const __half *bias, __half *out, int64_t rows, int32_t cin,
+                 int32_t cout, int32_t kvol) {
+  using namespace trellis_attn;
+  constexpr int BM = 128, THREADS = 256, KC = 32, W = 64;
+  constexpr int kChunks = KC / 8; // 16-byte chunks per tile row
+  constexpr int kABytes = BM * KC * 2, kBBytes = BN * KC * 2;
+  constexpr int kStageBytes = kABytes + kBBytes;
+  using LA = SwizzleW<W, BM>;
+  using LB = SwizzleW<W, BN>;
+  static_assert(BN % 8 == 0 && BN <= 256, "BN");
+  static_assert(STAGES >= 2, "stages");
+
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  auto sA = [&](int st) { return base + st * kStageBytes; };
+  auto sB = [&](int st) { return base + st * kStageBytes + kABytes; };
+
+  const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127,
+            lane = tid & 31;
+  const int64_t m0 = int64_t(blockIdx.x) * BM;
+  const int n0 = int(blockIdx.y) * BN;
+  const int csteps = cin / KC;
+  const int total = kvol * csteps;
+
+  // The gathered source rows of this thread's A chunks are the same for
+  // every chunk of a tap; look them up per tap.
+  auto load = [&](int step, int st) {
+    const int o = step / csteps, c0 = (step % csteps) * KC;
+#pragma unroll
+    for (int i0 = 0; i0 < BM * kChunks; i0 += THREADS) {
+      const int i = i0 + tid, r = i / kChunks, ch = i % kChunks;
+      const int64_t row = m0 + r;
+      const int32_t src = row < rows ? nbr[row * kvol + o] : -1;
+      const bool ok = src >= 0;
+      cp_async_16(sA(st) + LA::off(r, ch),
+                  x + (ok ? int64_t(src) * cin + c0 + ch * 8 : 0), ok);
+    }
+#pragma unroll
+    for (int i0 = 0; i0 < BN * kChunks; i0 += THREADS) {
+      const int i = i0 + tid;
+      if (BN * kChunks % THREADS == 0 || i < BN * kChunks) {
+        const int n = i / kChunks, ch = i % kChunks;
+        cp_async_16(sB(st) + LB::off(n, ch),
+                    w + (int64_t(n0 + n) * kvol + o) * cin + c0 + ch * 8, true);
+      }
+    }
+  };
+
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i)
+    acc[i] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < total)
+      load(s, s);
+    cp_async_commit();
+  }
+  for (int step = 0; step < total; ++step) {
+    cp_async_wait<STAGES - 2>(); // this thread's copies of `step` landed
+    fence_proxy_async_smem();
+    __syncthreads(); // visible to all; everyone is done with step - 1
+    const int next = step + STAGES - 1; // refills the stage step - 1 used
+    if (next < total)
+      load(next, next % STAGES);
+    cp_async_commit();
+    const int st = step % STAGES;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < KC / 16; ++kk) {
+      const uint64_t da =
+          smem_desc<W>(sA(st) + wg * (64 * W) + kk * 32, 16, 8 * W);
+      const uint64_t db = smem_desc<W>(sB(st) + kk * 32, 16, 8 * W);
+      wgmma_ss<BN>(acc, da, db, 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs<BN / 2>(acc);
+  }
+  cp_async_wait<0>();
+
+  const int wrow = (wtid >> 5) * 16 + (lane >> 2);
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+    const int n = n0 + i * 8 + 2 * (lane & 3);
+    const float b0 = bias ? __half2float(bias[n]) : 0.f;
+    const float b1 = bias ? __half2float(bias[n + 1]) : 0.f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = m0 + wg * 64 + wrow + 8 * h;
+      if (row < rows)
+        *reinterpret_cast<__half2 *>(out + row * cout + n) =
+            __floats2half2_rn(acc[4 * i + 2 * h] + b0,
+                              acc[4 * i + 2 * h + 1] + b1);
+    }
+  }
+}
+
+} // namespace trellis_sparse
+
+// Shared memory of one configuration (plus 1 KiB for the 1024-byte alignment).
+#define TRELLIS_SPARSE_CONV_SM90_SMEM(BN, ST) ((ST) * (128 + (BN)) * 64 + 1024)
+
+#define TRELLIS_SPARSE_CONV_SM90_DEFINE(BN, ST)                                \
+  extern "C" __global__ void __launch_bounds__(256)                           \
+      trellis_sparse_conv_implicit_n##BN##_f16(                                \
+          const __half *x, const int32_t *nbr, const __half *w,                \
+          const __half *bias, __half *out, int64_t rows, int32_t cin,          \
+          int32_t cout, int32_t kvol) {                                        \
+    trellis_sparse::convImplicitSm90<BN, ST>(x, nbr, w, bias, out, rows, cin,  \
+                                             cout, kvol);                      \
+  }
