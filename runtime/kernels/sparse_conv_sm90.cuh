@@ -11,8 +11,8 @@
 // BN output channels. The K loop walks the taps o and, inside a tap, Cin in
 // chunks of 32 halves (64-byte swizzled tiles): A = the 128 gathered rows'
 // chunk, B = W[n0 .. n0+BN, o, c0 .. c0+32); STAGES-deep cp.async ring, one
-// __syncthreads per chunk, wgmma m64nBNk16 (A and B from shared memory), fp32
-// accumulators; bias added in fp32, one rounding to fp16.
+// __syncthreads per chunk, wgmma m64nBNk16 (A and B from shared memory, one
+// chunk's products in flight while the next is issued), fp32 accumulators; bias added in fp32, one rounding to fp16.
 // Requirements (checked by the host): Cin % 32 == 0, Cout % BN == 0, fp16.
 #pragma once
 
@@ -33,7 +33,7 @@ convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
   using LA = SwizzleW<W, BM>;
   using LB = SwizzleW<W, BN>;
   static_assert(BN % 8 == 0 && BN <= 256, "BN");
-  static_assert(STAGES >= 2, "stages");
+  static_assert(STAGES >= 3, "stages");
 
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -76,17 +76,20 @@ convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
   for (int i = 0; i < BN / 2; ++i)
     acc[i] = 0.f;
 
+  // STAGES - 2 chunks are requested ahead; the products of one chunk stay in
+  // flight while the next is issued, so the stage refilled at step s is the
+  // one chunk s - 2 used (its products completed: wgmma_wait<1> at step s-1).
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
+  for (int s = 0; s < STAGES - 2; ++s) {
     if (s < total)
       load(s, s);
     cp_async_commit();
   }
   for (int step = 0; step < total; ++step) {
-    cp_async_wait<STAGES - 2>(); // this thread's copies of `step` landed
+    cp_async_wait<STAGES - 3>(); // this thread's copies of `step` landed
     fence_proxy_async_smem();
-    __syncthreads(); // visible to all; everyone is done with step - 1
-    const int next = step + STAGES - 1; // refills the stage step - 1 used
+    __syncthreads(); // visible to all; the products of step - 2 are done
+    const int next = step + STAGES - 2;
     if (next < total)
       load(next, next % STAGES);
     cp_async_commit();
@@ -100,9 +103,10 @@ convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
       wgmma_ss<BN>(acc, da, db, 1);
     }
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs<BN / 2>(acc);
+    wgmma_wait<1>();
   }
+  wgmma_wait<0>();
+  fence_regs<BN / 2>(acc);
   cp_async_wait<0>();
 
   const int wrow = (wtid >> 5) * 16 + (lane >> 2);
