@@ -1216,11 +1216,9 @@ LogicalResult TimeGridOp::verify() {
                         getRescaleTAttr().getValueAsDouble());
 }
 
-LogicalResult
-TimeRowOp::inferReturnTypes(MLIRContext *context,
-                            std::optional<Location> location,
-                            TimeRowOp::Adaptor adaptor,
-                            SmallVectorImpl<Type> &inferredReturnTypes) {
+LogicalResult TimeRowOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location,
+    TimeRowOp::Adaptor adaptor, SmallVectorImpl<Type> &inferredReturnTypes) {
   auto table = cast<RankedTensorType>(adaptor.getTable().getType());
   auto tau = cast<RankedTensorType>(adaptor.getTau().getType());
   if (table.getRank() < 2)

@@ -677,13 +677,13 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     if (!srcStride)
       srcStride = width;
     int32_t vec = vectorWidth(width, srcStride, src, dst);
-    return std::function<Status()>(
-        [this, f = *f, src, srcStride, index, stride, divisor, dst, n, width,
-         scatter, vec, &instr]() mutable -> Status {
-          void *params[] = {&src, &srcStride, &index, &stride, &divisor,
-                            &dst, &n,         &width, &scatter, &vec};
-          return launch1d(f, n * (width / vec), params, instr, "a row gather");
-        });
+    return std::function<Status()>([this, f = *f, src, srcStride, index, stride,
+                                    divisor, dst, n, width, scatter, vec,
+                                    &instr]() mutable -> Status {
+      void *params[] = {&src, &srcStride, &index, &stride,  &divisor,
+                        &dst, &n,         &width, &scatter, &vec};
+      return launch1d(f, n * (width / vec), params, instr, "a row gather");
+    });
   };
 
   if (op == "trellis.sparse.conv3d") {
@@ -714,9 +714,8 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     if (int bn = convImplicitTile(x, w); bn > 0) {
       // Implicit GEMM (sm_90a): the neighbour rows go straight into shared
       // memory; no im2col rows in device memory.
-      Result<CUfunction> f =
-          runtimeKernel("trellis_sparse_conv_implicit_n" + std::to_string(bn) +
-                        "_f16");
+      Result<CUfunction> f = runtimeKernel("trellis_sparse_conv_implicit_n" +
+                                           std::to_string(bn) + "_f16");
       if (f) {
         unsigned smem = unsigned(convImplicitSmem(bn));
         if (CUresult r = api->cuFuncSetAttribute(

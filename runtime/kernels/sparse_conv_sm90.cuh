@@ -12,8 +12,10 @@
 // chunks of 32 halves (64-byte swizzled tiles): A = the 128 gathered rows'
 // chunk, B = W[n0 .. n0+BN, o, c0 .. c0+32); STAGES-deep cp.async ring, one
 // __syncthreads per chunk, wgmma m64nBNk16 (A and B from shared memory, one
-// chunk's products in flight while the next is issued), fp32 accumulators; bias added in fp32, one rounding to fp16.
-// Requirements (checked by the host): Cin % 32 == 0, Cout % BN == 0, fp16.
+// chunk's products in flight while the next is issued), fp32 accumulators;
+// bias added in fp32, one rounding to fp16.
+// Requirements (checked by the host): fp16, Cin a multiple of 32, Cout a
+// multiple of BN.
 #pragma once
 
 #include "attention_sm90.cuh"
@@ -40,8 +42,7 @@ convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
   auto sA = [&](int st) { return base + st * kStageBytes; };
   auto sB = [&](int st) { return base + st * kStageBytes + kABytes; };
 
-  const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127,
-            lane = tid & 31;
+  const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127, lane = tid & 31;
   const int64_t m0 = int64_t(blockIdx.x) * BM;
   const int n0 = int(blockIdx.y) * BN;
   const int csteps = cin / KC;
@@ -76,15 +77,15 @@ convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
   for (int i = 0; i < BN / 2; ++i)
     acc[i] = 0.f;
 
-  // STAGES - 2 chunks are requested ahead; the products of one chunk stay in
-  // flight while the next is issued, so the stage refilled at step s is the
-  // one chunk s - 2 used (its products completed: wgmma_wait<1> at step s-1).
 #pragma unroll
   for (int s = 0; s < STAGES - 2; ++s) {
     if (s < total)
       load(s, s);
     cp_async_commit();
   }
+  // STAGES - 2 chunks are requested ahead; the products of one chunk stay in
+  // flight while the next is issued, so the stage refilled at step s is the
+  // one chunk s - 2 used (its products completed: wgmma_wait<1> at step s-1).
   for (int step = 0; step < total; ++step) {
     cp_async_wait<STAGES - 3>(); // this thread's copies of `step` landed
     fence_proxy_async_smem();
@@ -119,20 +120,19 @@ convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
     for (int h = 0; h < 2; ++h) {
       const int64_t row = m0 + wg * 64 + wrow + 8 * h;
       if (row < rows)
-        *reinterpret_cast<__half2 *>(out + row * cout + n) =
-            __floats2half2_rn(acc[4 * i + 2 * h] + b0,
-                              acc[4 * i + 2 * h + 1] + b1);
+        *reinterpret_cast<__half2 *>(out + row * cout + n) = __floats2half2_rn(
+            acc[4 * i + 2 * h] + b0, acc[4 * i + 2 * h + 1] + b1);
     }
   }
 }
 
 } // namespace trellis_sparse
 
-// Shared memory of one configuration (plus 1 KiB for the 1024-byte alignment).
-#define TRELLIS_SPARSE_CONV_SM90_SMEM(BN, ST) ((ST) * (128 + (BN)) * 64 + 1024)
-
+// One entry point per output-channel tile BN; dynamic shared memory
+// ST · (128 + BN) · 64 bytes + 1 KiB (runtime/cuda/SparseCommands.cpp,
+// convImplicitSmem).
 #define TRELLIS_SPARSE_CONV_SM90_DEFINE(BN, ST)                                \
-  extern "C" __global__ void __launch_bounds__(256)                           \
+  extern "C" __global__ void __launch_bounds__(256)                            \
       trellis_sparse_conv_implicit_n##BN##_f16(                                \
           const __half *x, const int32_t *nbr, const __half *w,                \
           const __half *bias, __half *out, int64_t rows, int32_t cin,          \
