@@ -892,9 +892,10 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
                 dst = ptr(node.out[0]);
     float e = float(*eps);
     unsigned threads = unsigned(std::min(256, (width + 31) / 32 * 32));
+    int32_t vec = vectorWidth(width, width, src, dst);
     node.command = [this, fp = *partial, fr = *reduce, fa = *apply, src,
                     offsets, coordsPtr, st, part, chunks, numChunks, gamma,
-                    beta, dst, rows, width, g, items, e, threads,
+                    beta, dst, rows, width, g, items, e, threads, vec,
                     &instr]() mutable -> Status {
       for (int32_t centered = 0; centered < 2 && numChunks > 0; ++centered) {
         void *pp[] = {&src, &chunks, &st, &part, &width, &g, &centered};
@@ -913,8 +914,9 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
                                     api->describe(r));
       }
       int64_t n = rows;
-      void *ap[] = {&src, &coordsPtr, &st, &gamma, &beta, &dst, &n, &width, &g};
-      return launch1d(fa, n * width, ap, instr, "the group norm");
+      void *ap[] = {&src, &coordsPtr, &st,    &gamma, &beta,
+                    &dst, &n,         &width, &g,     &vec};
+      return launch1d(fa, n * (width / vec), ap, instr, "the group norm");
     };
     return true;
   }

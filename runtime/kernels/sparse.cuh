@@ -326,23 +326,34 @@ __device__ void groupNormReduce(const int32_t *chunks, int32_t numChunks,
 
 // y = (x − mean) · rstd · γ + β per element; the row's sample from the
 // coordinates' batch column (coords int32 [N, 4]).
-template <typename T>
+template <typename T, int Vec>
 __device__ void groupNormApply(const T *x, const int32_t *coords,
                                const float *stats, const float *gamma,
                                const float *beta, T *out, int64_t rows,
                                int32_t c, int32_t groups) {
+  using V = typename std::conditional<Vec == 1, T, uint4>::type;
+  constexpr int kLanes = Vec == 1 ? 1 : 16 / int(sizeof(T));
+  const int64_t chunks = c / Vec;
   const int64_t t = globalThread();
-  if (t >= rows * c)
+  if (t >= rows * chunks)
     return;
-  const int64_t r = t / c;
-  const int ch = int(t % c);
-  const int item = coords[4 * r] * groups + ch / (c / groups);
-  float y = (toF32(x[t]) - stats[2 * item]) * stats[2 * item + 1];
-  if (gamma)
-    y *= gamma[ch];
-  if (beta)
-    y += beta[ch];
-  out[t] = fromF32<T>(y);
+  const int64_t r = t / chunks;
+  const int ch0 = int(t % chunks) * Vec;
+  const int sample = coords[4 * r] * groups, perGroup = c / groups;
+  V in = *reinterpret_cast<const V *>(x + r * c + ch0), res;
+  const T *e = reinterpret_cast<const T *>(&in);
+  T *o = reinterpret_cast<T *>(&res);
+#pragma unroll
+  for (int i = 0; i < kLanes; ++i) {
+    const int ch = ch0 + i, item = sample + ch / perGroup;
+    float y = (toF32(e[i]) - stats[2 * item]) * stats[2 * item + 1];
+    if (gamma)
+      y *= gamma[ch];
+    if (beta)
+      y += beta[ch];
+    o[i] = fromF32<T>(y);
+  }
+  *reinterpret_cast<V *>(out + r * c + ch0) = res;
 }
 
 } // namespace trellis_sparse
@@ -430,9 +441,13 @@ trellis_sparse_neighbor_lookup(const int32_t *coords, const int32_t *grid,
   extern "C" __global__ void trellis_sparse_group_norm_apply_##S(              \
       const T *x, const int32_t *coords, const float *stats,                   \
       const float *gamma, const float *beta, T *out, int64_t rows, int32_t c,  \
-      int32_t groups) {                                                        \
-    trellis_sparse::groupNormApply<T>(x, coords, stats, gamma, beta, out,      \
-                                      rows, c, groups);                        \
+      int32_t groups, int32_t vec) {                                           \
+    if (vec > 1)                                                               \
+      trellis_sparse::groupNormApply<T, 16 / sizeof(T)>(                       \
+          x, coords, stats, gamma, beta, out, rows, c, groups);                \
+    else                                                                       \
+      trellis_sparse::groupNormApply<T, 1>(x, coords, stats, gamma, beta, out, \
+                                           rows, c, groups);                   \
   }
 
 TRELLIS_SPARSE_ENTRIES(__half, f16)
