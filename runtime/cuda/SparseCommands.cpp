@@ -64,8 +64,12 @@ bool convTapsFirst(const ValueType &x, const ValueType &w) {
 /// the wide convs stay on cuBLASLt (the implicit kernel measured slower there:
 /// the SLat flow's 16 convs of one step 6.6 ms against 4.0).
 /// TRELLIS_SPARSE_CONV=gather turns it off (A/B measurements,
-/// bench/slat_gpu/conv_ab.sh).
-int convImplicitTile(const ValueType &x, const ValueType &w) {
+/// bench/slat_gpu/conv_ab.sh). `sm90a`: the runtime module is the sm_90a one
+/// (the only one with the kernel). The scratch plan and the command both ask
+/// here, so an implicit conv gets no gather scratch.
+int convImplicitTile(const ValueType &x, const ValueType &w, bool sm90a) {
+  if (!sm90a)
+    return 0;
   if (const char *mode = std::getenv("TRELLIS_SPARSE_CONV");
       mode && std::string(mode) == "gather")
     return 0;
@@ -553,7 +557,8 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
   const ValueType &x = p.slots[node.in[0]].type;
   if (op == "trellis.sparse.conv3d") {
     const ValueType &w = p.slots[node.in[1]].type;
-    if (w.shape.size() != 5 || w.shape[1] == 1)
+    if (w.shape.size() != 5 || w.shape[1] == 1 ||
+        convImplicitTile(x, w, attentionFamily == TRELLIS_ATTN_SM90A))
       return 0;
     if (convTapsFirst(x, w))
       return size_t(rowElems(w) / w.shape[4] * x.shape[0] * w.shape[0]) *
@@ -656,8 +661,6 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
   const int64_t rows = out.shape.at(0);
   const int32_t c = int32_t(rowElems(out));
 
-  // out[r] = x[index[r·stride]] or x[r / divisor] (gather_rows); x's rows
-  // `srcStride` elements apart (0: dense).
   // Elements per thread of the gather kernels: 16 bytes when the row width,
   // the source row stride and both base addresses are multiples of 16 bytes.
   auto vectorWidth = [&](int64_t width, int64_t srcStride, CUdeviceptr src,
@@ -667,6 +670,8 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
               (src | dst) % 16 == 0;
     return ok ? int32_t(16 / elem) : 1;
   };
+  // out[r] = x[index[r·stride]] or x[r / divisor] (gather_rows); x's rows
+  // `srcStride` elements apart (0: dense).
   auto gather = [&](CUdeviceptr src, CUdeviceptr index, int32_t stride,
                     int32_t divisor, CUdeviceptr dst, int64_t n, int32_t width,
                     int32_t scatter,
@@ -711,39 +716,39 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     int32_t kvol = int32_t(k * k * k), cin32 = int32_t(cin);
     int64_t kdim = kvol * cin;
     size_t elem = dtypeSize(x.dtype);
-    if (int bn = convImplicitTile(x, w); bn > 0) {
+    if (int bn = convImplicitTile(x, w, attentionFamily == TRELLIS_ATTN_SM90A);
+        bn > 0) {
       // Implicit GEMM (sm_90a): the neighbour rows go straight into shared
       // memory; no im2col rows in device memory.
       Result<CUfunction> f = runtimeKernel("trellis_sparse_conv_implicit_n" +
                                            std::to_string(bn) + "_f16");
-      if (f) {
-        unsigned smem = unsigned(convImplicitSmem(bn));
-        if (CUresult r = api->cuFuncSetAttribute(
-                *f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem));
-            r != CUDA_SUCCESS)
-          return opError(instr, "cuFuncSetAttribute (implicit conv): " +
-                                    api->describe(r));
-        CUdeviceptr xp = ptr(node.in[0]), nbr = ptr(neighbors),
-                    wp = ptr(node.in[1]), o = ptr(node.out[0]);
-        int32_t cout32 = int32_t(cout);
-        unsigned gridX = unsigned((rows + 127) / 128),
-                 gridY = unsigned(cout / bn);
-        node.command = [this, f = *f, xp, nbr, wp, b, o, rows, cin32, cout32,
-                        kvol, gridX, gridY, smem, &instr]() mutable -> Status {
-          if (rows == 0)
-            return Status::ok();
-          int64_t n = rows;
-          void *params[] = {&xp, &nbr, &wp, &b, &o, &n, &cin32, &cout32, &kvol};
-          CUresult r = api->cuLaunchKernel(f, gridX, gridY, 1, 256, 1, 1, smem,
-                                           stream, params, nullptr);
-          if (r != CUDA_SUCCESS)
-            return opError(instr, "launching the implicit-GEMM conv: " +
-                                      api->describe(r));
+      if (!f)
+        return opError(instr, f.message());
+      unsigned smem = unsigned(convImplicitSmem(bn));
+      if (CUresult r = api->cuFuncSetAttribute(
+              *f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem));
+          r != CUDA_SUCCESS)
+        return opError(instr, "cuFuncSetAttribute (implicit conv): " +
+                                  api->describe(r));
+      CUdeviceptr xp = ptr(node.in[0]), nbr = ptr(neighbors),
+                  wp = ptr(node.in[1]), o = ptr(node.out[0]);
+      int32_t cout32 = int32_t(cout);
+      unsigned gridX = unsigned((rows + 127) / 128),
+               gridY = unsigned(cout / bn);
+      node.command = [this, f = *f, xp, nbr, wp, b, o, rows, cin32, cout32,
+                      kvol, gridX, gridY, smem, &instr]() mutable -> Status {
+        if (rows == 0)
           return Status::ok();
-        };
-        return true;
-      }
-      // Not in this bundle's module (a GPU other than sm_90): the gather.
+        int64_t n = rows;
+        void *params[] = {&xp, &nbr, &wp, &b, &o, &n, &cin32, &cout32, &kvol};
+        CUresult r = api->cuLaunchKernel(f, gridX, gridY, 1, 256, 1, 1, smem,
+                                         stream, params, nullptr);
+        if (r != CUDA_SUCCESS)
+          return opError(instr, "launching the implicit-GEMM conv: " +
+                                    api->describe(r));
+        return Status::ok();
+      };
+      return true;
     }
     if (convTapsFirst(x, w)) {
       // y[o] = x · W_oᵀ for the k³ taps at once (W_o: columns o·Cin.. of

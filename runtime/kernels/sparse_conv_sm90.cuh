@@ -48,8 +48,8 @@ convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
   const int csteps = cin / KC;
   const int total = kvol * csteps;
 
-  // The gathered source rows of this thread's A chunks are the same for
-  // every chunk of a tap; look them up per tap.
+  // Chunk `step` (tap o, channels c0 ..) into stage st: the A rows through
+  // the neighbour map (inactive: zero-filled), the B rows from W.
   auto load = [&](int step, int st) {
     const int o = step / csteps, c0 = (step % csteps) * KC;
 #pragma unroll
