@@ -33,13 +33,13 @@ int tattn_params_offset_of_scale() {
 int tattn_num_configs() { return trellis_attn_num_configs; }
 
 // name; info = family, head_dim, block_m, block_n, stages, threads, smem,
-// min_blocks, exp16
+// min_blocks, variant
 const char *tattn_config(int i, int *info) {
   if (i < 0 || i >= trellis_attn_num_configs)
     return nullptr;
   const TrellisAttnConfig &c = trellis_attn_configs[i];
   const int v[9] = {c.family,  c.head_dim,   c.block_m,    c.block_n, c.stages,
-                    c.threads, c.smem_bytes, c.min_blocks, c.exp16};
+                    c.threads, c.smem_bytes, c.min_blocks, c.variant};
   for (int k = 0; k < 9; ++k)
     info[k] = v[k];
   return c.name;

@@ -21,6 +21,7 @@ import ctypes
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -87,7 +88,7 @@ class Kernels:
             if lib.tattn_loaded(i):
                 self.configs[n] = dict(index=i, family=info[0], head_dim=info[1], block_m=info[2], block_n=info[3],
                                        stages=info[4], threads=info[5], smem=info[6], min_blocks=info[7],
-                                       exp16=info[8])
+                                       variant=info[8])
 
     def _check(self, rc, what):
         if rc != 0:
@@ -333,6 +334,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--variants", default="", help="comma list of kernel names to restrict to")
+    ap.add_argument("--only", default="", help="regular expression: the table rows (config names) to run")
     a = ap.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -344,6 +346,8 @@ def main():
     only = set(x for x in a.variants.split(",") if x)
     rows, detail = [], []
     for cfg in configs(a.quick):
+        if a.only and not re.search(a.only, cfg["name"]):
+            continue
         sets = [make_inputs(cfg, 100 * i + 1) for i in range(3)]
         t0 = sets[0]
         ref = reference(t0)
@@ -376,7 +380,8 @@ def main():
                 detail.append(line)
                 print(f"  {cfg['name']:<38} {kname:<46} {ms:8.4f} ms {fl / ms / 1e9:7.1f} TFLOP/s  "
                       f"max_abs {mx:.2e} rel_l2 {rel:.2e} {'ok' if ok else 'FAIL'}", flush=True)
-                fam = (("sm90" if c["family"] == 90 else "sm80") + ("-e16" if c["exp16"] else "")
+                # one table row per family, sm90 variant mask (attention.h) and mode
+                fam = (("sm90" if c["family"] == 90 else "sm80") + (f"-v{c['variant']}" if c["variant"] else "")
                        + ("" if mode == "fused" else "-prepass"))
                 if ok and (fam not in best or ms < best[fam]["ms"]):
                     best[fam] = line
@@ -389,8 +394,7 @@ def main():
                 base[backend] = time_fn(fns, a.warmup, a.iters)
             except Exception as e:  # backend not available for this shape
                 print(f"  sdpa {backend}: n/a ({type(e).__name__}: {str(e).splitlines()[0][:100]})")
-        order = ["sm90", "sm90-e16", "sm90-prepass", "sm90-e16-prepass", "sm80", "sm80-prepass"]
-        for fam in order:
+        for fam in sorted(best, key=lambda f: (not f.startswith("sm90"), f.endswith("-prepass"), f)):
             if fam in best:
                 r = dict(best[fam])
                 r["sdpa_flash_ms"] = base.get("flash")

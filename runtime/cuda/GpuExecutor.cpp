@@ -82,6 +82,8 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
   api->cuDeviceGetAttribute(
       &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
   sm = major * 10 + minor;
+  api->cuDeviceGetAttribute(&multiprocessors,
+                            CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
   report.device = name;
   report.computeCapability = sm;
   if (sm < 75)
@@ -935,26 +937,37 @@ Result<std::function<Status()>> GpuExecutor::Impl::headNormCommand(
 }
 
 Result<std::pair<const TrellisAttnConfig *, CUfunction>>
-GpuExecutor::Impl::attentionKernel(int64_t d) {
+GpuExecutor::Impl::attentionKernel(const TrellisAttnParams &params) {
   if (!attention)
     return Error{"the bundle has no attention kernels for sm_" +
                  std::to_string(sm)};
+  const int64_t d = params.head_dim;
   const TrellisAttnConfig *config = nullptr;
   static const std::map<int64_t, std::string> sm90Defaults = {
       {64, "trellis_attn_sm90_d64_m128_n64_s4"},
       {80, "trellis_attn_sm90_d80_m128_n64_s4"},
       {128, "trellis_attn_sm90_d128_m128_n128_s3"}};
+  // 256 query rows per CTA (one CTA per SM) read K/V half as often as 128
+  // (two per SM): 417 vs 355 TFLOP/s at L = 4096 (bench/attention/NOTES.md).
+  // Taken where its tiles give at least one full wave; short segments (Swin
+  // windows) keep the 128-row tiles, which waste fewer rows.
+  const char *wide = "trellis_attn_sm90_d64_m256_n64_s4_mbrs";
+  const int64_t wideCtas =
+      int64_t(params.num_seqs) * params.heads * ((params.seqlen_q + 255) / 256);
+  const bool useWide =
+      d == 64 && params.seqlen_q >= 1024 && wideCtas >= multiprocessors;
+  std::string choice =
+      !options.attentionConfig.empty() ? options.attentionConfig
+      : attentionFamily != TRELLIS_ATTN_SM90A || !sm90Defaults.count(d)
+          ? std::string()
+      : useWide ? std::string(wide)
+                : sm90Defaults.at(d);
   for (int i = 0; i < trellis_attn_num_configs && !config; ++i) {
     const TrellisAttnConfig &c = trellis_attn_configs[i];
     if (c.family != attentionFamily || c.head_dim != d)
       continue;
-    if (!options.attentionConfig.empty()) {
-      if (options.attentionConfig != c.name)
-        continue;
-    } else if (attentionFamily == TRELLIS_ATTN_SM90A &&
-               sm90Defaults.count(d) && sm90Defaults.at(d) != c.name) {
+    if (!choice.empty() && choice != c.name)
       continue;
-    }
     config = &c;
   }
   if (!config)
@@ -1118,10 +1131,6 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     int qGamma = qIndex >= 0 ? node.in.at(qIndex) : -1;
     int kGamma = kIndex >= 0 ? node.in.at(kIndex) : -1;
     int64_t heads = q.shape[2], d = q.shape[3];
-    auto kernelFor = attentionKernel(d);
-    if (!kernelFor)
-      return opError(instr, kernelFor.message());
-    auto [config, f] = *kernelFor;
     TrellisAttnParams params{};
     params.q = reinterpret_cast<const void *>(ptr(node.in[0]));
     params.k = reinterpret_cast<const void *>(ptr(node.in[1]));
@@ -1188,12 +1197,16 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     params.seqlen_k = int32_t(k.shape[1]);
     params.head_dim = int32_t(d);
     params.softmax_scale = float(*scale);
+    auto kernelFor = attentionKernel(params);
+    if (!kernelFor)
+      return opError(instr, kernelFor.message());
+    auto [config, f] = *kernelFor;
     if (const char *why = trellis_attn_check(config, &params))
       return opError(instr, std::string("attention parameters: ") + why);
     unsigned grid[3], block[3];
     trellis_attn_grid(config, &params, grid, block);
     unsigned smem = unsigned(config->smem_bytes);
-    node.command = [this, f, params, grid0 = grid[0], grid1 = grid[1],
+    node.command = [this, f = f, params, grid0 = grid[0], grid1 = grid[1],
                     block0 = block[0], smem, normalizeK, normalizeQ,
                     &instr]() mutable -> Status {
       for (auto *norm : {&normalizeK, &normalizeQ})

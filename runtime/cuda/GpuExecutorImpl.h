@@ -169,6 +169,7 @@ struct GpuExecutor::Impl {
   CUcontext context = nullptr;
   CUstream stream = nullptr;
   int sm = 0;
+  int multiprocessors = 0; // SMs of the device
   CUmodule generated = nullptr, attention = nullptr;
   int attentionFamily = 0;
   std::map<std::string, CUfunction> functions;
@@ -296,10 +297,11 @@ struct GpuExecutor::Impl {
   /// Scratch bytes a sparse feature op needs (conv gather rows, group-norm
   /// statistics, window-ordered q/k/v), 0 for none.
   size_t sparseScratchBytes(const Prepared &p, const Node &node) const;
-  /// The attention kernel for head dim `d` (GpuOptions::attentionConfig or
-  /// the measured default of the family).
+  /// The attention kernel for a call with these parameters
+  /// (GpuOptions::attentionConfig, or the measured choice of the family for
+  /// the head dim and the shape).
   Result<std::pair<const TrellisAttnConfig *, CUfunction>>
-  attentionKernel(int64_t d);
+  attentionKernel(const TrellisAttnParams &params);
   /// The head RMS norm of a token-major view (rows × heads × d, strides in
   /// elements) into a dense copy at `y`, with f32 gains [heads, d].
   Result<std::function<Status()>>

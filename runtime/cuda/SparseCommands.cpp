@@ -934,10 +934,6 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
   if (x.dtype != DType::F16 || x.shape.size() != 3)
     return opError(instr, "the GPU attention takes fp16 q [N, H, d]");
   int64_t heads = x.shape[1], d = x.shape[2];
-  auto kernelFor = attentionKernel(d);
-  if (!kernelFor)
-    return opError(instr, kernelFor.message());
-  auto [config, f] = *kernelFor;
   TrellisAttnParams params{};
   params.heads = int32_t(heads);
   params.head_dim = int32_t(d);
@@ -1040,6 +1036,10 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     node.command = [] { return Status::ok(); };
     return true;
   }
+  auto kernelFor = attentionKernel(params);
+  if (!kernelFor)
+    return opError(instr, kernelFor.message());
+  auto [config, f] = *kernelFor;
   if (const char *why = trellis_attn_check(config, &params))
     return opError(instr, std::string("attention parameters: ") + why);
   unsigned grid[3], block[3];

@@ -78,8 +78,15 @@ enum {
  * hosts. */
 /* sm90: Q tile + stages x (K tile + V tile), 128B-swizzled, plus 1 KiB for
  * 1024-byte alignment. */
-#define TRELLIS_ATTN_SM90_SMEM(D, BM, BN, ST)                                  \
-  (((BM) + 2 * (ST) * (BN)) * (D)*2 + 1024)
+/* sm90 kernel variants (the VARIANT mask of attn_fwd_sm90, attention_sm90.cuh,
+ * where each is explained). */
+#define TRELLIS_ATTN_SM90_MBAR_PIPELINE 1
+#define TRELLIS_ATTN_SM90_ROWSUM_MMA 2
+/* 1024 bytes of alignment slack, then Q, the stages and the MBAR_PIPELINE
+ * barriers; ROWSUM_MMA adds a BN x 128-byte block of ones to every stage. */
+#define TRELLIS_ATTN_SM90_SMEM(D, BM, BN, ST, VAR)                             \
+  (((BM) + 2 * (ST) * (BN)) * (D)*2 + 1024 + 16 * (ST) +                       \
+   (((VAR)&TRELLIS_ATTN_SM90_ROWSUM_MMA) ? (ST) * (BN)*128 : 0))
 /* sm80/sm75: rows padded by 8 halves (conflict-free ldmatrix without swizzle).
  */
 #define TRELLIS_ATTN_SM80_SMEM(D, BM, BN, ST)                                  \
@@ -96,7 +103,7 @@ typedef struct TrellisAttnConfig {
   int32_t threads;    /* threads per CTA */
   int32_t smem_bytes; /* dynamic shared memory per CTA */
   int32_t min_blocks; /* CTAs per SM the register budget was compiled for */
-  int32_t exp16;      /* 1: softmax exponentials in fp16x2 (sm90 only) */
+  int32_t variant;    /* sm90: mask of TRELLIS_ATTN_SM90_* flags; else 0 */
 } TrellisAttnConfig;
 
 #define TRELLIS_ATTN_NAME_SM90(D, BM, BN, ST)                                  \
@@ -107,22 +114,22 @@ typedef struct TrellisAttnConfig {
   "trellis_attn_sm75_d" #D "_m" #BM "_n" #BN "_s" #ST
 
 /* X-macro lists of the instantiated configurations: (D, BM, BN, STAGES,
- * MIN_BLOCKS[, EXP16, SUFFIX]). attention_sm90a.cu and attention_sm80.cu
+ * MIN_BLOCKS[, VARIANT, SUFFIX]). attention_sm90a.cu and attention_sm80.cu
  * instantiate exactly these; the table below lists them. sm90: BM = 64 x
  * warpgroups; Q is a register operand where the register budget allows (d=64,
  * 1 CTA/SM), else read from shared memory; head dims that are multiples of 64
- * use 128-byte swizzled tiles, others (80) 32-byte swizzle. EXP16 = 1 (name
- * suffix _e16) would compute the softmax exponentials as fp16x2
- * (ex2.approx.f16x2); measured slower and less accurate on the H100
- * (bench/attention/NOTES.md), so no such configuration is instantiated.
- * Measured defaults on the H100 (trellis::AttentionKernels::pick): d64 ->
- * m128_n64_s4, d80 -> m128_n64_s4, d128 -> m128_n128_s3; m256_n64_s4 is the
- * best d64 choice with the fused q/k RMS norm (its K tiles are normalized once
- * per 256 queries instead of 128). */
+ * use 128-byte swizzled tiles, others (80) 32-byte swizzle. VARIANT is a mask
+ * of TRELLIS_ATTN_SM90_* flags (name suffix _mbrs = MBAR_PIPELINE |
+ * ROWSUM_MMA). Measured on the H100 (bench/attention/NOTES.md): d64 ->
+ * m256_n64_s4_mbrs for sequences long enough to fill the GPU with 256-row
+ * tiles (it reads K/V once per 256 queries: 417 vs 355 TFLOP/s at L=4096),
+ * m128_n64_s4 otherwise (short windows); d80 -> m128_n64_s4, d128 ->
+ * m128_n128_s3. GpuExecutor picks per call (attentionKernel). */
 #define TRELLIS_ATTN_SM90_CONFIGS(X)                                           \
   X(64, 128, 64, 4, 2, 0, )                                                    \
   X(64, 128, 64, 3, 2, 0, )                                                    \
   X(64, 256, 64, 4, 1, 0, )                                                    \
+  X(64, 256, 64, 4, 1, 3, _mbrs)                                               \
   X(64, 128, 128, 3, 1, 0, )                                                   \
   X(80, 128, 64, 4, 1, 0, )                                                    \
   X(80, 128, 128, 3, 1, 0, )                                                   \
@@ -142,7 +149,7 @@ typedef struct TrellisAttnConfig {
   X(80, 64, 64, 1, 2)                                                          \
   X(128, 64, 64, 1, 1)
 
-#define TRELLIS_ATTN_CFG_SM90(D, BM, BN, ST, MB, E16, SUF)                     \
+#define TRELLIS_ATTN_CFG_SM90(D, BM, BN, ST, MB, VAR, SUF)                     \
   {TRELLIS_ATTN_NAME_SM90(D, BM, BN, ST) #SUF,                                 \
    TRELLIS_ATTN_SM90A,                                                         \
    D,                                                                          \
@@ -150,9 +157,9 @@ typedef struct TrellisAttnConfig {
    BN,                                                                         \
    ST,                                                                         \
    (BM)*2,                                                                     \
-   TRELLIS_ATTN_SM90_SMEM(D, BM, BN, ST),                                      \
+   TRELLIS_ATTN_SM90_SMEM(D, BM, BN, ST, VAR),                                 \
    MB,                                                                         \
-   E16},
+   VAR},
 #define TRELLIS_ATTN_CFG_SM80(D, BM, BN, ST, MB)                               \
   {TRELLIS_ATTN_NAME_SM80(D, BM, BN, ST),                                      \
    TRELLIS_ATTN_SM80,                                                          \

@@ -3,17 +3,15 @@
 //
 // CTA = BM/64 warpgroups; warpgroup w owns query rows 64w .. 64w+63 of the
 // CTA's BM rows.
-//   S_j = Q K_j^T : wgmma m64nBNk16, A = Q (registers for d=64, shared memory
-//   for d=128),
-//                   B = K tile in shared memory (K-major, 128-byte swizzle)
+//   S_j = Q K_j^T : wgmma m64nBNk16, A = Q (registers where the budget allows,
+//                   else shared memory), B = K tile in shared memory (K-major,
+//                   128-byte swizzle)
 //   O  += P_j V_j : wgmma m64nDk16, A = P (registers, fp16), B = V tile
-//   (N-major, 128-byte swizzle)
-// The softmax of tile j runs while the tensor cores finish P_{j-1} V_{j-1}
-// (FA3's intra-warpgroup overlap): per iteration, issue S_j and P_{j-1}V_{j-1},
-// wait for S_j, exponentiate, wait for PV, rescale O. K/V tiles stream through
-// a STAGES-deep ring filled by cp.async (zero-filled past the sequence end);
-// one __syncthreads per tile publishes a stage and frees the one used two tiles
-// ago.
+//                   (N-major, 128-byte swizzle)
+// Per iteration: issue S_j and P_{j-1} V_{j-1}, wait, exponentiate, rescale O.
+// K/V tiles stream through a STAGES-deep ring filled by cp.async (zero-filled
+// past the sequence end); a stage is published and given back either by one
+// __syncthreads per tile or by mbarriers (MBAR_PIPELINE, below).
 #pragma once
 
 #include "attention_common.cuh"
@@ -35,6 +33,33 @@ template <int N> __device__ __forceinline__ void wgmma_wait() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
+}
+// mbarrier primitives (MBAR_PIPELINE)
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
+               "r"(count)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile("{\n"
+               ".reg .pred done;\n"
+               "WAIT_%=:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               "@!done bra WAIT_%=;\n"
+               "}\n" ::"r"(bar),
+               "r"(parity)
+               : "memory");
+}
+// Arrives on the barrier once all of this thread's earlier cp.async copies
+// have landed (counted in the barrier's expected arrivals).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
+  asm volatile(
+      "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar)
+      : "memory");
 }
 // Keeps the compiler from moving register reads/writes across wgmma issue/wait
 // points.
@@ -63,12 +88,21 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo,
   return d;
 }
 
-// EXP16: the softmax exponentials are evaluated as ex2.approx.f16x2 on the
-// fp16-rounded exponent (two per MUFU instruction; P is fp16 for the P V
-// product anyway); max, row sums and the rescale stay fp32. EXP16 = false: fp32
-// ex2 per element.
-template <int D, int BM, int BN, int STAGES, int MINB, bool EXP16>
+// VARIANT is a mask of TRELLIS_ATTN_SM90_* flags (attention.h):
+//   MBAR_PIPELINE: the K/V ring is published and given back through mbarriers
+//     (full[stage]: one cp.async arrival per thread; empty[stage]: one
+//     arrival per thread once its P V on the stage is done) instead of one
+//     __syncthreads per tile, so the warpgroups of a CTA do not run in
+//     lockstep. Pays off with 4 warpgroups (BM = 256), where the barrier
+//     would hold 512 threads together.
+//   ROWSUM_MMA: the row sums come from the tensor cores: the P V product runs
+//     with N = D + 8 against a block of ones behind each V tile, so column D
+//     of the accumulator is the sum of the fp16 P actually multiplied with V
+//     (32 fewer FADDs per thread and tile).
+template <int D, int BM, int BN, int STAGES, int MINB, int VARIANT>
 __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
+  constexpr bool kRowSumMma = (VARIANT & TRELLIS_ATTN_SM90_ROWSUM_MMA) != 0;
+  constexpr bool kMbar = (VARIANT & TRELLIS_ATTN_SM90_MBAR_PIPELINE) != 0;
   constexpr int NWG = BM / 64;
   constexpr int THREADS = NWG * 128;
   // Q as a register operand (saves shared-memory bandwidth) only where the
@@ -89,15 +123,21 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
   static_assert(
       STAGES >= 3,
       "the ring needs >= 3 stages (tile j, tile j-1's V, one in flight)");
+  static_assert(!kRowSumMma || W == 128,
+                "ROWSUM_MMA needs 128-byte swizzled V tiles");
+  // P V's N: the ones block of ROWSUM_MMA is V's next 128-byte column block
+  constexpr int DO = D + (kRowSumMma ? 8 : 0);
+  constexpr int kOnesBytes = kRowSumMma ? BN * W : 0;
+  constexpr int kStageBytes = 2 * kTileBytes + kOnesBytes;
   using LQ = SwizzleW<W, BM>;
   using LKV = SwizzleW<W, BN>;
 
   extern __shared__ uint8_t smem_raw[];
   const uint32_t sbase = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t sQ = sbase;
-  auto sK = [&](int st) { return sbase + kQBytes + st * 2 * kTileBytes; };
+  auto sK = [&](int st) { return sbase + kQBytes + st * kStageBytes; };
   auto sV = [&](int st) {
-    return sbase + kQBytes + st * 2 * kTileBytes + kTileBytes;
+    return sbase + kQBytes + st * kStageBytes + kTileBytes;
   };
 
   const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127, lane = tid & 31;
@@ -139,33 +179,80 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
                                    tid);
   };
 
+  if constexpr (kRowSumMma) { // fp16 ones; published by begin_tile(0)'s fence
+    for (int i = tid; i < STAGES * kOnesBytes / 16; i += THREADS)
+      sts128(sV(i / (kOnesBytes / 16)) + kTileBytes +
+                 (i % (kOnesBytes / 16)) * 16,
+             make_uint4(0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u));
+  }
+  // MBAR_PIPELINE: stage st is published by full[st] (one cp.async arrival per
+  // thread) and given back by empty[st] (one arrival per thread after its P V
+  // wait).
+  const uint32_t sBar = sbase + kQBytes + STAGES * kStageBytes;
+  auto barFull = [&](int st) { return sBar + 8u * st; };
+  auto barEmpty = [&](int st) { return sBar + 8u * (STAGES + st); };
+  if constexpr (kMbar) {
+    if (tid == 0) {
+      for (int st = 0; st < STAGES; ++st) {
+        mbar_init(barFull(st), THREADS);
+        mbar_init(barEmpty(st), THREADS);
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+  }
   // prologue: group 0 = Q + tile 0, groups 1..STAGES-3 = tiles 1..STAGES-3
   load_tile<BM, D, THREADS, LQ>(sQ, q.ptr, p.q_row_stride, m0, q.len, tid);
   load_kv(0, 0);
-  cp_async_commit();
+  if constexpr (kMbar)
+    cp_async_mbar_arrive(barFull(0));
+  else
+    cp_async_commit();
 #pragma unroll
   for (int t = 1; t <= STAGES - 3; ++t) {
     if (t < ntiles)
       load_kv(t, t);
-    cp_async_commit();
+    if constexpr (kMbar)
+      cp_async_mbar_arrive(barFull(t));
+    else
+      cp_async_commit();
   }
 
   const float sl2 = p.softmax_scale * 1.4426950408889634f;
   float m_row[2] = {-INFINITY, -INFINITY};
   float l_row[2] = {0.f, 0.f};
-  float o[D / 2];
+  float o[DO / 2]; // ROWSUM_MMA: o[D/2] and o[D/2 + 2] are the two rows' sums
 #pragma unroll
-  for (int i = 0; i < D / 2; ++i)
+  for (int i = 0; i < DO / 2; ++i)
     o[i] = 0.f;
   float s[BN / 2];
   uint32_t qf[kQRegs ? KSTEPS : 1][4];
   uint32_t pf[PSTEPS][4];
-  uint32_t ph[EXP16 ? BN / 8 : 1][2]; // EXP16: P pairs (rows g, g+8) of each n8
-                                      // tile, before the PV wait
 
   // Top of iteration j: tile j resident and visible to the async proxy, next
   // tile requested.
   auto begin_tile = [&](int j) {
+    if constexpr (kMbar) {
+      mbar_wait(barFull(j % STAGES), (j / STAGES) & 1); // everyone's copies
+      if ((norm_q && j == 0) || norm_k) {
+        if (norm_q && j == 0)
+          rmsnorm_tile<BM, D, THREADS, LQ>(sQ, p.q_gamma + h * D, tid);
+        if (norm_k)
+          rmsnorm_tile<BN, D, THREADS, LKV>(sK(j % STAGES), p.k_gamma + h * D,
+                                            tid);
+        fence_proxy_async_smem();
+        __syncthreads(); // the normalized chunks visible to both warpgroups
+      }
+      fence_proxy_async_smem();
+      const int t = j + STAGES - 2; // refill the stage that tile j-2 used
+      if (t < ntiles) {
+        if (t >= STAGES) // both warpgroups are done with tile t - STAGES
+          mbar_wait(barEmpty(t % STAGES), ((t / STAGES) - 1) & 1);
+        load_kv(t, t % STAGES);
+        cp_async_mbar_arrive(barFull(t % STAGES));
+      }
+      return;
+    }
     cp_async_wait<STAGES -
                   3>(); // this thread's copies of tile j (and Q) have landed
     if (norm_q ||
@@ -213,14 +300,14 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
       const uint64_t dv =
           smem_desc<W>(vb + kk * (16 * W), BN * W,
                        8 * W); // N-major: LBO = column-block stride
-      wgmma_rs<D, 1>(o, pf[kk], dv, 1);
+      wgmma_rs<DO, 1>(o, pf[kk], dv, 1);
     }
     wgmma_commit();
   };
-  // Online softmax of S_j in place (fp32); returns the rescale factors of the
-  // two rows.
+  // Online softmax of S_j in place (fp32): exponentials, running maxima and
+  // (without ROWSUM_MMA) row sums; alpha = the rescale factors of O's rows.
   auto softmax = [&](int j, float(&alpha)[2]) {
-    if ((j + 1) * BN > k.len) {
+    if ((j + 1) * BN > k.len) { // columns past the end
       const int cbase = j * BN + 2 * (lane & 3);
 #pragma unroll
       for (int i = 0; i < BN / 8; ++i) {
@@ -241,31 +328,22 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
       const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
       alpha[r] = fast_exp2(m_row[r] * sl2 - ms);
       m_row[r] = mx;
-      float sum = 0.f;
+      [[maybe_unused]] float sum = 0.f;
 #pragma unroll
       for (int i = 0; i < BN / 8; ++i) {
-        if constexpr (EXP16) {
-          const __half2 x =
-              __floats2half2_rn(fmaf(s[4 * i + 2 * r], sl2, -ms),
-                                fmaf(s[4 * i + 2 * r + 1], sl2, -ms));
-          const __half2 e = h2exp2(x);
-          ph[i][r] = *reinterpret_cast<const uint32_t *>(&e);
-          const float2 f = __half22float2(e);
-          sum += f.x + f.y;
-        } else {
-          s[4 * i + 2 * r] = fast_exp2(fmaf(s[4 * i + 2 * r], sl2, -ms));
-          s[4 * i + 2 * r + 1] =
-              fast_exp2(fmaf(s[4 * i + 2 * r + 1], sl2, -ms));
+        s[4 * i + 2 * r] = fast_exp2(fmaf(s[4 * i + 2 * r], sl2, -ms));
+        s[4 * i + 2 * r + 1] = fast_exp2(fmaf(s[4 * i + 2 * r + 1], sl2, -ms));
+        if constexpr (!kRowSumMma)
           sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
-        }
       }
-      l_row[r] = l_row[r] * alpha[r] + sum;
+      if constexpr (!kRowSumMma)
+        l_row[r] = l_row[r] * alpha[r] + sum;
     }
   };
   // O *= alpha; P = fp16(S)
   auto rescale_and_pack = [&](const float(&alpha)[2]) {
 #pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
+    for (int i = 0; i < DO / 8; ++i) {
       o[4 * i + 0] *= alpha[0];
       o[4 * i + 1] *= alpha[0];
       o[4 * i + 2] *= alpha[1];
@@ -273,17 +351,10 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
     }
 #pragma unroll
     for (int kk = 0; kk < PSTEPS; ++kk) {
-      if constexpr (EXP16) {
-        pf[kk][0] = ph[2 * kk][0];
-        pf[kk][1] = ph[2 * kk][1];
-        pf[kk][2] = ph[2 * kk + 1][0];
-        pf[kk][3] = ph[2 * kk + 1][1];
-      } else {
-        pf[kk][0] = pack_half2(s[8 * kk + 0], s[8 * kk + 1]);
-        pf[kk][1] = pack_half2(s[8 * kk + 2], s[8 * kk + 3]);
-        pf[kk][2] = pack_half2(s[8 * kk + 4], s[8 * kk + 5]);
-        pf[kk][3] = pack_half2(s[8 * kk + 6], s[8 * kk + 7]);
-      }
+      pf[kk][0] = pack_half2(s[8 * kk + 0], s[8 * kk + 1]);
+      pf[kk][1] = pack_half2(s[8 * kk + 2], s[8 * kk + 3]);
+      pf[kk][2] = pack_half2(s[8 * kk + 4], s[8 * kk + 5]);
+      pf[kk][3] = pack_half2(s[8 * kk + 6], s[8 * kk + 7]);
     }
   };
 
@@ -308,8 +379,11 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
     softmax(0, alpha);
     rescale_and_pack(alpha);
   }
-  // steady state: S_j and P_{j-1} V_{j-1} in flight together, softmax(S_j)
-  // overlaps the latter
+  // Steady state: S_j and P_{j-1} V_{j-1} are issued together. The source
+  // waits for S_j, runs the softmax, then waits for P V; ptxas however moves
+  // the second wait up to the first (seen in the SASS of every configuration,
+  // bench/attention/NOTES.md), so a warpgroup's softmax overlaps the other
+  // warpgroups' products, not its own.
   for (int j = 1; j < ntiles; ++j) {
     begin_tile(j);
     wgmma_fence();
@@ -320,15 +394,21 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
     float alpha[2];
     softmax(j, alpha);
     wgmma_wait<0>();
-    fence_regs<D / 2>(o);
+    if constexpr (kMbar) // this thread is done with tile j-1's stage
+      mbar_arrive(barEmpty((j - 1) % STAGES));
+    fence_regs<DO / 2>(o);
     fence_regs<PSTEPS * 4>(&pf[0][0]);
     rescale_and_pack(alpha);
   }
   wgmma_fence();
   issue_pv(ntiles - 1);
   wgmma_wait<0>();
-  fence_regs<D / 2>(o);
+  fence_regs<DO / 2>(o);
   cp_async_wait<0>();
+  if constexpr (kRowSumMma) {
+    l_row[0] = o[D / 2];
+    l_row[1] = o[D / 2 + 2];
+  }
 
   // epilogue: O / l -> fp16 -> this warpgroup's rows of sQ -> global (16-byte
   // stores)
@@ -336,8 +416,10 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float l = l_row[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if constexpr (!kRowSumMma) { // the MMA's sums are already over all columns
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+    }
     inv[r] = l > 0.f ? 1.f / l : 0.f;
   }
   __syncthreads(); // every warpgroup is done with sQ (Q operand) and the K/V

@@ -8,11 +8,11 @@
 #include "sparse.cuh"
 #include "sparse_conv_sm90.cuh"
 
-#define TRELLIS_ATTN_DEFINE_SM90(D, BM, BN, ST, MB, E16, SUF)                  \
+#define TRELLIS_ATTN_DEFINE_SM90(D, BM, BN, ST, MB, VAR, SUF)                  \
   extern "C" __global__ void __launch_bounds__((BM)*2, MB)                     \
       trellis_attn_sm90_d##D##_m##BM##_n##BN##_s##ST##SUF(                     \
           const __grid_constant__ TrellisAttnParams p) {                       \
-    trellis_attn::attn_fwd_sm90<D, BM, BN, ST, MB, (E16) != 0>(p);             \
+    trellis_attn::attn_fwd_sm90<D, BM, BN, ST, MB, VAR>(p);                    \
   }
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
