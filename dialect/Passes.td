@@ -114,6 +114,21 @@ def TrellisFuseLinearActivation
   }];
 }
 
+def TrellisFuseLinearResidual
+    : Pass<"trellis-fuse-linear-residual", "ModuleOp"> {
+  let summary = "add(x, linear(h, W, b)) → linear(h, W, b) residual x";
+  let description = [{
+    A residual addition of a linear's result (the ungated residual after the
+    blocks' cross-attention, spec §3.6), with both addends of the result's
+    type, becomes the linear's `residual`: the GEMM's β·C term (β = 1) on
+    the GPU. Applies when the linear has a bias, no activation and no other
+    user. Runs after trellis-chunk-mlp. The gated residuals
+    `x + g·linear(…)` are not fused: cuBLASLt has no per-row α for fp16
+    GEMMs, and scaling W's rows by g per call instead moved as many bytes as
+    it saved (bench/ss_gpu/README.md).
+  }];
+}
+
 def TrellisFormAttention : Pass<"trellis-form-attention", "ModuleOp"> {
   let summary = "Fold head_rms_norm of q and k into trellis.attention";
   let description = [{

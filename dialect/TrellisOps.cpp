@@ -468,6 +468,13 @@ LogicalResult LinearOp::verify() {
             verifySameElementType(*this, "bias", biasType, "weight", weight)))
       return failure();
   }
+  if (Value residual = getResidual()) {
+    if (!getBias() || getActivation())
+      return emitOpError("a residual needs a bias and no activation");
+    if (residual.getType() != getResult().getType())
+      return emitOpError("residual must have the result's type ")
+             << getResult().getType() << ", found " << residual.getType();
+  }
   return success();
 }
 

@@ -359,7 +359,7 @@ def Trellis_GatedResidualOp : Trellis_PureOp<"gated_residual",
 let opDocGroup = Trellis_LinalgGroup in {
 
 def Trellis_LinearOp : Trellis_PureOp<"linear",
-    [InferTypeOpAdaptor]> {
+    [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "Fully connected layer y = x·Wᵀ + b over the last dimension";
   let description = [{
     `input` [..., K], `weight` [O, K] (PyTorch layout), optional `bias` [O];
@@ -372,8 +372,17 @@ def Trellis_LinearOp : Trellis_PureOp<"linear",
     reference rounds y to the result type before the GELU, as the unfused
     `trellis.linear` + `trellis.gelu` pair does.
 
+    The optional `residual` (set by `trellis-fuse-linear-residual`; only
+    with a bias and without an activation) is added to the result:
+    `x·Wᵀ + b + residual`, the GEMM's β·C term on the GPU (β = 1, one
+    rounding). The CPU reference rounds x·Wᵀ + b to the result type before
+    the addition, as the unfused `trellis.linear` + `trellis.add` pair does
+    (bit for bit).
+
     Verifier: weight of rank 2 with K matching the input's last dimension;
-    one element type; bias [O]; activation, when present, is "gelu_tanh".
+    one element type; bias [O]; activation, when present, is "gelu_tanh";
+    a residual has the result's type and comes with a bias and no
+    activation.
 
     ```mlir
     %y = trellis.linear %x, %w, %b
@@ -386,19 +395,26 @@ def Trellis_LinearOp : Trellis_PureOp<"linear",
            : (tensor<2x4096x1024xf16>, tensor<3072x1024xf16>, tensor<3072xf16>)
            -> tensor<2x4096x3072xf16>
     ```
+
+    ```mlir
+    %r = trellis.linear %h, %w, %b residual %x
+           : (tensor<1x4096x1024xf16>, tensor<1024x1024xf16>, tensor<1024xf16>,
+              tensor<1x4096x1024xf16>) -> tensor<1x4096x1024xf16>
+    ```
   }];
   let arguments = (ins Trellis_FloatTensor:$input, Trellis_FloatTensor:$weight,
                        Optional<Trellis_FloatTensor>:$bias,
+                       Optional<Trellis_FloatTensor>:$residual,
                        OptionalAttr<StrAttr>:$activation);
   let builders = [
     OpBuilder<(ins "TypeRange":$resultTypes, "Value":$input, "Value":$weight,
                    "Value":$bias), [{
-      build($_builder, $_state, resultTypes, input, weight, bias,
+      build($_builder, $_state, resultTypes, input, weight, bias, Value(),
             StringAttr());
     }]>
   ];
   let results = (outs Trellis_FloatTensor:$result);
-  let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$input `,` $weight (`,` $bias^)? (`residual` $residual^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

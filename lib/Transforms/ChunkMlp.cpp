@@ -42,7 +42,7 @@ struct ChunkMlp : OpRewritePattern<LinearOp> {
       hidden = gelu.getInput();
     }
     auto fc1 = hidden.getDefiningOp<LinearOp>();
-    if (!fc1 || !fc1->hasOneUse() || fc2.getActivation() ||
+    if (!fc1 || !fc1->hasOneUse() || fc2.getActivation() || fc2.getResidual() ||
         (gelu ? bool(fc1.getActivation()) : !fc1.getActivation()))
       return failure();
     auto in = fc1.getInput().getType();
@@ -71,13 +71,13 @@ struct ChunkMlp : OpRewritePattern<LinearOp> {
       Value h = LinearOp::create(rewriter, fc1.getLoc(),
                                  withDim(fc1.getResult().getType(), axis, size),
                                  piece, fc1.getWeight(), fc1.getBias(),
-                                 fc1.getActivationAttr());
+                                 /*residual=*/Value(), fc1.getActivationAttr());
       if (gelu)
         h = GeluOp::create(rewriter, gelu.getLoc(), h.getType(), h);
       outs.push_back(
           LinearOp::create(rewriter, fc2.getLoc(),
                            withDim(fc2.getResult().getType(), axis, size), h,
-                           fc2.getWeight(), fc2.getBias(), StringAttr()));
+                           fc2.getWeight(), fc2.getBias()));
     }
     rewriter
         .replaceOpWithNewOp<ConcatOp>(fc2, fc2.getResult().getType(), outs,

@@ -62,7 +62,7 @@ struct LinearOfZero : OpRewritePattern<LinearOp> {
   LogicalResult matchAndRewrite(LinearOp op,
                                 PatternRewriter &rewriter) const override {
     RankedTensorType type = staticType(op.getResult());
-    if (!type || type.getRank() < 2 || op.getActivation() ||
+    if (!type || type.getRank() < 2 || op.getActivation() || op.getResidual() ||
         !isZeroSplat(op.getInput()))
       return failure();
     Value bias = op.getBias();
@@ -193,15 +193,16 @@ struct LinearOfRows : OpRewritePattern<LinearOp> {
                                 PatternRewriter &rewriter) const override {
     auto rows = op.getInput().getDefiningOp<BroadcastRowsOp>();
     auto type = cast<RankedTensorType>(op.getResult().getType());
-    if (!rows)
+    if (!rows || op.getResidual())
       return failure();
     auto rowType = rows.getRow().getType();
     SmallVector<int64_t> shape(rowType.getShape());
     shape.back() = type.getShape().back();
-    auto linear = LinearOp::create(
-        rewriter, op.getLoc(),
-        RankedTensorType::get(shape, type.getElementType()), rows.getRow(),
-        op.getWeight(), op.getBias(), op.getActivationAttr());
+    auto linear =
+        LinearOp::create(rewriter, op.getLoc(),
+                         RankedTensorType::get(shape, type.getElementType()),
+                         rows.getRow(), op.getWeight(), op.getBias(),
+                         /*residual=*/Value(), op.getActivationAttr());
     rewriter
         .replaceOpWithNewOp<BroadcastRowsOp>(op, type, linear.getResult(),
                                              rows.getLike())

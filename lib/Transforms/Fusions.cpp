@@ -1,7 +1,8 @@
 //===- Fusions.cpp - Producer/consumer fusions into fused trellis ops -----===//
 //
-// trellis-fuse-norm-modulate, trellis-fuse-linear-activation and
-// trellis-form-attention: each merges a single-use producer into its consumer
+// trellis-fuse-norm-modulate, trellis-fuse-linear-activation,
+// trellis-fuse-linear-residual and trellis-form-attention: each merges a
+// single-use producer into its consumer
 // (docs/design/gpu-backend.md, "Fused ops"), at the fused location of both.
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +14,7 @@
 namespace mlir::trellis {
 #define GEN_PASS_DEF_TRELLISFUSENORMMODULATE
 #define GEN_PASS_DEF_TRELLISFUSELINEARACTIVATION
+#define GEN_PASS_DEF_TRELLISFUSELINEARRESIDUAL
 #define GEN_PASS_DEF_TRELLISFORMATTENTION
 #include "dialect/Passes.h.inc"
 } // namespace mlir::trellis
@@ -56,11 +58,38 @@ struct LinearGelu : OpRewritePattern<GeluOp> {
     if (!linear || !linear->hasOneUse() || linear.getActivation())
       return failure();
     rewriter
-        .replaceOpWithNewOp<LinearOp>(
-            op, op.getResult().getType(), linear.getInput(), linear.getWeight(),
-            linear.getBias(), rewriter.getStringAttr("gelu_tanh"))
+        .replaceOpWithNewOp<LinearOp>(op, op.getResult().getType(),
+                                      linear.getInput(), linear.getWeight(),
+                                      linear.getBias(), /*residual=*/Value(),
+                                      rewriter.getStringAttr("gelu_tanh"))
         ->setLoc(fuse(linear, op));
     return success();
+  }
+};
+
+/// add(x, linear(h, W, b)) (either operand order, no broadcasting) →
+/// linear(h, W, b) residual x.
+struct LinearResidual : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp op,
+                                PatternRewriter &rewriter) const override {
+    Type type = op.getResult().getType();
+    if (op.getLhs().getType() != type || op.getRhs().getType() != type)
+      return failure();
+    for (auto [product, residual] : {std::pair(op.getRhs(), op.getLhs()),
+                                     std::pair(op.getLhs(), op.getRhs())}) {
+      auto linear = product.getDefiningOp<LinearOp>();
+      if (!linear || !linear->hasOneUse() || linear.getActivation() ||
+          linear.getResidual() || !linear.getBias())
+        continue;
+      rewriter
+          .replaceOpWithNewOp<LinearOp>(op, type, linear.getInput(),
+                                        linear.getWeight(), linear.getBias(),
+                                        residual, StringAttr())
+          ->setLoc(fuse(linear, op));
+      return success();
+    }
+    return failure();
   }
 };
 
@@ -118,6 +147,14 @@ struct FuseLinearActivationPass
     : trellis::impl::TrellisFuseLinearActivationBase<FuseLinearActivationPass> {
   void runOnOperation() override {
     if (failed(applyOne<LinearGelu>(getOperation())))
+      signalPassFailure();
+  }
+};
+
+struct FuseLinearResidualPass
+    : trellis::impl::TrellisFuseLinearResidualBase<FuseLinearResidualPass> {
+  void runOnOperation() override {
+    if (failed(applyOne<LinearResidual>(getOperation())))
       signalPassFailure();
   }
 };

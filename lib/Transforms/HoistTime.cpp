@@ -57,6 +57,7 @@ bool isRowWise(Operation *op, const llvm::SetVector<Value> &slice,
     return inSlice(op->getOperand(0));
   if (auto linear = dyn_cast<LinearOp>(op))
     return inSlice(linear.getInput()) && !inSlice(linear.getWeight()) &&
+           !linear.getResidual() &&
            !(linear.getBias() && inSlice(linear.getBias())) &&
            linear.getInput().getType().getRank() >= 2;
   if (auto split = dyn_cast<SplitOp>(op)) {

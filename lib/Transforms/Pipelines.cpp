@@ -25,6 +25,8 @@ void mlir::trellis::buildFusionPipeline(OpPassManager &pm,
   // After the GELU fusion: the chunks are linear {gelu_tanh} → linear.
   if (mlpChunkTokens > 0)
     pm.addPass(createTrellisChunkMlp(TrellisChunkMlpOptions{mlpChunkTokens}));
+  // After the chunking: the gated residuals of unchunked linears only.
+  pm.addPass(createTrellisFuseLinearResidual());
   pm.addPass(createCSEPass());
   pm.addPass(createTrellisVerifyLocations());
 }

@@ -777,6 +777,10 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
     return opError(instr, "setting up the cuBLASLt GEMM failed: " +
                               api->describe(setup));
   }
+  // D = op(A)·B (+ bias) (+ C with β = 1: the residual, laid out as D).
+  static const float kZero = 0.0f, kOne = 1.0f;
+  const float *beta = layout.residual ? &kOne : &kZero;
+  CUdeviceptr c = layout.residual ? layout.residual : d;
   // Up to 8 candidates from the heuristic; with several, each distinct GEMM
   // (shape, dtype, epilogue) is timed once on its real buffers and the
   // fastest kept (cuBLASLt's first choice is not always the best for the
@@ -796,15 +800,15 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   std::string key = std::to_string(m) + "x" + std::to_string(n) + "x" +
                     std::to_string(k) + (transA ? "T" : "N") +
                     std::to_string(int(dtype)) + "e" +
-                    std::to_string(int(epilogue)) + "l" +
-                    std::to_string(lda) + "b" + std::to_string(layout.batch) +
-                    "d" + std::to_string(int(typeD));
+                    std::to_string(int(epilogue)) + "l" + std::to_string(lda) +
+                    "b" + std::to_string(layout.batch) + "d" +
+                    std::to_string(int(typeD)) + (layout.residual ? "r" : "");
   cublasLtMatmulAlgo_t algo = heuristics[0].algo;
   if (auto it = tunedGemms.find(key);
       it != tunedGemms.end() && it->second < found) {
     algo = heuristics[it->second].algo;
   } else if (found > 1) {
-    static const float one = 1.0f, zero = 0.0f;
+    static const float one = 1.0f;
     CUevent t0 = nullptr, t1 = nullptr;
     api->cuEventCreate(&t0, CU_EVENT_DEFAULT);
     api->cuEventCreate(&t1, CU_EVENT_DEFAULT);
@@ -818,9 +822,9 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
           api->cuEventRecord(t0, stream);
         ok = api->cublasLtMatmul(
                  lt, desc, &one, reinterpret_cast<const void *>(a), la,
-                 reinterpret_cast<const void *>(b), lb, &zero,
-                 reinterpret_cast<void *>(d), ld, reinterpret_cast<void *>(d),
-                 ld, &heuristics[i].algo,
+                 reinterpret_cast<const void *>(b), lb, beta,
+                 reinterpret_cast<const void *>(c), ld,
+                 reinterpret_cast<void *>(d), ld, &heuristics[i].algo,
                  reinterpret_cast<void *>(gemmWorkspace), kGemmWorkspaceBytes,
                  stream) == CUBLAS_STATUS_SUCCESS;
       }
@@ -838,13 +842,14 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
     tunedGemms[key] = bestIndex;
     algo = heuristics[bestIndex].algo;
   }
-  out = [this, desc, la, lb, ld, algo, a, b, d, &instr]() -> Status {
-    static const float one = 1.0f, zero = 0.0f;
+  out = [this, desc, la, lb, ld, algo, a, b, c, d, beta, &instr]() -> Status {
+    static const float one = 1.0f;
     cublasStatus_t s = api->cublasLtMatmul(
         lt, desc, &one, reinterpret_cast<const void *>(a), la,
-        reinterpret_cast<const void *>(b), lb, &zero,
-        reinterpret_cast<void *>(d), ld, reinterpret_cast<void *>(d), ld, &algo,
-        reinterpret_cast<void *>(gemmWorkspace), kGemmWorkspaceBytes, stream);
+        reinterpret_cast<const void *>(b), lb, beta,
+        reinterpret_cast<const void *>(c), ld, reinterpret_cast<void *>(d), ld,
+        &algo, reinterpret_cast<void *>(gemmWorkspace), kGemmWorkspaceBytes,
+        stream);
     if (s != CUBLAS_STATUS_SUCCESS)
       return opError(instr, "cublasLtMatmul failed: " + api->describe(s));
     return Status::ok();
@@ -1072,10 +1077,15 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     std::string act;
     if (auto a = instr.stringAttr("activation"))
       act = *a;
-    // Row-major out[m_tok, n] is column-major [n, m_tok]: D = Wᵀᵀ·xᵀ.
+    // Row-major out[m_tok, n] is column-major [n, m_tok]: D = Wᵀᵀ·xᵀ (+ C,
+    // the residual: operand 3, which comes with a bias).
+    GemmLayout layout;
+    if (node.in.size() > 3)
+      layout.residual = ptr(node.in[3]);
     return buildGemm(p, node, ptr(node.in[1]), ptr(node.in[0]),
                      ptr(node.out[0]), node.in.size() > 2 ? ptr(node.in[2]) : 0,
-                     x.dtype, n, m, k, /*transA=*/true, act, node.command);
+                     x.dtype, n, m, k, /*transA=*/true, act, node.command,
+                     layout);
   }
 
   if (op == "trellis.conv3d") {

@@ -157,6 +157,8 @@ struct GemmLayout {
   std::optional<DType> outType;
   int32_t batch = 1;
   int64_t strideA = 0, strideB = 0, strideD = 0;
+  /// C of D = op(A)·B + C (β = 1), laid out as D; 0: β = 0.
+  CUdeviceptr residual = 0;
 };
 
 } // namespace gpuexec

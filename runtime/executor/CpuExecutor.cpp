@@ -299,6 +299,12 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
       TRY(w, in.tensor(1));
       auto b = optTensor(2);
       Result<HostTensor> y = ref::linear(x, w, b ? &*b : nullptr);
+      if (in.size() > 3 && y) {
+        // The residual (a bias comes with it: operand 3), added after the
+        // rounding of x·Wᵀ + b as the unfused linear + add pair does.
+        TRY(residual, in.tensor(3));
+        return single(ref::binary(ref::BinaryKind::Add, *y, residual));
+      }
       if (!instr.hasAttr("activation") || !y)
         return single(std::move(y));
       // The fused epilogue, rounded as the unfused linear + gelu pair.

@@ -50,3 +50,14 @@ func.func @dynamic_rows(%row: tensor<1x16x64xf16>, %q: tensor<?x16x64xf16, #trel
          -> tensor<?x16x64xf16, #trellis.bounds<[32768]>>
   return %o : tensor<?x16x64xf16, #trellis.bounds<[32768]>>
 }
+
+// A residual as the GEMM's C (trellis-fuse-linear-residual).
+// CHECK-LABEL: func.func @linear_residual
+func.func @linear_residual(%h: tensor<1x4096x1024xf16>, %w: tensor<1024x1024xf16>, %b: tensor<1024xf16>,
+                           %x: tensor<1x4096x1024xf16>) -> tensor<1x4096x1024xf16> {
+  // CHECK: trellis.linear %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} : (tensor<1x4096x1024xf16>, tensor<1024x1024xf16>, tensor<1024xf16>, tensor<1x4096x1024xf16>) -> tensor<1x4096x1024xf16>
+    %r = trellis.linear %h, %w, %b residual %x
+           : (tensor<1x4096x1024xf16>, tensor<1024x1024xf16>, tensor<1024xf16>,
+              tensor<1x4096x1024xf16>) -> tensor<1x4096x1024xf16>
+  return %r : tensor<1x4096x1024xf16>
+}

@@ -292,6 +292,30 @@ func.func @linear_bias_type(%x: tensor<4x16xf16>, %w: tensor<8x16xf16>, %b: tens
 
 // -----
 
+func.func @linear_residual_without_bias(%x: tensor<4x16xf16>, %w: tensor<8x16xf16>, %r: tensor<4x8xf16>) {
+  // expected-error @+1 {{a residual needs a bias and no activation}}
+  %y = trellis.linear %x, %w residual %r : (tensor<4x16xf16>, tensor<8x16xf16>, tensor<4x8xf16>) -> tensor<4x8xf16>
+  return
+}
+
+// -----
+
+func.func @linear_residual_activation(%x: tensor<4x16xf16>, %w: tensor<8x16xf16>, %b: tensor<8xf16>, %r: tensor<4x8xf16>) {
+  // expected-error @+1 {{a residual needs a bias and no activation}}
+  %y = trellis.linear %x, %w, %b residual %r {activation = "gelu_tanh"} : (tensor<4x16xf16>, tensor<8x16xf16>, tensor<8xf16>, tensor<4x8xf16>) -> tensor<4x8xf16>
+  return
+}
+
+// -----
+
+func.func @linear_residual_type(%x: tensor<4x16xf16>, %w: tensor<8x16xf16>, %b: tensor<8xf16>, %r: tensor<1x8xf16>) {
+  // expected-error @+1 {{residual must have the result's type 'tensor<4x8xf16>', found 'tensor<1x8xf16>'}}
+  %y = trellis.linear %x, %w, %b residual %r : (tensor<4x16xf16>, tensor<8x16xf16>, tensor<8xf16>, tensor<1x8xf16>) -> tensor<4x8xf16>
+  return
+}
+
+// -----
+
 func.func @linear_result(%x: tensor<?x16xf16, #trellis.bounds<[10]>>, %w: tensor<8x16xf16>) {
   // expected-error @+1 {{result #0 has type 'tensor<10x8xf16>' but the operands and attributes give 'tensor<?x8xf16, #trellis.bounds<[10]>>'}}
   %y = trellis.linear %x, %w : (tensor<?x16xf16, #trellis.bounds<[10]>>, tensor<8x16xf16>) -> tensor<10x8xf16>

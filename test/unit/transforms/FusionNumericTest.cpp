@@ -486,6 +486,24 @@ TEST_F(FusionNumeric, FuseLinearActivationIsExact) {
   EXPECT_EQ(count(after->getOperation(), "trellis.gelu"), 0);
 }
 
+TEST_F(FusionNumeric, FuseLinearResidualIsExact) {
+  mlir::OwningOpRef<mlir::ModuleOp> before = graphModule(1), after;
+  // The CPU reference rounds the product before adding the residual, as
+  // the unfused pair: bit for bit.
+  EXPECT_EQ(compare(
+                [](mlir::OpPassManager &pm) {
+                  pm.addPass(mlir::trellis::createTrellisFuseLinearResidual());
+                },
+                &after),
+            0.0);
+  // One per block: the residual after the cross-attention.
+  int64_t adds = count(before->getOperation(), "trellis.add");
+  int64_t fused = 0;
+  after->walk([&](mlir::trellis::LinearOp op) { fused += !!op.getResidual(); });
+  EXPECT_GT(fused, 0);
+  EXPECT_EQ(count(after->getOperation(), "trellis.add"), adds - fused);
+}
+
 TEST_F(FusionNumeric, FormAttentionIsExact) {
   mlir::OwningOpRef<mlir::ModuleOp> after;
   EXPECT_EQ(compare(
