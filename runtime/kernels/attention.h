@@ -120,16 +120,18 @@ typedef struct TrellisAttnConfig {
  * 1 CTA/SM), else read from shared memory; head dims that are multiples of 64
  * use 128-byte swizzled tiles, others (80) 32-byte swizzle. VARIANT is a mask
  * of TRELLIS_ATTN_SM90_* flags (name suffix _mbrs = MBAR_PIPELINE |
- * ROWSUM_MMA). Measured on the H100 (bench/attention/NOTES.md): d64 ->
- * m256_n64_s4_mbrs for sequences long enough to fill the GPU with 256-row
- * tiles (it reads K/V once per 256 queries: 417 vs 355 TFLOP/s at L=4096),
- * m128_n64_s4 otherwise (short windows); d80 -> m128_n64_s4, d128 ->
- * m128_n128_s3. GpuExecutor picks per call (attentionKernel). */
+ * ROWSUM_MMA). Measured on the H100 (bench/attention/NOTES.md): for d64
+ * sequences of >= 1024 rows m256_n64_s4_mbrs or m192_n128_s3_mbrs (they read
+ * K/V once per 256 or 192 queries: 417 and ~428 TFLOP/s with full waves vs
+ * 366 for m128_n64_s4), whichever fills the waves better; m128_n64_s4 for
+ * short windows; d80 -> m128_n64_s4, d128 -> m128_n128_s3. GpuExecutor picks
+ * per call (attentionKernel). */
 #define TRELLIS_ATTN_SM90_CONFIGS(X)                                           \
   X(64, 128, 64, 4, 2, 0, )                                                    \
   X(64, 128, 64, 3, 2, 0, )                                                    \
   X(64, 256, 64, 4, 1, 0, )                                                    \
   X(64, 256, 64, 4, 1, 3, _mbrs)                                               \
+  X(64, 192, 128, 3, 1, 3, _mbrs)                                              \
   X(64, 128, 128, 3, 1, 0, )                                                   \
   X(80, 128, 64, 4, 1, 0, )                                                    \
   X(80, 128, 128, 3, 1, 0, )                                                   \
