@@ -4,6 +4,7 @@
 //                    [--noise noise.npy] [--reps N] [--decoders] [--cpu]
 //                    [--steps N --cfg W] [--profile] [--out DIR]
 //                    [--plan-only] [--no-concurrent-branches] [--attention CFG]
+//                    [--tune-gemms]
 //                    [--json FILE]
 //
 // Loads the bundle embedded in a trellis.exe, runs its slat_stage (the
@@ -54,7 +55,7 @@ int main(int argc, char **argv) {
   int reps = 3;
   bool decoders = false, cpu = false, profile = false, planOnly = false,
        concurrent = true, graphs = true, checkOps = false, syncOps = false,
-       lowMemory = false;
+       lowMemory = false, tuneGemms = false;
   std::optional<int64_t> steps;
   std::optional<double> cfg;
   for (int i = 1; i < argc; ++i) {
@@ -96,6 +97,8 @@ int main(int argc, char **argv) {
       planOnly = true;
     else if (a == "--profile")
       profile = true;
+    else if (a == "--tune-gemms")
+      tuneGemms = true;
     else if (a == "--steps")
       steps = std::atoll(next().c_str());
     else if (a == "--cfg")
@@ -108,7 +111,7 @@ int main(int argc, char **argv) {
                    "coords.npy [--noise noise.npy] [--reps N] [--decoders] "
                    "[--cpu] [--steps N --cfg W] [--profile] [--out DIR]\n"
                    "       [--plan-only] [--no-concurrent-branches] [--no-cuda-graphs] [--check-ops] [--sync-ops] [--low-memory] "
-                   "[--attention CONFIG] [--json FILE]\n",
+                   "[--attention CONFIG] [--tune-gemms] [--json FILE]\n",
                    argv[0]);
       return 2;
     }
@@ -168,6 +171,7 @@ int main(int argc, char **argv) {
   options.gpu.options.lowMemory = lowMemory;
   options.gpu.options.syncEachOp = syncOps;
   options.gpu.options.attentionConfig = attention;
+  options.gpu.options.tuneGemms = tuneGemms;
   options.gpuCode = BundleGpuCode::from(*bundle);
   options.notice = [](const std::string &l) {
     std::fprintf(stderr, "%s\n", l.c_str());
