@@ -957,35 +957,11 @@ GpuExecutor::Impl::attentionKernel(const TrellisAttnParams &params) {
       : attentionFamily != TRELLIS_ATTN_SM90A || !sm90Defaults.count(d)
           ? std::string()
           : sm90Defaults.at(d);
-  if (options.attentionConfig.empty() && attentionFamily == TRELLIS_ATTN_SM90A &&
-      d == 64 && params.seqlen_q >= 1024 && multiprocessors > 0) {
-    // Long sequences: 192 or 256 query rows per CTA (one CTA per SM) read
-    // K/V less often per query than 128 (two per SM). Estimated time = waves
-    // × one wave's time, with each kernel's rate when its waves are full
-    // (TFLOP/s, H100, bench/attention/NOTES.md); the wave count decides
-    // between them (e.g. L = 4096: 256 rows, L = 4368: 192 rows).
-    struct Candidate {
-      const char *name;
-      int rows, perSm;
-      double rate;
-    };
-    static const Candidate kCandidates[] = {
-        {"trellis_attn_sm90_d64_m128_n64_s4", 128, 2, 366.0},
-        {"trellis_attn_sm90_d64_m192_n128_s3_mbrs", 192, 1, 428.0},
-        {"trellis_attn_sm90_d64_m256_n64_s4_mbrs", 256, 1, 417.0}};
-    double best = 0;
-    for (const Candidate &c : kCandidates) {
-      int64_t ctas = int64_t(params.num_seqs) * params.heads *
-                     ((params.seqlen_q + c.rows - 1) / c.rows);
-      int64_t slots = int64_t(c.perSm) * multiprocessors;
-      double time =
-          double((ctas + slots - 1) / slots) * c.rows * c.perSm / c.rate;
-      if (best == 0 || time < best) {
-        best = time;
-        choice = c.name;
-      }
-    }
-  }
+  // Long d = 64 sequences: the 192- or 256-row kernel by a wave model.
+  if (options.attentionConfig.empty() && attentionFamily == TRELLIS_ATTN_SM90A)
+    if (const char *name =
+            trellis_attn_sm90_long_sequence_config(&params, multiprocessors))
+      choice = name;
   for (int i = 0; i < trellis_attn_num_configs && !config; ++i) {
     const TrellisAttnConfig &c = trellis_attn_configs[i];
     if (c.family != attentionFamily || c.head_dim != d)

@@ -237,6 +237,43 @@ static inline const char *trellis_attn_check(const TrellisAttnConfig *c,
   return 0;
 }
 
+/* The sm_90a configuration for a d = 64 call with >= 1024 query rows, or NULL
+ * (other head dims, short sequences: the family's default, 128 rows per CTA
+ * and two CTAs per SM). 192 or 256 query rows per CTA (one CTA per SM) read
+ * K/V less often per query; which of the two wins depends on how their tiles
+ * fill the waves. Estimated time = waves x one wave's time: ceil(CTAs / SMs) x
+ * rows / the kernel's TFLOP/s with full waves (H100,
+ * bench/attention/NOTES.md; the 128-row kernel, 366 TFLOP/s for 256 rows per
+ * SM, never wins this estimate). E.g. L = 4096: 256 rows; the SLat flow's
+ * L = 4368: 192 rows. */
+static inline const char *
+trellis_attn_sm90_long_sequence_config(const TrellisAttnParams *p,
+                                       int multiprocessors) {
+  static const struct {
+    const char *name;
+    int rows;
+    double rate;
+  } candidates[2] = {
+      {TRELLIS_ATTN_NAME_SM90(64, 192, 128, 3) "_mbrs", 192, 428.0},
+      {TRELLIS_ATTN_NAME_SM90(64, 256, 64, 4) "_mbrs", 256, 417.0}};
+  const char *best = 0;
+  double best_time = 0;
+  int i;
+  if (p->head_dim != 64 || p->seqlen_q < 1024 || multiprocessors <= 0)
+    return 0;
+  for (i = 0; i < 2; ++i) {
+    long long tiles = (p->seqlen_q + candidates[i].rows - 1) / candidates[i].rows;
+    long long ctas = tiles * p->num_seqs * p->heads;
+    double time = (double)((ctas + multiprocessors - 1) / multiprocessors) *
+                  candidates[i].rows / candidates[i].rate;
+    if (!best || time < best_time) {
+      best = candidates[i].name;
+      best_time = time;
+    }
+  }
+  return best;
+}
+
 /* ---- standalone head RMS norm (pre-pass)
  * ------------------------------------------------------- y[r, h, :] = fp16(
  * x[r, h, :] / max(||x[r, h, :]||, 1e-12) * gamma[h, :] * sqrt(head_dim) ),
