@@ -262,7 +262,8 @@ trellis_attn_sm90_long_sequence_config(const TrellisAttnParams *p,
   if (p->head_dim != 64 || p->seqlen_q < 1024 || multiprocessors <= 0)
     return 0;
   for (i = 0; i < 2; ++i) {
-    long long tiles = (p->seqlen_q + candidates[i].rows - 1) / candidates[i].rows;
+    long long tiles =
+        (p->seqlen_q + candidates[i].rows - 1) / candidates[i].rows;
     long long ctas = tiles * p->num_seqs * p->heads;
     double time = (double)((ctas + multiprocessors - 1) / multiprocessors) *
                   candidates[i].rows / candidates[i].rate;

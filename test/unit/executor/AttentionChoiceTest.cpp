@@ -1,7 +1,7 @@
-//===- AttentionChoiceTest.cpp - The attention kernel's wave model ---------===//
+//===- AttentionChoiceTest.cpp - The attention kernel's wave model -------===//
 //
 // trellis_attn_sm90_long_sequence_config (runtime/kernels/attention.h) picks
-// the 128-, 192- or 256-row sm_90a kernel for long d = 64 sequences. The
+// the 192- or 256-row sm_90a kernel for long d = 64 sequences. The
 // expectations are the rankings measured on the H100
 // (bench/attention/NOTES.md, session 5).
 //
@@ -47,7 +47,7 @@ TEST(AttentionChoice, MeasuredRankings) {
 }
 
 TEST(AttentionChoice, DefaultsOutsideTheModel) {
-  EXPECT_EQ(pick(shape(40, 512, 12)), "");    // Swin windows
+  EXPECT_EQ(pick(shape(40, 512, 12)), "");     // Swin windows
   EXPECT_EQ(pick(shape(1, 4096, 8, 128)), ""); // other head dims
   EXPECT_EQ(pick(shape(1, 4096), 0), "");      // unknown SM count
 }
