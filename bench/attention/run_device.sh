@@ -30,6 +30,8 @@ echo "attn_test exit ${PIPESTATUS[0]}"
 
 echo "== compute-sanitizer memcheck, small varlen case"
 for cfg in trellis_attn_sm90_d64_m128_n128_s3:--sm90:attention_sm90a.cubin \
+           trellis_attn_sm90_d64_m256_n64_s4_mbrs:--sm90:attention_sm90a.cubin \
+           trellis_attn_sm90_d64_m192_n128_s3_mbrs:--sm90:attention_sm90a.cubin \
            trellis_attn_sm90_d80_m128_n64_s4:--sm90:attention_sm90a.cubin \
            trellis_attn_sm80_d80_m64_n64_s2:--sm80:attention_sm80.ptx; do
   IFS=: read -r name flag file <<<"$cfg"
