@@ -179,11 +179,13 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
                                    tid);
   };
 
-  if constexpr (kRowSumMma) { // fp16 ones; published by begin_tile(0)'s fence
+  if constexpr (kRowSumMma) { // fp16 ones, for the async proxy (wgmma); the
+                               // barrier below or begin_tile(0)'s publishes
     for (int i = tid; i < STAGES * kOnesBytes / 16; i += THREADS)
       sts128(sV(i / (kOnesBytes / 16)) + kTileBytes +
                  (i % (kOnesBytes / 16)) * 16,
              make_uint4(0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u));
+    fence_proxy_async_smem();
   }
   // MBAR_PIPELINE: stage st is published by full[st] (one cp.async arrival per
   // thread) and given back by empty[st] (one arrival per thread after its P V
@@ -246,7 +248,7 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
       fence_proxy_async_smem();
       const int t = j + STAGES - 2; // refill the stage that tile j-2 used
       if (t < ntiles) {
-        if (t >= STAGES) // both warpgroups are done with tile t - STAGES
+        if (t >= STAGES) // every warpgroup is done with tile t - STAGES
           mbar_wait(barEmpty(t % STAGES), ((t / STAGES) - 1) & 1);
         load_kv(t, t % STAGES);
         cp_async_mbar_arrive(barFull(t % STAGES));
