@@ -275,20 +275,24 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
       load_kv(t, t % STAGES);
     cp_async_commit();
   };
+  // The operands' shared-memory descriptors, built once: a descriptor holds
+  // the address >> 4 in its low 14 bits, and every operand lies below 256 KiB,
+  // so an offset is added to the descriptor as offset >> 4 without a carry.
+  const uint64_t descK0 = smem_desc<W>(sK(0), 16, 8 * W);
+  const uint64_t descV0 = smem_desc<W>(sV(0), BN * W, 8 * W); // N-major
+  const uint64_t descQ0 = smem_desc<W>(sQ + wg * (64 * W), 16, 8 * W);
   // S_j = Q K_j^T (issue only)
   auto issue_qk = [&](int j) {
-    const uint32_t kb = sK(j % STAGES);
+    const uint64_t kb = descK0 + uint64_t((j % STAGES) * (kStageBytes >> 4));
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
-      const uint64_t db = smem_desc<W>(
-          kb + (kk / kKPerBlk) * (BN * W) + (kk % kKPerBlk) * 32, 16, 8 * W);
+      const uint64_t db =
+          kb + ((kk / kKPerBlk) * (BN * W) + (kk % kKPerBlk) * 32) / 16;
       if constexpr (kQRegs) {
         wgmma_rs<BN, 0>(s, qf[kk], db, kk > 0);
       } else {
         const uint64_t da =
-            smem_desc<W>(sQ + (kk / kKPerBlk) * (BM * W) + wg * (64 * W) +
-                             (kk % kKPerBlk) * 32,
-                         16, 8 * W);
+            descQ0 + ((kk / kKPerBlk) * (BM * W) + (kk % kKPerBlk) * 32) / 16;
         wgmma_ss<BN>(s, da, db, kk > 0);
       }
     }
@@ -296,14 +300,10 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
   };
   // O += P V_j (issue only)
   auto issue_pv = [&](int j) {
-    const uint32_t vb = sV(j % STAGES);
+    const uint64_t vb = descV0 + uint64_t((j % STAGES) * (kStageBytes >> 4));
 #pragma unroll
-    for (int kk = 0; kk < PSTEPS; ++kk) {
-      const uint64_t dv =
-          smem_desc<W>(vb + kk * (16 * W), BN * W,
-                       8 * W); // N-major: LBO = column-block stride
-      wgmma_rs<DO, 1>(o, pf[kk], dv, 1);
-    }
+    for (int kk = 0; kk < PSTEPS; ++kk)
+      wgmma_rs<DO, 1>(o, pf[kk], vb + kk * (16 * W) / 16, 1);
     wgmma_commit();
   };
   // Online softmax of S_j in place (fp32): exponentials, running maxima and
