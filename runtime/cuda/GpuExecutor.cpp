@@ -777,7 +777,8 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
     return opError(instr, "setting up the cuBLASLt GEMM failed: " +
                               api->describe(setup));
   }
-  // D = op(A)·B (+ bias) (+ C with β = 1: the residual, laid out as D).
+  // D = α·op(A)·B (+ bias) (+ β·C: the residual, laid out as D), α = 1,
+  // β = 1 with a residual, else 0.
   static const float kZero = 0.0f, kOne = 1.0f;
   const float *beta = layout.residual ? &kOne : &kZero;
   CUdeviceptr c = layout.residual ? layout.residual : d;
@@ -808,7 +809,6 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
       it != tunedGemms.end() && it->second < found) {
     algo = heuristics[it->second].algo;
   } else if (found > 1) {
-    static const float one = 1.0f;
     CUevent t0 = nullptr, t1 = nullptr;
     api->cuEventCreate(&t0, CU_EVENT_DEFAULT);
     api->cuEventCreate(&t1, CU_EVENT_DEFAULT);
@@ -821,7 +821,7 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
         if (rep == 1)
           api->cuEventRecord(t0, stream);
         ok = api->cublasLtMatmul(
-                 lt, desc, &one, reinterpret_cast<const void *>(a), la,
+                 lt, desc, &kOne, reinterpret_cast<const void *>(a), la,
                  reinterpret_cast<const void *>(b), lb, beta,
                  reinterpret_cast<const void *>(c), ld,
                  reinterpret_cast<void *>(d), ld, &heuristics[i].algo,
@@ -843,9 +843,8 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
     algo = heuristics[bestIndex].algo;
   }
   out = [this, desc, la, lb, ld, algo, a, b, c, d, beta, &instr]() -> Status {
-    static const float one = 1.0f;
     cublasStatus_t s = api->cublasLtMatmul(
-        lt, desc, &one, reinterpret_cast<const void *>(a), la,
+        lt, desc, &kOne, reinterpret_cast<const void *>(a), la,
         reinterpret_cast<const void *>(b), lb, beta,
         reinterpret_cast<const void *>(c), ld, reinterpret_cast<void *>(d), ld,
         &algo, reinterpret_cast<void *>(gemmWorkspace), kGemmWorkspaceBytes,
@@ -952,16 +951,16 @@ GpuExecutor::Impl::attentionKernel(const TrellisAttnParams &params) {
       {64, "trellis_attn_sm90_d64_m128_n64_s4"},
       {80, "trellis_attn_sm90_d80_m128_n64_s4"},
       {128, "trellis_attn_sm90_d128_m128_n128_s3"}};
-  std::string choice =
-      !options.attentionConfig.empty() ? options.attentionConfig
-      : attentionFamily != TRELLIS_ATTN_SM90A || !sm90Defaults.count(d)
-          ? std::string()
-          : sm90Defaults.at(d);
-  // Long d = 64 sequences: the 192- or 256-row kernel by a wave model.
-  if (options.attentionConfig.empty() && attentionFamily == TRELLIS_ATTN_SM90A)
+  // Empty: the family's first configuration for d.
+  std::string choice = options.attentionConfig;
+  if (choice.empty() && attentionFamily == TRELLIS_ATTN_SM90A) {
+    // Long d = 64 sequences: the 192- or 256-row kernel by a wave model.
     if (const char *name =
             trellis_attn_sm90_long_sequence_config(&params, multiprocessors))
       choice = name;
+    else if (auto it = sm90Defaults.find(d); it != sm90Defaults.end())
+      choice = it->second;
+  }
   for (int i = 0; i < trellis_attn_num_configs && !config; ++i) {
     const TrellisAttnConfig &c = trellis_attn_configs[i];
     if (c.family != attentionFamily || c.head_dim != d)

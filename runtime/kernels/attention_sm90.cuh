@@ -233,19 +233,23 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
 
   // Top of iteration j: tile j resident and visible to the async proxy, next
   // tile requested.
+  // Fused head RMS norm of q (once) and of each K tile, in place.
+  auto normalize = [&](int j) {
+    if (norm_q && j == 0)
+      rmsnorm_tile<BM, D, THREADS, LQ>(sQ, p.q_gamma + h * D, tid);
+    if (norm_k)
+      rmsnorm_tile<BN, D, THREADS, LKV>(sK(j % STAGES), p.k_gamma + h * D,
+                                        tid);
+  };
   auto begin_tile = [&](int j) {
     if constexpr (kMbar) {
       mbar_wait(barFull(j % STAGES), (j / STAGES) & 1); // everyone's copies
-      if ((norm_q && j == 0) || norm_k) {
-        if (norm_q && j == 0)
-          rmsnorm_tile<BM, D, THREADS, LQ>(sQ, p.q_gamma + h * D, tid);
-        if (norm_k)
-          rmsnorm_tile<BN, D, THREADS, LKV>(sK(j % STAGES), p.k_gamma + h * D,
-                                            tid);
-        fence_proxy_async_smem();
-        __syncthreads(); // the normalized chunks visible to both warpgroups
-      }
+      const bool normalizing = (norm_q && j == 0) || norm_k;
+      if (normalizing)
+        normalize(j);
       fence_proxy_async_smem();
+      if (normalizing)
+        __syncthreads(); // the normalized chunks visible to every warpgroup
       const int t = j + STAGES - 2; // refill the stage that tile j-2 used
       if (t < ntiles) {
         if (t >= STAGES) // every warpgroup is done with tile t - STAGES
@@ -257,15 +261,10 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
     }
     cp_async_wait<STAGES -
                   3>(); // this thread's copies of tile j (and Q) have landed
-    if (norm_q ||
-        norm_k) { // fused head RMS norm of q (once) and of each K tile
+    if (norm_q || norm_k) {
       if constexpr (!kRmsOwnChunks<D>)
         __syncthreads();
-      if (norm_q && j == 0)
-        rmsnorm_tile<BM, D, THREADS, LQ>(sQ, p.q_gamma + h * D, tid);
-      if (norm_k)
-        rmsnorm_tile<BN, D, THREADS, LKV>(sK(j % STAGES), p.k_gamma + h * D,
-                                          tid);
+      normalize(j);
     }
     fence_proxy_async_smem();
     __syncthreads(); // tile j visible to all; everyone finished iteration j-1
