@@ -92,6 +92,29 @@ def TrellisFoldZeroConditioning
   }];
 }
 
+def TrellisSinkUpsample : Pass<"trellis-sink-upsample", "ModuleOp"> {
+  let summary = "Row-wise ops and convs of upsampled features on the coarse rows";
+  let description = [{
+    `trellis.sparse.upsample` copies every coarse row to its children. A
+    row-wise consumer of the copies (elementwise unary ops, casts, a
+    LayerNorm of the last axis, a linear without residual, a 1×1×1 sparse
+    conv) computes the same row for every child: `f(upsample(h))` becomes
+    `upsample(f(h))`. A 3×3×3 sparse conv of the copies becomes a conv of
+    the coarse rows through `trellis.sparse.parent_neighbor_map`, which the
+    GPU runs with the products on the coarse rows (taps first, then each
+    fine row sums its neighbours' parents' products). Both rewrites are
+    exact: the same products and sums on the CPU reference.
+
+    In the SLat flow's upsampling block (spec §6.2: resample, LayerNorm,
+    SiLU, conv1; skip linear) this moves the 2048-channel LayerNorm, the
+    2048 → 128 conv's products and the skip projection from N to N' rows;
+    only 128-channel results are upsampled. Runs before
+    trellis-fuse-linear-residual (an upsampled skip is no linear any more)
+    and before loop-invariant-code-motion (which hoists the parent maps out
+    of the sampler).
+  }];
+}
+
 def TrellisFuseNormModulate : Pass<"trellis-fuse-norm-modulate", "ModuleOp"> {
   let summary = "layer_norm (last axis, no affine) + modulate → layer_norm_modulate";
   let description = [{

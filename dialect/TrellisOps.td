@@ -1203,6 +1203,42 @@ def Trellis_SparseNeighborMapOp : Trellis_PureOp<"sparse.neighbor_map",
   let hasVerifier = 1;
 }
 
+def Trellis_SparseParentNeighborMapOp
+    : Trellis_PureOp<"sparse.parent_neighbor_map", [InferTypeOpAdaptor]> {
+  let summary = "Neighbour table of a fine set that points at the parents' rows";
+  let description = [{
+    `neighbors` (a neighbour map of `fine`) with every active entry q replaced
+    by the row of q's parent (b, ⌊x/2⌋, ⌊y/2⌋, ⌊z/2⌋) in `coarse`; -1 stays -1.
+    A `trellis.sparse.conv3d` through this table reads coarse rows:
+
+        conv3d(upsample(h, coarse, fine), W, b, nb)
+          == conv3d(h, W, b, parent_neighbor_map(nb, coarse, fine))
+
+    exactly (the same products and sums), so the conv's work per tap scales
+    with the coarse rows when the products are formed before the gather
+    (trellis-sink-upsample; the SLat flow's upsampling block, spec §6.2).
+    `coarse` must be `trellis.sparse.coarsen` of `fine`.
+
+    Verifier: fine.resolution = 2·coarse.resolution; the map is bounded like
+    `fine`. The result has the map's type.
+
+    ```mlir
+    %pm = trellis.sparse.parent_neighbor_map %nb, %c32, %c64
+            : (!trellis.neighbor_map<kernel = 3, bound = 32768>,
+               !trellis.coords<resolution = 32, bound = 32768>,
+               !trellis.coords<resolution = 64, bound = 32768>)
+            -> !trellis.neighbor_map<kernel = 3, bound = 32768>
+    ```
+  }];
+  let arguments = (ins Trellis_NeighborMapType:$neighbors,
+                       Trellis_CoordsType:$coarse, Trellis_CoordsType:$fine);
+  let results = (outs Trellis_NeighborMapType:$result);
+  let assemblyFormat = [{
+    $neighbors `,` $coarse `,` $fine attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Trellis_SparseCoarsenOp : Trellis_PureOp<"sparse.coarsen",
     [InferTypeOpAdaptor]> {
   let summary = "Coarse coordinate set unique(⌊c / factor⌋)";
@@ -1385,7 +1421,8 @@ def Trellis_SparseConv3dOp : Trellis_PureOp<"sparse.conv3d",
   let description = [{
     feats [N, I] → [N, O] on the same coordinates and row order; weight
     [O, k, k, k, I] (spconv KRSC), optional bias [O]; f32 accumulation
-    (spec §6.4).
+    (spec §6.4). With a map from `trellis.sparse.parent_neighbor_map`, feats
+    are the coarse set's rows [N', I] and the result has the map's N rows.
 
     * k ≥ 3 (odd): needs `neighbors`, the neighbour map of kernel k of the
       feature's coordinate set. For each row p and offset (a, β, γ) whose

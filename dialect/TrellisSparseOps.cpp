@@ -229,7 +229,14 @@ SparseConv3dOp::inferReturnTypes(MLIRContext *context,
     return emitOptionalError(location, "sparse.conv3d needs [N, I] features "
                                        "and a rank-5 weight");
   ShapeBuilder shape;
-  shape.dim(feats, 0).dim(w, 0);
+  // Through a parent neighbour map the feats are the coarse rows and the
+  // output has the map's (fine) rows.
+  Value neighbors = adaptor.getNeighbors();
+  if (neighbors && neighbors.getDefiningOp<SparseParentNeighborMapOp>())
+    shape.dynamic(cast<NeighborMapType>(neighbors.getType()).getBound())
+        .dim(w, 0);
+  else
+    shape.dim(feats, 0).dim(w, 0);
   inferredReturnTypes.push_back(shape.get(feats.getElementType()));
   return success();
 }
@@ -275,8 +282,21 @@ LogicalResult SparseConv3dOp::verify() {
   if (map.getKernel() != k)
     return emitOpError("neighbour map kernel ")
            << map.getKernel() << " differs from the weight's kernel " << k;
+  // A parent neighbour map points at the rows of its coarse set.
+  if (auto parents = neighbors.getDefiningOp<SparseParentNeighborMapOp>())
+    return verifyVoxelDim(*this, "feats", feats,
+                          parents.getCoarse().getType().getBound(),
+                          "the parent neighbour map's coarse set");
   return verifyVoxelDim(*this, "feats", feats, map.getBound(),
                         "the neighbour map");
+}
+
+LogicalResult SparseParentNeighborMapOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location,
+    SparseParentNeighborMapOp::Adaptor adaptor,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  inferredReturnTypes.push_back(adaptor.getNeighbors().getType());
+  return success();
 }
 
 LogicalResult SparseDownsampleOp::inferReturnTypes(
@@ -306,6 +326,18 @@ LogicalResult SparseDownsampleOp::verify() {
     return failure();
   return verifyVoxelDim(*this, "feats", getFeats().getType(), fine.getBound(),
                         "the fine coordinate set");
+}
+
+LogicalResult SparseParentNeighborMapOp::verify() {
+  auto fine = getFine().getType(), coarse = getCoarse().getType();
+  if (failed(verifyFactorTwo(*this, fine, coarse)))
+    return failure();
+  auto map = getNeighbors().getType();
+  if (map.getBound() != fine.getBound())
+    return emitOpError("the neighbour map (bound ")
+           << map.getBound() << ") must be the fine set's (bound "
+           << fine.getBound() << ")";
+  return success();
 }
 
 LogicalResult

@@ -1397,12 +1397,12 @@ OpClass classify(Operation *op) {
     return OpClass::Library;
   // Coordinate values, evaluated on the host when the runtime binds a sparse
   // function (and the dense stage's occupancy, the mesh extraction).
-  if (llvm::is_contained({"sparse.from_tensor", "sparse.coarsen",
-                          "sparse.subdivide", "sparse.neighbor_map",
-                          "sparse.batch_segments", "sparse.window_segments",
-                          "sparse.xyz", "sparse.to_tensor",
-                          "sparse.unique_mean", "ape", "occupancy"},
-                         n) ||
+  if (llvm::is_contained(
+          {"sparse.from_tensor", "sparse.coarsen", "sparse.subdivide",
+           "sparse.neighbor_map", "sparse.parent_neighbor_map",
+           "sparse.batch_segments", "sparse.window_segments", "sparse.xyz",
+           "sparse.to_tensor", "sparse.unique_mean", "ape", "occupancy"},
+          n) ||
       n.starts_with("mesh."))
     return OpClass::Host;
   if (isUnaryName(n) || llvm::is_contained({"cast",

@@ -14,8 +14,10 @@ void mlir::trellis::buildFusionPipeline(OpPassManager &pm,
   // for the whole static time grid at once; the bodies select their row.
   pm.addPass(createTrellisHoistTime());
   pm.addPass(createTrellisFoldZeroConditioning());
-  // The folded unconditional cross-attention (one GEMV per block) is
-  // loop invariant in its turn.
+  // The SLat flow's upsampling block on the coarse rows.
+  pm.addPass(createTrellisSinkUpsample());
+  // The folded unconditional cross-attention (one GEMV per block) and the
+  // parent neighbour maps are loop invariant in their turn.
   pm.addPass(createLoopInvariantCodeMotionPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

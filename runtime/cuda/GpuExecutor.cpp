@@ -1282,6 +1282,8 @@ Status GpuExecutor::Impl::buildCommands(Prepared &p, Body &body) {
     else if (instr.op == "trellis.linear" || instr.op == "trellis.attention")
       for (int s : node.in)
         node.what.append(" ").append(p.slots[s].type.str());
+    else if (instr.op == "trellis.sparse.conv3d" && node.in.size() > 1)
+      node.what.append(" ").append(p.slots[node.in[1]].type.str()); // W
     for (Body &region : node.regions)
       if (Status s = buildCommands(p, region); !s)
         return s;

@@ -274,6 +274,22 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
         p.slots[node.out[0]].dynamicRows = false;
         continue;
       }
+      if (op == "trellis.sparse.parent_neighbor_map") {
+        // Built on the device from the (device-built) map of the fine set and
+        // the fine row -> coarse row index array computed here.
+        const ref::CoordSet *coarse = coordsOf(node.in[1]);
+        const ref::CoordSet *fine = coordsOf(node.in[2]);
+        if (!coarse || !fine)
+          return opError(instr, "its coordinate sets were not bound");
+        auto parents = ref::parentRows(*fine, *coarse);
+        if (!parents)
+          return opError(instr, parents.message());
+        node.auxHost = {*parents};
+        ValueType &t = p.slots[node.out[0]].type;
+        t = p.slots[node.in[0]].type;
+        p.slots[node.out[0]].dynamicRows = false;
+        continue;
+      }
       if (op == "trellis.flow_sample") {
         // The sampler state and the bodies' x argument: the noise's shape.
         p.slots[node.out[0]].type = p.slots[node.in[0]].type;
@@ -304,6 +320,11 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
           rows = rowsOf(node.in.at(2));
         } else if (op == "trellis.sparse.subdivide_features") {
           rows = 8 * rowsOf(node.in.at(0));
+        } else if (op == "trellis.sparse.conv3d" && node.in.size() > 2 &&
+                   p.slots[node.in.back()].type.dtype == DType::I32) {
+          // The neighbour map's rows (the fine set's, for a parent map whose
+          // entries are coarse rows of the features).
+          rows = p.slots[node.in.back()].type.shape.at(0);
         } else {
           for (int s : node.in)
             if (p.slots[s].dynamicRows) {
@@ -603,12 +624,16 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
 Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
   const std::string &op = instr.op;
-  static const char *const ops[] = {
-      "trellis.sparse.neighbor_map",    "trellis.sparse.conv3d",
-      "trellis.sparse.downsample",
-      "trellis.sparse.upsample",        "trellis.sparse.subdivide_features",
-      "trellis.sparse.batch_broadcast", "trellis.sparse.group_norm",
-      "trellis.sparse.attention",       "trellis.sparse.cross_attention"};
+  static const char *const ops[] = {"trellis.sparse.neighbor_map",
+                                    "trellis.sparse.conv3d",
+                                    "trellis.sparse.parent_neighbor_map",
+                                    "trellis.sparse.downsample",
+                                    "trellis.sparse.upsample",
+                                    "trellis.sparse.subdivide_features",
+                                    "trellis.sparse.batch_broadcast",
+                                    "trellis.sparse.group_norm",
+                                    "trellis.sparse.attention",
+                                    "trellis.sparse.cross_attention"};
   if (std::find(std::begin(ops), std::end(ops), op) == std::end(ops))
     return false;
   auto ptr = [&](int slot) { return address(p, slot); };
@@ -642,6 +667,22 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
       void *lp[] = {&c, &grid, &nbr, &n, &res, &kernelSize};
       int64_t kvol = int64_t(kernelSize) * kernelSize * kernelSize;
       return launch1d(fl, n * kvol, lp, instr, "the neighbour lookup");
+    };
+    return true;
+  }
+  if (op == "trellis.sparse.parent_neighbor_map") {
+    auto f = runtimeKernel("trellis_sparse_parent_neighbors");
+    if (!f)
+      return opError(instr, f.message());
+    if (node.aux.size() != 1)
+      return opError(instr, "its parent rows were not uploaded");
+    CUdeviceptr nbr = ptr(node.in[0]), parents = node.aux[0],
+                out = ptr(node.out[0]);
+    int64_t entries = int64_t(bytesOf(type(node.out[0])) / sizeof(int32_t));
+    node.command = [this, f = *f, nbr, parents, out, entries,
+                    &instr]() mutable -> Status {
+      void *params[] = {&nbr, &parents, &out, &entries};
+      return launch1d(f, entries, params, instr, "the parent neighbour map");
     };
     return true;
   }
@@ -753,6 +794,8 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     if (convTapsFirst(x, w)) {
       // y[o] = x · W_oᵀ for the k³ taps at once (W_o: columns o·Cin.. of
       // W [Cout, k³·Cin]), f32; then each row sums its neighbours' products.
+      // (Over the feature rows: the coarse ones for a parent neighbour map.)
+      const int64_t rowsIn = x.shape.at(0);
       std::function<Status()> gemm;
       GemmLayout taps;
       taps.lda = kdim;
@@ -760,9 +803,9 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
       taps.batch = kvol;
       taps.strideA = cin;
       taps.strideB = 0;
-      taps.strideD = rows * cout;
+      taps.strideD = rowsIn * cout;
       if (Status s = buildGemm(p, node, ptr(node.in[1]), ptr(node.in[0]),
-                               ptr(node.scratch), 0, x.dtype, cout, rows, cin,
+                               ptr(node.scratch), 0, x.dtype, cout, rowsIn, cin,
                                /*transA=*/true, "", gemm, taps);
           !s)
         return Error{s.message()};
@@ -772,11 +815,13 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
       CUdeviceptr y = ptr(node.scratch), nbr = ptr(neighbors),
                   o = ptr(node.out[0]);
       int32_t cout32 = int32_t(cout);
-      node.command = [this, f = *f, gemm, y, nbr, b, o, rows, cout32, kvol,
-                      &instr]() mutable -> Status {
+      node.command = [this, f = *f, gemm, y, nbr, b, o, rows, rowsIn, cout32,
+                      kvol, &instr]() mutable -> Status {
+        if (rows == 0)
+          return Status::ok();
         if (Status s = gemm(); !s)
           return s;
-        int64_t n = rows, nIn = rows;
+        int64_t n = rows, nIn = rowsIn;
         void *params[] = {&y, &nbr, &b, &o, &n, &nIn, &cout32, &kvol};
         return launch1d(f, n * cout32, params, instr, "the conv tap sum");
       };

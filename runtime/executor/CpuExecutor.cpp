@@ -573,6 +573,12 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
       return single(
           ref::sparseConv3d(feats, *nbmap, w, bias ? &*bias : nullptr));
     }
+    if (op == "trellis.sparse.parent_neighbor_map") {
+      TRY(nb, in.tensor(0));
+      TRY(coarse, in.coords(1));
+      TRY(fine, in.coords(2));
+      return single(ref::parentNeighborMap(nb, *coarse, *fine));
+    }
     if (op == "trellis.sparse.downsample") {
       TRY(f, in.tensor(0));
       TRY(fine, in.coords(1));

@@ -104,6 +104,17 @@ __device__ void neighborLookup(const int32_t *coords, const int32_t *grid,
   nbr[t] = found;
 }
 
+// trellis.sparse.parent_neighbor_map: every active entry of a fine set's
+// neighbour map replaced by its parent's coarse row (parent: int32 [N_fine]).
+__device__ void parentNeighbors(const int32_t *nbr, const int32_t *parent,
+                                int32_t *out, int64_t entries) {
+  const int64_t t = globalThread();
+  if (t >= entries)
+    return;
+  const int32_t q = nbr[t];
+  out[t] = q < 0 ? -1 : parent[q];
+}
+
 // Occupancy to coordinates (spec §5.3): the cells with logit > 0 (strictly;
 // NaN is empty) of f32 logits [B, 1, D, H, W] as int32 rows (b, x, y, z) in
 // ascending flat order, by an ordered compaction in three launches: per-block
@@ -393,6 +404,12 @@ trellis_sparse_neighbor_lookup(const int32_t *coords, const int32_t *grid,
                                int32_t *nbr, int64_t rows, int32_t res,
                                int32_t k) {
   trellis_sparse::neighborLookup(coords, grid, nbr, rows, res, k);
+}
+
+extern "C" __global__ void
+trellis_sparse_parent_neighbors(const int32_t *nbr, const int32_t *parent,
+                                int32_t *out, int64_t entries) {
+  trellis_sparse::parentNeighbors(nbr, parent, out, entries);
 }
 
 // Entry points, one per element type (f16, f32).

@@ -212,14 +212,18 @@ Result<HostTensor> sparseConv3d(const HostTensor &feats,
     return opError(op, "needs feats [N, I] and a KRSC weight [O, k, k, k, I], "
                        "got " +
                            describe(feats) + " and " + describe(weight));
-  const int64_t N = feats.dim(0), I = feats.dim(1), O = weight.dim(0);
+  const int64_t rowsIn = feats.dim(0), I = feats.dim(1), O = weight.dim(0);
   const int64_t k = weight.dim(1), k3 = k * k * k;
-  if (neighborMap.dtype() != DType::I32 || neighborMap.shape() != Shape{N, k3})
-    return opError(op, "the neighbour map must be int32 [" + std::to_string(N) +
-                           ", " + std::to_string(k3) + "], got " +
-                           describe(neighborMap));
   if (k == 1)
     return sparseConv1x1(feats, weight, bias);
+  // The output rows are the map's: the feats' own set, or the fine set of a
+  // parent neighbour map (whose entries are coarse rows of feats).
+  if (neighborMap.dtype() != DType::I32 || neighborMap.rank() != 2 ||
+      neighborMap.dim(1) != k3)
+    return opError(op, "the neighbour map must be int32 [N, " +
+                           std::to_string(k3) + "], got " +
+                           describe(neighborMap));
+  const int64_t N = neighborMap.dim(0);
   if (bias) {
     if (Status s = expectFloat(op, "the bias", *bias); !s)
       return Error{s.message()};
@@ -228,9 +232,10 @@ Result<HostTensor> sparseConv3d(const HostTensor &feats,
   }
   const int32_t *nb = neighborMap.data<int32_t>();
   for (int64_t i = 0; i < N * k3; ++i)
-    if (nb[i] < -1 || nb[i] >= N)
+    if (nb[i] < -1 || nb[i] >= rowsIn)
       return opError(op, "neighbour map entry " + std::to_string(nb[i]) +
-                             " is not a row (or -1)");
+                             " is not a row of the " + std::to_string(rowsIn) +
+                             " feats rows (or -1)");
   FloatView vx(feats), vw(weight);
   std::vector<float> b(size_t(O), 0.0f);
   if (bias) {
@@ -331,6 +336,31 @@ Result<HostTensor> parentRows(const CoordSet &fine, const CoordSet &coarse) {
     ip[n] = it->second;
   }
   return idx;
+}
+
+Result<HostTensor> parentNeighborMap(const HostTensor &neighborMap,
+                                     const CoordSet &coarse,
+                                     const CoordSet &fine) {
+  const char *op = "sparse.parent_neighbor_map";
+  if (neighborMap.dtype() != DType::I32 || neighborMap.rank() != 2 ||
+      neighborMap.dim(0) != fine.size())
+    return opError(op, "needs an int32 [" + std::to_string(fine.size()) +
+                           ", k³] neighbour map of the fine set, got " +
+                           describe(neighborMap));
+  Result<HostTensor> parents = parentRows(fine, coarse);
+  if (!parents)
+    return parents.takeError();
+  const int32_t *nb = neighborMap.data<int32_t>();
+  const int32_t *up = parents->data<int32_t>();
+  HostTensor out(DType::I32, neighborMap.shape());
+  int32_t *o = out.mutableData<int32_t>();
+  for (int64_t i = 0; i < neighborMap.numel(); ++i) {
+    if (nb[i] < -1 || nb[i] >= fine.size())
+      return opError(op, "neighbour map entry " + std::to_string(nb[i]) +
+                             " is not a fine row (or -1)");
+    o[i] = nb[i] < 0 ? -1 : up[nb[i]];
+  }
+  return out;
 }
 
 Result<HostTensor> sparseDownsample(const HostTensor &feats,

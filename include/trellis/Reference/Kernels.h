@@ -264,8 +264,10 @@ struct CoordSet {
 Result<HostTensor> neighborMap(const CoordSet &coords, int64_t kernel);
 
 /// trellis.sparse.conv3d (§6.4), spconv SubMConv3d. feats [N, I], weight
-/// [O, k, k, k, I] (KRSC), optional bias [O], neighbour map [N, k³] of the
-/// same coordinate set. k > 1: out[p] = b + Σ_off W[:, off, :]·in[nb[p, off]].
+/// [O, k, k, k, I] (KRSC), optional bias [O], neighbour map [M, k³] whose
+/// entries are rows of feats (M = N on the same coordinate set; the fine rows
+/// of a parent neighbour map). k > 1: out [M, O],
+/// out[p] = b + Σ_off W[:, off, :]·in[nb[p, off]].
 /// k = 1 [quirk §6.4]: spconv's fast path, out = x·M + b with M the weight
 /// buffer reinterpreted as [I, O] row-major (M[i, j] = flat[i·O + j]); NOT
 /// x·W[:, 0, 0, 0, :]ᵀ.
@@ -289,6 +291,12 @@ Result<CoordSet> coarsen(const CoordSet &fine, int64_t factor = 2);
 /// (b, ⌊x/f⌋, ⌊y/f⌋, ⌊z/f⌋), f = fine.resolution / coarse.resolution:
 /// int32 [N]. Fails if a parent is missing.
 Result<HostTensor> parentRows(const CoordSet &fine, const CoordSet &coarse);
+
+/// trellis.sparse.parent_neighbor_map: `neighborMap` (int32 [N, k³] of `fine`)
+/// with every active entry q replaced by parentRows(fine, coarse)[q].
+Result<HostTensor> parentNeighborMap(const HostTensor &neighborMap,
+                                     const CoordSet &coarse,
+                                     const CoordSet &fine);
 
 /// trellis.sparse.downsample (§6.3 step 3) [quirk]: feats [N, C] on `fine`
 /// -> [N', C] on `coarse` (= coarsen(fine)); coarse row r gets

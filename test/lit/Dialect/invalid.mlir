@@ -1749,6 +1749,35 @@ func.func @upsample_result(%h: tensor<?x8xf16, #trellis.bounds<[40]>>, %c: !trel
 
 // -----
 
+func.func @parent_neighbors_factor(%nb: !trellis.neighbor_map<kernel = 3, bound = 100>, %c: !trellis.coords<resolution = 16, bound = 40>,
+                                   %f: !trellis.coords<resolution = 64, bound = 100>) {
+  // expected-error @+1 {{fine resolution 64 must be twice the coarse resolution 16}}
+  %pm = trellis.sparse.parent_neighbor_map %nb, %c, %f : (!trellis.neighbor_map<kernel = 3, bound = 100>, !trellis.coords<resolution = 16, bound = 40>, !trellis.coords<resolution = 64, bound = 100>) -> !trellis.neighbor_map<kernel = 3, bound = 100>
+  return
+}
+
+// -----
+
+func.func @parent_neighbors_map_set(%nb: !trellis.neighbor_map<kernel = 3, bound = 40>, %c: !trellis.coords<resolution = 32, bound = 40>,
+                                    %f: !trellis.coords<resolution = 64, bound = 100>) {
+  // expected-error @+1 {{the neighbour map (bound 40) must be the fine set's (bound 100)}}
+  %pm = trellis.sparse.parent_neighbor_map %nb, %c, %f : (!trellis.neighbor_map<kernel = 3, bound = 40>, !trellis.coords<resolution = 32, bound = 40>, !trellis.coords<resolution = 64, bound = 100>) -> !trellis.neighbor_map<kernel = 3, bound = 40>
+  return
+}
+
+// -----
+
+func.func @conv_parent_neighbors_rows(%u: tensor<?x8xf16, #trellis.bounds<[100]>>, %w: tensor<4x3x3x3x8xf16>,
+                                      %nb: !trellis.neighbor_map<kernel = 3, bound = 100>, %c: !trellis.coords<resolution = 32, bound = 40>,
+                                      %f: !trellis.coords<resolution = 64, bound = 100>) {
+  %pm = trellis.sparse.parent_neighbor_map %nb, %c, %f : (!trellis.neighbor_map<kernel = 3, bound = 100>, !trellis.coords<resolution = 32, bound = 40>, !trellis.coords<resolution = 64, bound = 100>) -> !trellis.neighbor_map<kernel = 3, bound = 100>
+  // expected-error @+1 {{feats dimension 0 must be the voxel dimension of the parent neighbour map's coarse set (? with bound 40), found 'tensor<?x8xf16, #trellis.bounds<[100]>>'}}
+  %y = trellis.sparse.conv3d %u, %w neighbors %pm : (tensor<?x8xf16, #trellis.bounds<[100]>>, tensor<4x3x3x3x8xf16>, !trellis.neighbor_map<kernel = 3, bound = 100>) -> tensor<?x4xf16, #trellis.bounds<[100]>>
+  return
+}
+
+// -----
+
 func.func @subdivide_features_rank(%h: tensor<?xf16, #trellis.bounds<[100]>>) {
   // expected-error @+1 {{feats must be [N, C] (rank 2), found 'tensor<?xf16, #trellis.bounds<[100]>>'}}
   %f = trellis.sparse.subdivide_features %h : (tensor<?xf16, #trellis.bounds<[100]>>) -> tensor<?xf16, #trellis.bounds<[800]>>

@@ -121,6 +121,34 @@ func.func @resample_bounds(%h: tensor<?x8xf32, #trellis.bounds<[1000]>>, %u: ten
   return
 }
 
+// A conv of upsampled rows through the parent neighbour map: the feats are
+// the coarse rows (bound 300), the result has the map's fine rows (1000).
+// CHECK-LABEL: func.func @parent_neighbors
+func.func @parent_neighbors(%u: tensor<?x8xf16, #trellis.bounds<[300]>>, %w: tensor<4x3x3x3x8xf16>,
+                            %nb: !trellis.neighbor_map<kernel = 3, bound = 1000>,
+                            %c64: !trellis.coords<resolution = 64, bound = 1000>,
+                            %c32: !trellis.coords<resolution = 32, bound = 300>) {
+  // CHECK: trellis.sparse.parent_neighbor_map %{{.*}}, %{{.*}}, %{{.*}} : (!trellis.neighbor_map<kernel = 3, bound = 1000>, !trellis.coords<resolution = 32, bound = 300>, !trellis.coords<resolution = 64, bound = 1000>) -> !trellis.neighbor_map<kernel = 3, bound = 1000>
+  %pm = trellis.sparse.parent_neighbor_map %nb, %c32, %c64 : (!trellis.neighbor_map<kernel = 3, bound = 1000>, !trellis.coords<resolution = 32, bound = 300>, !trellis.coords<resolution = 64, bound = 1000>) -> !trellis.neighbor_map<kernel = 3, bound = 1000>
+  // CHECK: trellis.sparse.conv3d {{.*}} -> tensor<?x4xf16, #trellis.bounds<[1000]>>
+  %y = trellis.sparse.conv3d %u, %w neighbors %pm : (tensor<?x8xf16, #trellis.bounds<[300]>>, tensor<4x3x3x3x8xf16>, !trellis.neighbor_map<kernel = 3, bound = 1000>) -> tensor<?x4xf16, #trellis.bounds<[1000]>>
+  return
+}
+
+// The example of the op reference.
+// CHECK-LABEL: func.func @parent_neighbors_doc
+func.func @parent_neighbors_doc(%nb: !trellis.neighbor_map<kernel = 3, bound = 32768>,
+                                %c64: !trellis.coords<resolution = 64, bound = 32768>,
+                                %c32: !trellis.coords<resolution = 32, bound = 32768>) {
+  // CHECK: trellis.sparse.parent_neighbor_map
+  %pm = trellis.sparse.parent_neighbor_map %nb, %c32, %c64
+          : (!trellis.neighbor_map<kernel = 3, bound = 32768>,
+             !trellis.coords<resolution = 32, bound = 32768>,
+             !trellis.coords<resolution = 64, bound = 32768>)
+          -> !trellis.neighbor_map<kernel = 3, bound = 32768>
+  return
+}
+
 // CHECK-LABEL: func.func @norm_broadcast
 func.func @norm_broadcast(%h: tensor<?x768xf16, #trellis.bounds<[32768]>>, %c: !trellis.coords<resolution = 64, bound = 32768>,
                           %gamma: tensor<768xf32>, %beta: tensor<768xf32>, %scale: tensor<2x128xf16>) {

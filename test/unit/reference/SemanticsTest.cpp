@@ -300,6 +300,36 @@ TEST(Semantics, SparseConvMatchesDenseConvOnTheDensifiedGrid) {
                   1e-4);
 }
 
+TEST(Semantics, ConvOfUpsampleReadsTheParentsThroughTheParentMap) {
+  // trellis-sink-upsample's identity: conv3d(upsample(h)) equals the conv of
+  // the coarse rows through parent_neighbor_map, bit for bit.
+  const int R = 8, I = 5, O = 3;
+  CoordSet fine = ok(CoordSet::create(lcgCoords(2, R, 120, 3), R));
+  CoordSet coarse = ok(coarsen(fine));
+  ASSERT_LT(coarse.size(), fine.size());
+  std::vector<float> h(size_t(coarse.size() * I)), w(size_t(O * 27 * I));
+  for (size_t i = 0; i < h.size(); ++i)
+    h[i] = std::sin(float(i) * 0.37f);
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = std::cos(float(i) * 0.21f);
+  HostTensor hc = tensorF32({coarse.size(), I}, h);
+  HostTensor wk = tensorF32({O, 3, 3, 3, I}, w);
+  HostTensor nb = ok(neighborMap(fine, 3));
+  HostTensor pm = ok(parentNeighborMap(nb, coarse, fine));
+  HostTensor parents = ok(parentRows(fine, coarse));
+  for (int64_t i = 0; i < nb.numel(); ++i) {
+    int32_t q = nb.data<int32_t>()[i];
+    EXPECT_EQ(pm.data<int32_t>()[i], q < 0 ? -1 : parents.data<int32_t>()[q]);
+  }
+  HostTensor viaUpsample =
+      ok(sparseConv3d(ok(sparseUpsample(hc, coarse, fine)), nb, wk));
+  HostTensor viaParents = ok(sparseConv3d(hc, pm, wk));
+  EXPECT_EQ(viaParents.shape(), (Shape{fine.size(), O}));
+  EXPECT_EQ(values(viaParents), values(viaUpsample));
+  // The map must be the fine set's.
+  EXPECT_FALSE(parentNeighborMap(ok(neighborMap(coarse, 3)), coarse, fine));
+}
+
 TEST(Semantics, SparseConv1x1ReinterpretsTheWeightBuffer) {
   // weight [O=3, 1, 1, 1, I=2] with flat values 0..5. spconv's 1x1 path
   // uses M = flat viewed as [I, O]: M = [[0,1,2],[3,4,5]], so x = (1, 0)

@@ -417,6 +417,38 @@ TEST_F(FusionNumeric, FoldZeroConditioningSlat) {
   }
 }
 
+// The SLat flow's upsampling block on the coarse rows: the same products
+// and sums, bit for bit; no conv reads upsampled rows any more, and only the
+// block's 32-channel results (tiny: io channels 32) are upsampled.
+TEST_F(FusionNumeric, SinkUpsampleSlatIsExact) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = graphModule(1);
+  HostTensor before = runSlatStage(*module, 1);
+  mlir::PassManager pm(&context_);
+  specialize(pm);
+  pm.addPass(mlir::trellis::createTrellisSinkUpsample());
+  pm.addPass(mlir::createLoopInvariantCodeMotionPass());
+  pm.addPass(mlir::createCSEPass());
+  pm.addPass(mlir::trellis::createTrellisVerifyLocations());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  HostTensor after = runSlatStage(*module, 1);
+  ASSERT_GT(before.numel(), 0);
+  ASSERT_EQ(after.numel(), before.numel());
+  EXPECT_EQ(relativeL2(after, before), 0.0);
+  mlir::Operation *stage = module->lookupSymbol("slat_stage");
+  // One map for the two sampler regions (hoisted, shared).
+  EXPECT_EQ(count(stage, "trellis.sparse.parent_neighbor_map"), 1);
+  int64_t upsampledConvs = 0, wideUpsamples = 0;
+  stage->walk([&](mlir::trellis::SparseConv3dOp conv) {
+    upsampledConvs +=
+        !!conv.getFeats().getDefiningOp<mlir::trellis::SparseUpsampleOp>();
+  });
+  stage->walk([&](mlir::trellis::SparseUpsampleOp up) {
+    wideUpsamples += up.getFeats().getType().getDimSize(1) != 32;
+  });
+  EXPECT_EQ(upsampledConvs, 0);
+  EXPECT_EQ(wideUpsamples, 0);
+}
+
 // The whole fusion pipeline on slat_stage.
 TEST_F(FusionNumeric, FusionPipelineSlat) {
   mlir::OwningOpRef<mlir::ModuleOp> module = graphModule(1);
