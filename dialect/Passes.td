@@ -152,6 +152,20 @@ def TrellisFuseLinearResidual
   }];
 }
 
+def TrellisFuseResidualNorm : Pass<"trellis-fuse-residual-norm", "ModuleOp"> {
+  let summary = "gated_residual + layer_norm_modulate → gated_residual_norm_modulate";
+  let description = [{
+    The gated residual that ends an adaLN block and the LayerNorm +
+    modulation that starts the next one (spec §3.6) become one
+    `trellis.gated_residual_norm_modulate` (one kernel reading x, h and the
+    vectors once, writing the residual and the normalized rows): the norm
+    no longer reads the residual back. The residual keeps its other users
+    (the next block's residual path) through the fused op's first result,
+    so it applies when they all follow the norm in its block. Exact: both
+    results are the unfused pair's. Runs after trellis-fuse-norm-modulate.
+  }];
+}
+
 def TrellisFormAttention : Pass<"trellis-form-attention", "ModuleOp"> {
   let summary = "Fold head_rms_norm of q and k into trellis.attention";
   let description = [{

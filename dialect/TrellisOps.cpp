@@ -422,6 +422,29 @@ LogicalResult GatedResidualOp::verify() {
   return verifyPerSample(*this, "gate", x, getGate().getType());
 }
 
+LogicalResult GatedResidualNormModulateOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location,
+    GatedResidualNormModulateOp::Adaptor adaptor,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  inferredReturnTypes.push_back(adaptor.getInput().getType());
+  inferredReturnTypes.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+LogicalResult GatedResidualNormModulateOp::verify() {
+  auto x = getInput().getType();
+  if (x.getRank() < 1)
+    return emitOpError("input must have rank >= 1, found ") << x;
+  if (getH().getType() != x)
+    return emitOpError("h must have the input's type ")
+           << x << ", found " << getH().getType();
+  if (failed(verifyPositive(*this, "eps", getEpsAttr().getValueAsDouble())) ||
+      failed(verifyPerSample(*this, "gate", x, getGate().getType())) ||
+      failed(verifyPerSample(*this, "shift", x, getShift().getType())))
+    return failure();
+  return verifyPerSample(*this, "scale", x, getScale().getType());
+}
+
 //===----------------------------------------------------------------------===//
 // LinearOp, MatmulOp
 //===----------------------------------------------------------------------===//

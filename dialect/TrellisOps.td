@@ -612,6 +612,45 @@ def Trellis_LayerNormModulateOp : Trellis_PureOp<"layer_norm_modulate",
   let hasVerifier = 1;
 }
 
+def Trellis_GatedResidualNormModulateOp
+    : Trellis_PureOp<"gated_residual_norm_modulate", [InferTypeOpAdaptor]> {
+  let summary = "Gated residual, then LayerNorm + modulation of the sum";
+  let description = [{
+    The end of one adaLN block and the start of the next (spec §3.6) in one
+    pass over the rows:
+
+        residual = trellis.gated_residual(x, h, gate)
+        result   = trellis.layer_norm_modulate(residual, shift, scale) {eps}
+
+    `residual` is rounded to x's element type exactly as the gated residual
+    is, and the norm reads that rounded value, so both results equal the
+    unfused pair's bit for bit (on the CPU reference, which runs the pair;
+    the GPU kernel computes each part with the unfused kernels' expressions).
+    Made by `trellis-fuse-residual-norm`. `gate`, `shift` and `scale` are
+    x-shaped or, for x [B, L, C], per-sample [B, C] vectors. Both results
+    have x's type.
+
+    Verifier: h has x's type; eps > 0; gate, shift and scale each x-shaped
+    or [B, C] for x [B, L, C], of x's element type.
+
+    ```mlir
+    %r, %y = trellis.gated_residual_norm_modulate %x, %h, %gate, %shift, %scale {eps = 1.0e-06 : f64}
+               : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>,
+                  tensor<2x1024xf16>, tensor<2x1024xf16>)
+               -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>)
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$input, Trellis_FloatTensor:$h,
+                       Trellis_FloatTensor:$gate, Trellis_FloatTensor:$shift,
+                       Trellis_FloatTensor:$scale, F64Attr:$eps);
+  let results = (outs Trellis_FloatTensor:$residual,
+                      Trellis_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $h `,` $gate `,` $shift `,` $scale attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 } // Trellis_LinalgGroup
 
 //===----------------------------------------------------------------------===//

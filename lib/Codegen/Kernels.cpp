@@ -624,7 +624,35 @@ struct RowSpec {
   /// Dynamic rows (kb.rows set): reduced rows per dimension-0 row (`rows` is
   /// then the bound's).
   int64_t rowsPerItem = 0;
+  /// gated_residual_norm_modulate: the row is first x + gate·h (the
+  /// gated_residual kernel's expression), rounded to x's type, stored to
+  /// argument `residualOut` and normalized from that rounded value.
+  int h = -1, gate = -1, residualOut = -1;
+  int64_t gateTokens = 1;  ///< rows per gate row ([B, C] gate)
+  bool gatePerRow = false; ///< x-shaped gate
 };
+
+/// How a row kernel holds its row: G lanes (a power of two ≤ 32) per row and
+/// K vectors of V elements per lane in registers, or (long rows) a loop of 32
+/// lanes over the row.
+struct RowTiling {
+  int64_t v, g, k;
+  bool inRegisters;
+};
+RowTiling rowTiling(Type xTy, int64_t n) {
+  int64_t v = pow2Divisor(n, 16 / elemBytes(xTy));
+  int64_t g = pow2Divisor(n / v, 32);
+  int64_t k = n / (v * g);
+  // Long rows with few lanes (C = 2^m·odd): trade vector width for lanes.
+  while (k > 16 && v > 1 && g < 32 && (n / (v / 2)) % (g * 2) == 0) {
+    v /= 2;
+    g *= 2;
+    k = n / (v * g);
+  }
+  if (k <= 32)
+    return {v, g, k, true};
+  return {1, 32, k, false};
+}
 
 Value warpAllReduce(KernelBuilder &kb, Value v, int64_t lanes, bool isMax) {
   for (int64_t off = lanes / 2; off >= 1; off /= 2) {
@@ -778,21 +806,10 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
   Location loc = kb.loc;
   Type xTy = cast<MemRefType>(kb.arg(s.x).getType()).getElementType();
   Type outTy = cast<MemRefType>(kb.arg(s.out).getType()).getElementType();
-  // Register path: G lanes per row, K vectors of V elements per lane.
-  int64_t v = pow2Divisor(s.n, 16 / elemBytes(xTy));
-  int64_t g = pow2Divisor(s.n / v, 32);
-  int64_t k = s.n / (v * g);
-  // Long rows with few lanes (C = 2^m·odd): trade vector width for lanes.
-  while (k > 16 && v > 1 && g < 32 && (s.n / (v / 2)) % (g * 2) == 0) {
-    v /= 2;
-    g *= 2;
-    k = s.n / (v * g);
-  }
-  const bool inRegisters = k <= 32;
-  if (!inRegisters) {
-    v = 1;
-    g = 32;
-  }
+  const RowTiling tiling = rowTiling(xTy, s.n);
+  const int64_t v = tiling.v, g = tiling.g, k = tiling.k;
+  const bool inRegisters = tiling.inRegisters;
+  assert((inRegisters || s.h < 0) && "a residual row kernel needs registers");
   const int64_t threads = s.rows * g;
 
   Value gid = kb.globalId();
@@ -816,12 +833,26 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
   Value base = kb.mul(rowc, s.n);
   RowStats st;
   if (inRegisters) {
-    SmallVector<Value> xs, cols;
+    SmallVector<Value> xs, cols, residuals;
     SmallVector<RowParams> params;
     for (int64_t j = 0; j < k; ++j) {
       Value col = kb.add(kb.mul(laneId, v), kb.idx(j * g * v));
       cols.push_back(col);
-      xs.push_back(kb.toF32(kb.load(kb.arg(s.x), kb.add(base, col), v)));
+      Value x = kb.toF32(kb.load(kb.arg(s.x), kb.add(base, col), v));
+      if (s.h >= 0) { // x + gate·h, rounded as the gated_residual kernel does
+        Value h = kb.toF32(kb.load(kb.arg(s.h), kb.add(base, col), v));
+        Value gateOff =
+            s.gatePerRow ? kb.add(base, col)
+                         : kb.add(kb.mul(kb.div(rowc, s.gateTokens), s.n), col);
+        Value gate = kb.toF32(kb.load(kb.arg(s.gate), gateOff, v));
+        Value r =
+            kb.fromF32(arith::AddFOp::create(
+                           b, loc, x, arith::MulFOp::create(b, loc, gate, h)),
+                       xTy);
+        residuals.push_back(r);
+        x = kb.toF32(r);
+      }
+      xs.push_back(x);
     }
     // The column parameters are loaded with x, so that their latency
     // overlaps x's instead of following the statistics; a layer norm's f32
@@ -889,6 +920,8 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
     for (int64_t j = 0; j < k; ++j) {
       Value y = rowOutput(kb, s, xs[j], st, params[j], v);
       kb.store(kb.fromF32(y, outTy), kb.arg(s.out), kb.add(base, cols[j]));
+      if (s.residualOut >= 0)
+        kb.store(residuals[j], kb.arg(s.residualOut), kb.add(base, cols[j]));
     }
     Launch l = launch1d(threads);
     if (kb.rows)
@@ -1424,6 +1457,7 @@ OpClass classify(Operation *op) {
                                             "concat",
                                             "split",
                                             "layer_norm_modulate",
+                                            "gated_residual_norm_modulate",
                                             "broadcast_rows"},
                                            n))
     return OpClass::Generated;
@@ -1435,7 +1469,8 @@ bool supportsDynamicRows(Operation *op, StringRef n) {
   if (isUnaryName(n) ||
       llvm::is_contained({"cast", "add", "sub", "mul", "div", "maximum",
                           "modulate", "gated_residual", "layer_norm",
-                          "layer_norm_modulate", "head_rms_norm"},
+                          "layer_norm_modulate", "gated_residual_norm_modulate",
+                          "head_rms_norm"},
                          n))
     return true;
   if (n == "split" || n == "concat") {
@@ -1552,27 +1587,46 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
   }
   if (n == "layer_norm")
     return emitLayerNorm(op, kb, shp(op->getOperand(0)));
-  if (n == "layer_norm_modulate") {
+  if (n == "layer_norm_modulate" || n == "gated_residual_norm_modulate") {
+    // gated_residual_norm_modulate: (x, h, gate, shift, scale) →
+    // (residual, result); layer_norm_modulate: (x, shift, scale) → result.
+    const bool residual = n == "gated_residual_norm_modulate";
+    const unsigned first = residual ? 3 : 1; // shift's operand number
     SmallVector<int64_t> x = shp(op->getOperand(0));
     RowSpec s{RowKind::LayerNormModulate, product(x) / x.back(), x.back()};
     s.eps = float(floatAttrOr(op, "eps", 1e-6));
-    s.shift = 1;
-    s.scale = 2;
+    s.shift = int(first);
+    s.scale = int(first + 1);
     s.x = 0;
-    s.out = nIn;
-    s.shiftPerRow = shp(op->getOperand(1)) == x;
-    s.scalePerRow = shp(op->getOperand(2)) == x;
+    s.out = residual ? nIn + 1 : nIn;
+    s.shiftPerRow = shp(op->getOperand(first)) == x;
+    s.scalePerRow = shp(op->getOperand(first + 1)) == x;
     s.tokens = s.rows / x.front();
+    if (residual) {
+      if (!rowTiling(cast<RankedTensorType>(op->getOperand(0).getType())
+                         .getElementType(),
+                     x.back())
+               .inRegisters) {
+        kb.func.erase();
+        return op->emitError() << "has no GPU implementation for rows of "
+                               << x.back() << " elements";
+      }
+      s.h = 1;
+      s.gate = 2;
+      s.residualOut = int(nIn);
+      s.gatePerRow = shp(op->getOperand(2)) == x;
+      s.gateTokens = s.rows / x.front();
+    }
     if (*bound) {
-      // x-shaped shift / scale are per row, per-sample [B, C] ones per L
-      // rows of x [B, L, C], [1, C] ones shared by all rows.
+      // x-shaped vectors are per row, per-sample [B, C] ones per L rows of
+      // x [B, L, C], [1, C] ones shared by all rows.
       auto xTy = cast<RankedTensorType>(op->getOperand(0).getType());
       auto perSample = [&](unsigned i) {
         return isPerSampleVector(
             cast<RankedTensorType>(op->getOperand(i).getType()), xTy);
       };
-      bool shared1 = !s.shiftPerRow && !perSample(1);
-      bool shared2 = !s.scalePerRow && !perSample(2);
+      bool shared1 = !s.shiftPerRow && !perSample(first);
+      bool shared2 = !s.scalePerRow && !perSample(first + 1);
       if (!s.shiftPerRow && !s.scalePerRow && shared1 != shared2) {
         kb.func.erase();
         return op->emitError() << "has no GPU implementation for a shift and "
@@ -1580,6 +1634,8 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
       }
       if (shared1 || shared2)
         s.tokens = s.rows;
+      if (residual && !s.gatePerRow && !perSample(2))
+        s.gateTokens = s.rows;
       s.rowsPerItem = s.rows / x.front();
     }
     return emitRowKernel(kb, s);

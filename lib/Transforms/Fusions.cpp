@@ -1,8 +1,8 @@
 //===- Fusions.cpp - Producer/consumer fusions into fused trellis ops -----===//
 //
 // trellis-fuse-norm-modulate, trellis-fuse-linear-activation,
-// trellis-fuse-linear-residual and trellis-form-attention: each merges a
-// single-use producer into its consumer
+// trellis-fuse-linear-residual, trellis-fuse-residual-norm and
+// trellis-form-attention: each merges a producer into its consumer
 // (docs/design/gpu-backend.md, "Fused ops"), at the fused location of both.
 //
 //===----------------------------------------------------------------------===//
@@ -15,6 +15,7 @@ namespace mlir::trellis {
 #define GEN_PASS_DEF_TRELLISFUSENORMMODULATE
 #define GEN_PASS_DEF_TRELLISFUSELINEARACTIVATION
 #define GEN_PASS_DEF_TRELLISFUSELINEARRESIDUAL
+#define GEN_PASS_DEF_TRELLISFUSERESIDUALNORM
 #define GEN_PASS_DEF_TRELLISFORMATTENTION
 #include "dialect/Passes.h.inc"
 } // namespace mlir::trellis
@@ -93,6 +94,31 @@ struct LinearResidual : OpRewritePattern<AddOp> {
   }
 };
 
+/// layer_norm_modulate(gated_residual(x, h, g), shift, scale) →
+/// gated_residual_norm_modulate, whose first result replaces the gated
+/// residual's other uses. The fused op goes where the norm was, so every
+/// other user of the residual must come after the norm in its block.
+struct ResidualNorm : OpRewritePattern<LayerNormModulateOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LayerNormModulateOp norm,
+                                PatternRewriter &rewriter) const override {
+    auto residual = norm.getInput().getDefiningOp<GatedResidualOp>();
+    if (!residual)
+      return failure();
+    for (Operation *user : residual->getUsers())
+      if (user != norm && (user->getBlock() != norm->getBlock() ||
+                           !norm->isBeforeInBlock(user)))
+        return failure();
+    auto fused = GatedResidualNormModulateOp::create(
+        rewriter, fuse(residual, norm), residual.getInput(), residual.getH(),
+        residual.getGate(), norm.getShift(), norm.getScale(),
+        norm.getEpsAttr());
+    rewriter.replaceOp(norm, fused.getResult());
+    rewriter.replaceOp(residual, fused.getResidual());
+    return success();
+  }
+};
+
 /// attention(head_rms_norm(q), head_rms_norm(k), v) (dense, or sparse within
 /// segments): the norms become the op's gains.
 template <typename Op> struct AttentionNorms : OpRewritePattern<Op> {
@@ -155,6 +181,14 @@ struct FuseLinearResidualPass
     : trellis::impl::TrellisFuseLinearResidualBase<FuseLinearResidualPass> {
   void runOnOperation() override {
     if (failed(applyOne<LinearResidual>(getOperation())))
+      signalPassFailure();
+  }
+};
+
+struct FuseResidualNormPass
+    : trellis::impl::TrellisFuseResidualNormBase<FuseResidualNormPass> {
+  void runOnOperation() override {
+    if (failed(applyOne<ResidualNorm>(getOperation())))
       signalPassFailure();
   }
 };

@@ -29,6 +29,7 @@ void mlir::trellis::buildFusionPipeline(OpPassManager &pm,
     pm.addPass(createTrellisChunkMlp(TrellisChunkMlpOptions{mlpChunkTokens}));
   // After the chunking: the gated residuals of unchunked linears only.
   pm.addPass(createTrellisFuseLinearResidual());
+  pm.addPass(createTrellisFuseResidualNorm());
   pm.addPass(createCSEPass());
   pm.addPass(createTrellisVerifyLocations());
 }

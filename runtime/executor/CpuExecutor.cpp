@@ -381,6 +381,20 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
       TRY(gate, in.tensor(2));
       return single(ref::gatedResidual(x, h, gate));
     }
+    if (op == "trellis.gated_residual_norm_modulate") {
+      // The unfused pair: the norm reads the rounded residual.
+      TRY(x, in.tensor(0));
+      TRY(h, in.tensor(1));
+      TRY(gate, in.tensor(2));
+      TRY(shift, in.tensor(3));
+      TRY(scale, in.tensor(4));
+      TRY(eps, instr.floatAttr("eps"));
+      TRY(residual, ref::gatedResidual(x, h, gate));
+      TRY(normed, ref::layerNormModulate(residual, shift, scale, float(eps)));
+      out.push_back(residual);
+      out.push_back(normed);
+      return Status::ok();
+    }
     if (op == "trellis.layer_norm") {
       TRY(x, in.tensor(0));
       auto w = optTensor(1), b = optTensor(2);

@@ -97,6 +97,15 @@ def reference(c, ins):
         return [UNARY[k](f[0]).to(odt)]
     if k in BINARY:
         return [BINARY[k](f[0], f[1]).to(odt)]
+    if k == "gated_residual_norm_modulate":  # the rounded residual, then its norm
+        x = f[0]
+        B = x.shape[0]
+
+        def bc1(v):
+            return v.view(B, 1, -1) if v.dim() == 2 and x.dim() == 3 else v
+        r = (x + bc1(f[2]) * f[1]).to(odt)
+        n = F.layer_norm(r.float(), [x.shape[-1]], eps=float(a["eps"]))
+        return [r, (n * (1 + bc1(f[4])) + bc1(f[3])).to(odt)]
     if k in ("modulate", "gated_residual", "layer_norm_modulate"):
         x = f[0]
         B = x.shape[0]

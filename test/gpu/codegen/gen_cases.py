@@ -73,6 +73,8 @@ def build_cases():
              "{eps = 1.0e-06 : f64}")
         case("layer_norm_modulate", [T(s, F16), T(v, F16), T(v, F16)], [T(s, F16)],
              "{eps = 1.0e-06 : f64}")
+        case("gated_residual_norm_modulate", [T(s, F16), T(s, F16)] + [T(v, F16)] * 3,
+             [T(s, F16), T(s, F16)], "{eps = 1.0e-06 : f64}")
     case("layer_norm", [T([1, 512, 128], F32)], [T([1, 512, 128], F32)], "{eps = 1.0e-05 : f64}")
     case("layer_norm", [T([3, 1374], F16)], [T([3, 1374], F16)], "{eps = 1.0e-05 : f64}")
     case("layer_norm", [T([2, 16384], F32)], [T([2, 16384], F32)], "{eps = 1.0e-05 : f64}")
@@ -129,6 +131,8 @@ def build_cases():
          "{eps = 1.0e-06 : f64}")
     case("layer_norm_modulate", [D([N, 128], F16)] * 3, [D([N, 128], F16)],
          "{eps = 1.0e-06 : f64}")
+    case("gated_residual_norm_modulate", [D([N, 1024], F16)] * 2 + [T([1, 1024], F16)] * 3,
+         [D([N, 1024], F16)] * 2, "{eps = 1.0e-06 : f64}")
     case("head_rms_norm", [D([N, 16, 64], F16), T([16, 64], F32)], [D([N, 16, 64], F16)])
     case("concat", [D([N, 1024], F16), D([N, 1024], F16)], [D([N, 2048], F16)], "{axis = 1 : i64}")
     case("concat", [D([N, 128], F16), D([N, 128], F16)], [D([N, 256], F16)], "{axis = 1 : i64}")

@@ -27,6 +27,18 @@ func.func @fused_ops(%x: tensor<2x4096x1024xf16>, %w: tensor<3072x1024xf16>, %b:
   return %g, %h, %s, %bc : tensor<2x4096x3072xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x16x64xf16>, tensor<2x1374x1024xf16>
 }
 
+// CHECK-LABEL: func.func @residual_norm
+func.func @residual_norm(%x: tensor<2x4096x1024xf16>, %h: tensor<2x4096x1024xf16>, %gate: tensor<2x1024xf16>,
+                         %shift: tensor<2x1024xf16>, %scale: tensor<2x1024xf16>)
+    -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>) {
+  // CHECK: %{{.*}}, %{{.*}} = trellis.gated_residual_norm_modulate %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {eps = 9.9999999999999995E-7 : f64} : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>, tensor<2x1024xf16>, tensor<2x1024xf16>) -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>)
+  %r, %y = trellis.gated_residual_norm_modulate %x, %h, %gate, %shift, %scale {eps = 1.0e-06 : f64}
+             : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>,
+                tensor<2x1024xf16>, tensor<2x1024xf16>)
+             -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>)
+  return %r, %y : tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>
+}
+
 // Only one gain; rows of a multi-dimensional row.
 // CHECK-LABEL: func.func @partial_forms
 func.func @partial_forms(%q: tensor<1x8x2x4xf16>, %k: tensor<1x3x2x4xf16>, %gk: tensor<2x4xf32>,

@@ -2274,6 +2274,30 @@ func.func @layer_norm_modulate_scale(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>
 
 // -----
 
+func.func @residual_norm_h(%x: tensor<2x16x8xf16>, %h: tensor<2x16x4xf16>, %s: tensor<2x8xf16>) {
+  // expected-error @+1 {{h must have the input's type 'tensor<2x16x8xf16>', found 'tensor<2x16x4xf16>'}}
+  %r, %y = trellis.gated_residual_norm_modulate %x, %h, %s, %s, %s {eps = 1.0e-06 : f64} : (tensor<2x16x8xf16>, tensor<2x16x4xf16>, tensor<2x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @residual_norm_gate(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>, %g: tensor<3x8xf16>) {
+  // expected-error @+1 {{gate must have the input's type 'tensor<2x16x8xf16>' or be a per-sample [B, C] = [2, 8], found 'tensor<3x8xf16>'}}
+  %r, %y = trellis.gated_residual_norm_modulate %x, %x, %g, %s, %s {eps = 1.0e-06 : f64} : (tensor<2x16x8xf16>, tensor<2x16x8xf16>, tensor<3x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @residual_norm_eps(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>) {
+  // expected-error @+1 {{eps must be > 0, found 0}}
+  %r, %y = trellis.gated_residual_norm_modulate %x, %x, %s, %s, %s {eps = 0.0 : f64} : (tensor<2x16x8xf16>, tensor<2x16x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
 func.func @linear_activation(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) {
   // expected-error @+1 {{activation must be "gelu_tanh", found "relu"}}
   %y = trellis.linear %x, %w {activation = "relu"} : (tensor<4x8xf16>, tensor<16x8xf16>) -> tensor<4x16xf16>

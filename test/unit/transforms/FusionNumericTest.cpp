@@ -536,6 +536,33 @@ TEST_F(FusionNumeric, FuseLinearResidualIsExact) {
   EXPECT_EQ(count(after->getOperation(), "trellis.add"), adds - fused);
 }
 
+// The gated residual + the next block's LayerNorm-modulate, against the
+// program with the norm-modulate fusion only: bit for bit, dense and sparse.
+TEST_F(FusionNumeric, FuseResidualNormIsExact) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = graphModule(1);
+  mlir::PassManager pm(&context_);
+  pm.addPass(mlir::trellis::createTrellisFuseNormModulate());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  HostTensor ssBefore = runSsStage(*module, 1);
+  HostTensor slatBefore = runSlatStage(*module, 1);
+  mlir::PassManager fuse(&context_);
+  fuse.addPass(mlir::trellis::createTrellisFuseResidualNorm());
+  fuse.addPass(mlir::trellis::createTrellisVerifyLocations());
+  ASSERT_TRUE(mlir::succeeded(fuse.run(*module)));
+  // One per block boundary: blocks - 1 per flow model (tiny: 2 blocks).
+  for (const char *model : {"sparse_structure_flow_model", "slat_flow_model"})
+    EXPECT_EQ(count(module->lookupSymbol(model),
+                    "trellis.gated_residual_norm_modulate"),
+              1)
+        << model;
+  HostTensor ssAfter = runSsStage(*module, 1);
+  HostTensor slatAfter = runSlatStage(*module, 1);
+  ASSERT_GT(ssBefore.numel(), 0);
+  ASSERT_GT(slatBefore.numel(), 0);
+  EXPECT_EQ(relativeL2(ssAfter, ssBefore), 0.0);
+  EXPECT_EQ(relativeL2(slatAfter, slatBefore), 0.0);
+}
+
 TEST_F(FusionNumeric, FormAttentionIsExact) {
   mlir::OwningOpRef<mlir::ModuleOp> after;
   EXPECT_EQ(compare(

@@ -1,0 +1,52 @@
+// RUN: trellis-opt --trellis-fuse-residual-norm %s | FileCheck %s
+// RUN: trellis-opt --trellis-fuse-residual-norm --mlir-print-debuginfo %s | FileCheck %s --check-prefix=LOC
+
+// The end of one adaLN block and the start of the next (spec §3.6): the
+// residual keeps its later user (the next block's residual) through the
+// fused op's first result.
+// CHECK-LABEL: func.func @block_boundary
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<1x16x8xf16>, %[[H:[^:]*]]: tensor<1x16x8xf16>, %[[G:[^:]*]]: tensor<1x8xf16>, %[[SH:[^:]*]]: tensor<1x8xf16>, %[[SC:[^:]*]]: tensor<1x8xf16>, %[[H2:[^:]*]]: tensor<1x16x8xf16>)
+// CHECK-NEXT: %[[R:.*]], %[[Y:.*]] = trellis.gated_residual_norm_modulate %[[X]], %[[H]], %[[G]], %[[SH]], %[[SC]] {eps = 9.9999999999999995E-7 : f64} : (tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x8xf16>, tensor<1x8xf16>, tensor<1x8xf16>) -> (tensor<1x16x8xf16>, tensor<1x16x8xf16>)
+// CHECK-NEXT: %[[N:.*]] = trellis.gated_residual %[[R]], %[[H2]], %[[G]]
+// CHECK-NEXT: return %[[Y]], %[[N]]
+// LOC-LABEL: func.func @block_boundary
+// LOC: trellis.gated_residual_norm_modulate {{.*}} loc(#[[L:loc[0-9]*]])
+// LOC-DAG: #[[A:loc[0-9]+]] = loc("mlp_residual")
+// LOC-DAG: #[[B:loc[0-9]+]] = loc("next_norm")
+// LOC-DAG: #[[L]] = loc(fused[#[[A]], #[[B]]])
+func.func @block_boundary(%x: tensor<1x16x8xf16>, %h: tensor<1x16x8xf16>, %g: tensor<1x8xf16>,
+                          %shift: tensor<1x8xf16>, %scale: tensor<1x8xf16>, %h2: tensor<1x16x8xf16>)
+    -> (tensor<1x16x8xf16>, tensor<1x16x8xf16>) {
+  %r = trellis.gated_residual %x, %h, %g : (tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x8xf16>) -> tensor<1x16x8xf16> loc("mlp_residual")
+  %y = trellis.layer_norm_modulate %r, %shift, %scale {eps = 1.0e-06 : f64} : (tensor<1x16x8xf16>, tensor<1x8xf16>, tensor<1x8xf16>) -> tensor<1x16x8xf16> loc("next_norm")
+  %n = trellis.gated_residual %r, %h2, %g : (tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x8xf16>) -> tensor<1x16x8xf16>
+  return %y, %n : tensor<1x16x8xf16>, tensor<1x16x8xf16>
+}
+
+// Voxel rows (the SLat flow) with [1, C] vectors.
+// CHECK-LABEL: func.func @rows
+// CHECK-NEXT: trellis.gated_residual_norm_modulate {{.*}} -> (tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<?x8xf16, #trellis.bounds<[64]>>)
+// CHECK-NEXT: return
+func.func @rows(%x: tensor<?x8xf16, #trellis.bounds<[64]>>, %h: tensor<?x8xf16, #trellis.bounds<[64]>>, %v: tensor<1x8xf16>)
+    -> (tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<?x8xf16, #trellis.bounds<[64]>>) {
+  %r = trellis.gated_residual %x, %h, %v : (tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<1x8xf16>) -> tensor<?x8xf16, #trellis.bounds<[64]>>
+  %y = trellis.layer_norm_modulate %r, %v, %v {eps = 1.0e-06 : f64} : (tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<1x8xf16>, tensor<1x8xf16>) -> tensor<?x8xf16, #trellis.bounds<[64]>>
+  return %r, %y : tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<?x8xf16, #trellis.bounds<[64]>>
+}
+
+// Negative: a user of the residual before the norm (the fused op, placed at
+// the norm, would not dominate it); a norm of something else; an affine
+// LayerNorm (only the modulated one fuses).
+// CHECK-LABEL: func.func @not_fused
+// CHECK-NOT: gated_residual_norm_modulate
+// CHECK: return
+func.func @not_fused(%x: tensor<1x16x8xf16>, %g: tensor<1x8xf16>, %w: tensor<8xf32>)
+    -> (tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x16x8xf16>) {
+  %r = trellis.gated_residual %x, %x, %g : (tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x8xf16>) -> tensor<1x16x8xf16>
+  %early = trellis.add %r, %x : (tensor<1x16x8xf16>, tensor<1x16x8xf16>) -> tensor<1x16x8xf16>
+  %y = trellis.layer_norm_modulate %r, %g, %g {eps = 1.0e-06 : f64} : (tensor<1x16x8xf16>, tensor<1x8xf16>, tensor<1x8xf16>) -> tensor<1x16x8xf16>
+  %z = trellis.layer_norm_modulate %early, %g, %g {eps = 1.0e-06 : f64} : (tensor<1x16x8xf16>, tensor<1x8xf16>, tensor<1x8xf16>) -> tensor<1x16x8xf16>
+  %r2 = trellis.gated_residual %x, %x, %g : (tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x8xf16>) -> tensor<1x16x8xf16>
+  %a = trellis.layer_norm %r2, %w, %w {eps = 1.0e-06 : f64} : (tensor<1x16x8xf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<1x16x8xf16>
+  return %y, %z, %a : tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x16x8xf16>
+}
