@@ -18,6 +18,7 @@
 #include "runtime/kernels/attention.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace trellis {
@@ -44,46 +45,96 @@ constexpr size_t kConvGatherBytes = size_t(128) << 20;
 /// The taps-first order's f32 products may take this much scratch.
 constexpr size_t kConvTapsBytes = size_t(512) << 20;
 
-/// A 3×3×3 sparse conv computes the k³ products x·W_oᵀ of every row first and
-/// sums each output row's active ones when the output is narrow (Cout <
-/// Cin / 2): f32 [k³, N, Cout] is then smaller than the gathered input rows
-/// [N, k³·Cin] it replaces (the 2048 → 128 conv of the SLat flow's output
-/// block). Else the neighbour rows are gathered and multiplied (im2col order).
-bool convTapsFirst(const ValueType &x, const ValueType &w) {
-  int64_t n = x.shape[0], cin = w.shape[4], cout = w.shape[0];
+/// Whether the taps-first order's f32 products [k³, rows of x, Cout] fit its
+/// scratch limit.
+bool convTapsFit(const ValueType &x, const ValueType &w) {
   int64_t kvol = w.shape[1] * w.shape[2] * w.shape[3];
-  return 2 * cout < cin &&
-         size_t(kvol * n * cout) * sizeof(float) <= kConvTapsBytes;
+  return size_t(kvol * x.shape[0] * w.shape[0]) * sizeof(float) <=
+         kConvTapsBytes;
 }
 
-/// The output-channel tile of the implicit-GEMM conv (runtime/kernels/
-/// sparse_conv_sm90.cuh) for this conv, or 0 for the gather + cuBLASLt paths.
-/// Chosen for narrow convs (Cout <= 256, Cin <= 1024: the mesh decoder's
-/// subdivided levels, the SLat flow's 128-channel convs), where the gathered
-/// rows [N, k³·Cin] cost more device-memory traffic than the product itself;
-/// the wide convs stay on cuBLASLt (the implicit kernel measured slower there:
-/// the SLat flow's 16 convs of one step 6.6 ms against 4.0).
-/// TRELLIS_SPARSE_CONV=gather turns it off (A/B measurements,
-/// bench/slat_gpu/conv_ab.sh). `sm90a`: the runtime module is the sm_90a one
-/// (the only one with the kernel). The scratch plan and the command both ask
-/// here, so an implicit conv gets no gather scratch.
-int convImplicitTile(const ValueType &x, const ValueType &w, bool sm90a) {
+/// The tiles of the implicit-GEMM conv (runtime/kernels/sparse_conv_sm90.cuh):
+/// rows BM, output channels BN, input channels per chunk KC, ring stages.
+struct ConvTiles {
+  int bm = 0, bn = 0, kc = 0, stages = 0;
+  explicit operator bool() const { return bn > 0; }
+  std::string kernel() const {
+    return "trellis_sparse_conv_implicit_m" + std::to_string(bm) + "_n" +
+           std::to_string(bn) + "_k" + std::to_string(kc) + "_s" +
+           std::to_string(stages) + "_f16";
+  }
+  /// Dynamic shared memory: 1 KiB of alignment slack, the stages, the CTA's
+  /// neighbour-map rows (convImplicitSmemBytes in the kernel header).
+  unsigned smem(int64_t kvol) const {
+    return unsigned(1024 + stages * (bm + bn) * kc * 2 + bm * kvol * 4);
+  }
+};
+
+/// The implicit-GEMM conv's tiles for this conv, or none for the gather +
+/// cuBLASLt paths. Chosen for narrow convs (Cout <= 256, Cin <= 1024: the mesh
+/// decoder's subdivided levels, the SLat flow's 128-channel convs), where the
+/// gathered rows [N, k³·Cin] cost more device-memory traffic than the product
+/// itself; the wide convs stay on cuBLASLt (the implicit kernel measured
+/// slower there: the SLat flow's 16 convs of one step 6.6 ms against 4.0).
+/// The widest output tile that divides Cout (32: the tiny preset's convs,
+/// which --gpu-check-ops compares with the CPU reference); 64-channel chunks
+/// (128-byte rows, half the chunks and barriers of 32-channel ones, 3 stages so
+/// that two CTAs share an SM) when Cin allows. TRELLIS_SPARSE_CONV=gather turns
+/// the kernel off and TRELLIS_SPARSE_CONV_TILES=mBM_nBN_kKC_sST picks a built
+/// configuration (A/B measurements, bench/slat_gpu/conv_ab.sh). `sm90a`: the
+/// runtime module is the sm_90a one (the only one with the kernel). The
+/// scratch plan and the command both ask here, so an implicit conv gets no
+/// gather scratch.
+ConvTiles convImplicitTiles(const ValueType &x, const ValueType &w,
+                            bool sm90a) {
   if (!sm90a)
-    return 0;
+    return {};
   if (const char *mode = std::getenv("TRELLIS_SPARSE_CONV");
       mode && std::string(mode) == "gather")
-    return 0;
+    return {};
   int64_t cout = w.shape[0], cin = w.shape[4];
   if (x.dtype != DType::F16 || cin % 32 != 0 || cin > 1024 || cout > 256)
-    return 0;
-  for (int bn : {192, 128, 96, 64})
+    return {};
+  if (const char *forced = std::getenv("TRELLIS_SPARSE_CONV_TILES")) {
+    ConvTiles t;
+    if (std::sscanf(forced, "m%d_n%d_k%d_s%d", &t.bm, &t.bn, &t.kc,
+                    &t.stages) == 4 &&
+        cout % t.bn == 0 && cin % t.kc == 0)
+      return t;
+  }
+  for (int bn : {192, 128, 96, 64, 32})
     if (cout % bn == 0)
-      return bn;
-  return 0;
+      return cin % 64 == 0 ? ConvTiles{128, bn, 64, 3}
+                           : ConvTiles{128, bn, 32, 4};
+  return {};
 }
-/// Dynamic shared memory of that kernel: 4 stages of (128 + BN) rows of 64
-/// bytes, plus 1 KiB for the 1024-byte alignment.
-size_t convImplicitSmem(int bn) { return size_t(4) * (128 + bn) * 64 + 1024; }
+
+/// How a 3×3×3 sparse conv runs on the GPU:
+///   * taps first: the k³ products x·W_oᵀ of every row of x first (f32, 27
+///     strided-batched GEMMs), then each output row sums its active
+///     neighbours' products. Taken when x has fewer rows than the output (a
+///     parent neighbour map: the products are formed on the coarse rows,
+///     trellis-sink-upsample), and for narrow outputs (Cout < Cin / 2) that
+///     the implicit kernel does not take: f32 [k³, N, Cout] is then smaller
+///     than the gathered rows [N, k³·Cin] it replaces;
+///   * implicit GEMM (convImplicitTiles);
+///   * otherwise the neighbour rows are gathered (im2col order, in chunks)
+///     and multiplied by cuBLASLt.
+struct ConvPlan {
+  enum class Path { Gather, TapsFirst, Implicit } path = Path::Gather;
+  ConvTiles tiles;
+};
+ConvPlan convPlan(const ValueType &x, const ValueType &w, int64_t outRows,
+                  bool sm90a) {
+  const bool tapsFit = convTapsFit(x, w);
+  if (tapsFit && x.shape[0] < outRows)
+    return {ConvPlan::Path::TapsFirst, {}};
+  if (ConvTiles tiles = convImplicitTiles(x, w, sm90a))
+    return {ConvPlan::Path::Implicit, tiles};
+  if (tapsFit && 2 * w.shape[0] < w.shape[4])
+    return {ConvPlan::Path::TapsFirst, {}};
+  return {};
+}
 
 int64_t rowElems(const ValueType &t) {
   int64_t n = 1;
@@ -578,10 +629,13 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
   const ValueType &x = p.slots[node.in[0]].type;
   if (op == "trellis.sparse.conv3d") {
     const ValueType &w = p.slots[node.in[1]].type;
-    if (w.shape.size() != 5 || w.shape[1] == 1 ||
-        convImplicitTile(x, w, attentionFamily == TRELLIS_ATTN_SM90A))
+    if (w.shape.size() != 5 || w.shape[1] == 1)
       return 0;
-    if (convTapsFirst(x, w))
+    ConvPlan plan = convPlan(x, w, p.slots[node.out[0]].type.shape.at(0),
+                             attentionFamily == TRELLIS_ATTN_SM90A);
+    if (plan.path == ConvPlan::Path::Implicit)
+      return 0;
+    if (plan.path == ConvPlan::Path::TapsFirst)
       return size_t(rowElems(w) / w.shape[4] * x.shape[0] * w.shape[0]) *
              sizeof(float);
     size_t rowBytes = size_t(rowElems(w)) * dtypeSize(x.dtype);
@@ -757,15 +811,16 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     int32_t kvol = int32_t(k * k * k), cin32 = int32_t(cin);
     int64_t kdim = kvol * cin;
     size_t elem = dtypeSize(x.dtype);
-    if (int bn = convImplicitTile(x, w, attentionFamily == TRELLIS_ATTN_SM90A);
-        bn > 0) {
+    const ConvPlan plan =
+        convPlan(x, w, rows, attentionFamily == TRELLIS_ATTN_SM90A);
+    if (plan.path == ConvPlan::Path::Implicit) {
+      const ConvTiles &tiles = plan.tiles;
       // Implicit GEMM (sm_90a): the neighbour rows go straight into shared
       // memory; no im2col rows in device memory.
-      Result<CUfunction> f = runtimeKernel("trellis_sparse_conv_implicit_n" +
-                                           std::to_string(bn) + "_f16");
+      Result<CUfunction> f = runtimeKernel(tiles.kernel());
       if (!f)
         return opError(instr, f.message());
-      unsigned smem = unsigned(convImplicitSmem(bn));
+      unsigned smem = tiles.smem(kvol);
       if (CUresult r = api->cuFuncSetAttribute(
               *f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem));
           r != CUDA_SUCCESS)
@@ -774,15 +829,17 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
       CUdeviceptr xp = ptr(node.in[0]), nbr = ptr(neighbors),
                   wp = ptr(node.in[1]), o = ptr(node.out[0]);
       int32_t cout32 = int32_t(cout);
-      unsigned gridX = unsigned((rows + 127) / 128),
-               gridY = unsigned(cout / bn);
+      unsigned gridX = unsigned((rows + tiles.bm - 1) / tiles.bm),
+               gridY = unsigned(cout / tiles.bn),
+               block = unsigned(2 * tiles.bm);
       node.command = [this, f = *f, xp, nbr, wp, b, o, rows, cin32, cout32,
-                      kvol, gridX, gridY, smem, &instr]() mutable -> Status {
+                      kvol, gridX, gridY, block, smem,
+                      &instr]() mutable -> Status {
         if (rows == 0)
           return Status::ok();
         int64_t n = rows;
         void *params[] = {&xp, &nbr, &wp, &b, &o, &n, &cin32, &cout32, &kvol};
-        CUresult r = api->cuLaunchKernel(f, gridX, gridY, 1, 256, 1, 1, smem,
+        CUresult r = api->cuLaunchKernel(f, gridX, gridY, 1, block, 1, 1, smem,
                                          stream, params, nullptr);
         if (r != CUDA_SUCCESS)
           return opError(instr, "launching the implicit-GEMM conv: " +
@@ -791,7 +848,7 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
       };
       return true;
     }
-    if (convTapsFirst(x, w)) {
+    if (plan.path == ConvPlan::Path::TapsFirst) {
       // y[o] = x · W_oᵀ for the k³ taps at once (W_o: columns o·Cin.. of
       // W [Cout, k³·Cin]), f32; then each row sums its neighbours' products.
       // (Over the feature rows: the coarse ones for a parent neighbour map.)

@@ -4,7 +4,7 @@ attention kernel uses (fp16 inputs, fp32 accumulators).  Run:
     python3 runtime/kernels/gen_wgmma.py > runtime/kernels/wgmma.cuh
 """
 
-NS = [64, 72, 80, 96, 128, 192, 256]
+NS = [32, 64, 72, 80, 96, 128, 192, 256]
 
 
 def regs(lo, n):

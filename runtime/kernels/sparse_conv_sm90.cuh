@@ -7,14 +7,17 @@
 //   out[p, n] = bias[n] + Σ_o Σ_c x[nbr[p·kvol + o], c] · W[n, o, c]
 //   (W [Cout, k³, Cin] as the op stores it; inactive neighbours (-1) are zero)
 //
-// CTA = 2 warpgroups (256 threads), BM = 128 output rows (64 per warpgroup) ×
-// BN output channels. The K loop walks the taps o and, inside a tap, Cin in
-// chunks of 32 halves (64-byte swizzled tiles): A = the 128 gathered rows'
-// chunk, B = W[n0 .. n0+BN, o, c0 .. c0+32); STAGES-deep cp.async ring, one
+// CTA = BM / 64 warpgroups (64 output rows each) × BN output channels; the
+// CTA's rows of the neighbour map are staged in shared memory once, so a
+// gather's source row is a shared-memory read, not a dependent global load.
+// The K loop walks the taps o and, inside a tap, Cin in
+// chunks of KC halves (64- or 128-byte swizzled tiles): A = the BM gathered
+// rows' chunk, B = W[n0 .. n0+BN, o, c0 .. c0+KC); STAGES-deep cp.async ring,
+// one
 // __syncthreads per chunk, wgmma m64nBNk16 (A and B from shared memory, one
 // chunk's products in flight while the next is issued), fp32 accumulators;
 // bias added in fp32, one rounding to fp16.
-// Requirements (checked by the host): fp16, Cin a multiple of 32, Cout a
+// Requirements (checked by the host): fp16, Cin a multiple of KC, Cout a
 // multiple of BN.
 #pragma once
 
@@ -22,31 +25,52 @@
 
 namespace trellis_sparse {
 
-template <int BN, int STAGES>
+/// Dynamic shared memory of convImplicitSm90<BM, BN, KC, STAGES> for kvol
+/// taps: 1 KiB of alignment slack, the stages, then the CTA's neighbour rows.
+constexpr unsigned convImplicitSmemBytes(int bm, int bn, int kc, int stages,
+                                         int kvol) {
+  return 1024u + unsigned(stages * (bm + bn) * kc * 2) +
+         unsigned(bm * kvol * 4);
+}
+
+template <int BM, int BN, int KC, int STAGES>
 __device__ __forceinline__ void
 convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
                  const __half *bias, __half *out, int64_t rows, int32_t cin,
                  int32_t cout, int32_t kvol) {
   using namespace trellis_attn;
-  constexpr int BM = 128, THREADS = 256, KC = 32, W = 64;
+  constexpr int THREADS = BM * 2; // one warpgroup per 64 rows
+  constexpr int W = KC * 2;       // bytes per tile row: the swizzle width
   constexpr int kChunks = KC / 8; // 16-byte chunks per tile row
   constexpr int kABytes = BM * KC * 2, kBBytes = BN * KC * 2;
   constexpr int kStageBytes = kABytes + kBBytes;
   using LA = SwizzleW<W, BM>;
   using LB = SwizzleW<W, BN>;
-  static_assert(BN % 8 == 0 && BN <= 256, "BN");
+  static_assert(BM % 64 == 0 && BN % 8 == 0 && BN <= 256, "tile");
+  static_assert(KC == 32 || KC == 64, "KC: 64- or 128-byte swizzled rows");
   static_assert(STAGES >= 3, "stages");
 
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   auto sA = [&](int st) { return base + st * kStageBytes; };
   auto sB = [&](int st) { return base + st * kStageBytes + kABytes; };
+  // The CTA's rows of the neighbour map, staged once: the gathers of every
+  // chunk read their source rows from here instead of global memory.
+  int32_t *sNbr = reinterpret_cast<int32_t *>(
+      smem_raw + (base - smem_u32(smem_raw)) + STAGES * kStageBytes);
 
   const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127, lane = tid & 31;
   const int64_t m0 = int64_t(blockIdx.x) * BM;
   const int n0 = int(blockIdx.y) * BN;
   const int csteps = cin / KC;
   const int total = kvol * csteps;
+  {
+    const int64_t valid = min(int64_t(BM), rows - m0) * kvol;
+    const int32_t *src = nbr + m0 * kvol;
+    for (int i = tid; i < BM * kvol; i += THREADS)
+      sNbr[i] = i < valid ? src[i] : -1;
+  }
+  __syncthreads();
 
   // Chunk `step` (tap o, channels c0 ..) into stage st: the A rows through
   // the neighbour map (inactive: zero-filled), the B rows from W.
@@ -55,8 +79,7 @@ convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
 #pragma unroll
     for (int i0 = 0; i0 < BM * kChunks; i0 += THREADS) {
       const int i = i0 + tid, r = i / kChunks, ch = i % kChunks;
-      const int64_t row = m0 + r;
-      const int32_t src = row < rows ? nbr[row * kvol + o] : -1;
+      const int32_t src = sNbr[r * kvol + o];
       const bool ok = src >= 0;
       cp_async_16(sA(st) + LA::off(r, ch),
                   x + (ok ? int64_t(src) * cin + c0 + ch * 8 : 0), ok);
@@ -86,6 +109,8 @@ convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
   // STAGES - 2 chunks are requested ahead; the products of one chunk stay in
   // flight while the next is issued, so the stage refilled at step s is the
   // one chunk s - 2 used (its products completed: wgmma_wait<1> at step s-1).
+  const uint64_t descA0 = smem_desc<W>(sA(0) + wg * (64 * W), 16, 8 * W);
+  const uint64_t descB0 = smem_desc<W>(sB(0), 16, 8 * W);
   for (int step = 0; step < total; ++step) {
     cp_async_wait<STAGES - 3>(); // this thread's copies of `step` landed
     fence_proxy_async_smem();
@@ -94,15 +119,11 @@ convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
     if (next < total)
       load(next, next % STAGES);
     cp_async_commit();
-    const int st = step % STAGES;
+    const uint64_t stage = uint64_t((step % STAGES) * (kStageBytes >> 4));
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < KC / 16; ++kk) {
-      const uint64_t da =
-          smem_desc<W>(sA(st) + wg * (64 * W) + kk * 32, 16, 8 * W);
-      const uint64_t db = smem_desc<W>(sB(st) + kk * 32, 16, 8 * W);
-      wgmma_ss<BN>(acc, da, db, 1);
-    }
+    for (int kk = 0; kk < KC / 16; ++kk)
+      wgmma_ss<BN>(acc, descA0 + stage + kk * 2, descB0 + stage + kk * 2, 1);
     wgmma_commit();
     wgmma_wait<1>();
   }
@@ -128,15 +149,16 @@ convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
 
 } // namespace trellis_sparse
 
-// One entry point per output-channel tile BN; dynamic shared memory
-// ST · (128 + BN) · 64 bytes + 1 KiB (runtime/cuda/SparseCommands.cpp,
-// convImplicitSmem).
-#define TRELLIS_SPARSE_CONV_SM90_DEFINE(BN, ST)                                \
-  extern "C" __global__ void __launch_bounds__(256)                            \
-      trellis_sparse_conv_implicit_n##BN##_f16(                                \
+// One entry point per tile configuration (rows BM, output channels BN, input
+// channels per chunk KC, stages); dynamic shared memory
+// convImplicitSmemBytes(BM, BN, KC, ST, kvol)
+// (runtime/cuda/SparseCommands.cpp).
+#define TRELLIS_SPARSE_CONV_SM90_DEFINE(BM, BN, KC, ST)                        \
+  extern "C" __global__ void __launch_bounds__((BM)*2)                         \
+      trellis_sparse_conv_implicit_m##BM##_n##BN##_k##KC##_s##ST##_f16(        \
           const __half *x, const int32_t *nbr, const __half *w,                \
           const __half *bias, __half *out, int64_t rows, int32_t cin,          \
           int32_t cout, int32_t kvol) {                                        \
-    trellis_sparse::convImplicitSm90<BN, ST>(x, nbr, w, bias, out, rows, cin,  \
-                                             cout, kvol);                      \
+    trellis_sparse::convImplicitSm90<BM, BN, KC, ST>(x, nbr, w, bias, out,     \
+                                                     rows, cin, cout, kvol);   \
   }
