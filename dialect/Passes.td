@@ -153,16 +153,18 @@ def TrellisFuseLinearResidual
 }
 
 def TrellisFuseResidualNorm : Pass<"trellis-fuse-residual-norm", "ModuleOp"> {
-  let summary = "gated_residual + layer_norm_modulate → gated_residual_norm_modulate";
+  let summary = "gated_residual [+ row] + LayerNorm(-modulate) → gated_residual_norm";
   let description = [{
-    The gated residual that ends an adaLN block and the LayerNorm +
-    modulation that starts the next one (spec §3.6) become one
-    `trellis.gated_residual_norm_modulate` (one kernel reading x, h and the
-    vectors once, writing the residual and the normalized rows): the norm
-    no longer reads the residual back. The residual keeps its other users
-    (the next block's residual path) through the fused op's first result,
-    so it applies when they all follow the norm in its block. Exact: both
-    results are the unfused pair's. Runs after trellis-fuse-norm-modulate.
+    A gated residual of an adaLN block (spec §3.6) — with the unconditional
+    branch's folded cross-attention row added to it, if so — and the
+    LayerNorm-modulate or last-axis LayerNorm that reads it next become one
+    `trellis.gated_residual_norm` (one kernel reading x, h and the vectors
+    once, writing the residual and the normalized rows): the norm no longer
+    reads the residual back, and the added row needs no kernel of its own.
+    The residual keeps its other users (the residual path onwards) through
+    the fused op's first result, so it applies when they all follow the norm
+    in its block. Exact: both results are the unfused ops'. Runs after
+    trellis-fuse-norm-modulate.
   }];
 }
 

@@ -422,27 +422,49 @@ LogicalResult GatedResidualOp::verify() {
   return verifyPerSample(*this, "gate", x, getGate().getType());
 }
 
-LogicalResult GatedResidualNormModulateOp::inferReturnTypes(
+LogicalResult GatedResidualNormOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> location,
-    GatedResidualNormModulateOp::Adaptor adaptor,
+    GatedResidualNormOp::Adaptor adaptor,
     SmallVectorImpl<Type> &inferredReturnTypes) {
   inferredReturnTypes.push_back(adaptor.getInput().getType());
   inferredReturnTypes.push_back(adaptor.getInput().getType());
   return success();
 }
 
-LogicalResult GatedResidualNormModulateOp::verify() {
+LogicalResult GatedResidualNormOp::verify() {
   auto x = getInput().getType();
   if (x.getRank() < 1)
     return emitOpError("input must have rank >= 1, found ") << x;
   if (getH().getType() != x)
     return emitOpError("h must have the input's type ")
            << x << ", found " << getH().getType();
+  if (!getShift() != !getScale())
+    return emitOpError("modulate needs both shift and scale");
+  if (!getWeight() != !getBias())
+    return emitOpError("affine needs both weight and bias");
+  if (getShift() && getWeight())
+    return emitOpError("takes modulate or affine, not both");
   if (failed(verifyPositive(*this, "eps", getEpsAttr().getValueAsDouble())) ||
-      failed(verifyPerSample(*this, "gate", x, getGate().getType())) ||
-      failed(verifyPerSample(*this, "shift", x, getShift().getType())))
+      failed(verifyPerSample(*this, "gate", x, getGate().getType())))
     return failure();
-  return verifyPerSample(*this, "scale", x, getScale().getType());
+  if (Value plus = getPlus())
+    if (failed(verifyPerSample(*this, "plus", x,
+                               cast<RankedTensorType>(plus.getType()))))
+      return failure();
+  if (getShift() &&
+      (failed(verifyPerSample(*this, "shift", x, getShift().getType())) ||
+       failed(verifyPerSample(*this, "scale", x, getScale().getType()))))
+    return failure();
+  if (getWeight()) {
+    int64_t c = x.getDimSize(x.getRank() - 1);
+    for (auto [name, v] :
+         {std::pair("weight", getWeight()), std::pair("bias", getBias())}) {
+      auto t = cast<RankedTensorType>(v.getType());
+      if (t.getRank() != 1 || t.getDimSize(0) != c)
+        return emitOpError(name) << " must be [" << c << "], found " << t;
+    }
+  }
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

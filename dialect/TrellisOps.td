@@ -612,41 +612,54 @@ def Trellis_LayerNormModulateOp : Trellis_PureOp<"layer_norm_modulate",
   let hasVerifier = 1;
 }
 
-def Trellis_GatedResidualNormModulateOp
-    : Trellis_PureOp<"gated_residual_norm_modulate", [InferTypeOpAdaptor]> {
-  let summary = "Gated residual, then LayerNorm + modulation of the sum";
+def Trellis_GatedResidualNormOp : Trellis_PureOp<"gated_residual_norm",
+    [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+  let summary = "Gated residual (plus a row), then a LayerNorm of the sum";
   let description = [{
-    The end of one adaLN block and the start of the next (spec §3.6) in one
-    pass over the rows:
+    The end of one adaLN block's sub-layer and the norm that reads its
+    residual stream next (spec §3.6), in one pass over the rows:
 
         residual = trellis.gated_residual(x, h, gate)
+        residual = trellis.add(residual, plus)                 (with `plus`)
         result   = trellis.layer_norm_modulate(residual, shift, scale) {eps}
+                     (with `modulate`), or
+                   trellis.layer_norm(residual[, weight, bias]) {eps}
+                     (last axis; `affine` gives the f32 weight and bias)
 
-    `residual` is rounded to x's element type exactly as the gated residual
-    is, and the norm reads that rounded value, so both results equal the
-    unfused pair's bit for bit (on the CPU reference, which runs the pair;
-    the GPU kernel computes each part with the unfused kernels' expressions).
-    Made by `trellis-fuse-residual-norm`. `gate`, `shift` and `scale` are
-    x-shaped or, for x [B, L, C], per-sample [B, C] vectors. Both results
-    have x's type.
+    Each step rounds to x's element type as the unfused op does and the norm
+    reads the rounded residual, so both results equal the unfused ops' bit
+    for bit on the CPU reference (which runs them); the GPU kernel uses the
+    unfused kernels' expressions. Made by `trellis-fuse-residual-norm`.
+    `gate`, `plus`, `shift` and `scale` are x-shaped or, for x [B, L, C],
+    per-sample [B, C] vectors. Both results have x's type.
 
-    Verifier: h has x's type; eps > 0; gate, shift and scale each x-shaped
-    or [B, C] for x [B, L, C], of x's element type.
+    Verifier: h has x's type; eps > 0; not both `modulate` and `affine`;
+    gate, plus, shift and scale each x-shaped or [B, C] for x [B, L, C];
+    weight and bias f32 [C].
 
     ```mlir
-    %r, %y = trellis.gated_residual_norm_modulate %x, %h, %gate, %shift, %scale {eps = 1.0e-06 : f64}
+    %r, %y = trellis.gated_residual_norm %x, %h, %gate modulate %shift, %scale {eps = 1.0e-06 : f64}
                : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>,
                   tensor<2x1024xf16>, tensor<2x1024xf16>)
                -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>)
+    %r2, %n = trellis.gated_residual_norm %x, %h, %gate affine %w, %b {eps = 1.0e-06 : f64}
+                : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>,
+                   tensor<1024xf32>, tensor<1024xf32>)
+                -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>)
     ```
   }];
   let arguments = (ins Trellis_FloatTensor:$input, Trellis_FloatTensor:$h,
-                       Trellis_FloatTensor:$gate, Trellis_FloatTensor:$shift,
-                       Trellis_FloatTensor:$scale, F64Attr:$eps);
+                       Trellis_FloatTensor:$gate,
+                       Optional<Trellis_FloatTensor>:$plus,
+                       Optional<Trellis_FloatTensor>:$shift,
+                       Optional<Trellis_FloatTensor>:$scale,
+                       Optional<Trellis_F32Tensor>:$weight,
+                       Optional<Trellis_F32Tensor>:$bias, F64Attr:$eps);
   let results = (outs Trellis_FloatTensor:$residual,
                       Trellis_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $h `,` $gate `,` $shift `,` $scale attr-dict `:` functional-type(operands, results)
+    $input `,` $h `,` $gate (`plus` $plus^)? (`modulate` $shift^ `,` $scale)?
+    (`affine` $weight^ `,` $bias)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -624,12 +624,13 @@ struct RowSpec {
   /// Dynamic rows (kb.rows set): reduced rows per dimension-0 row (`rows` is
   /// then the bound's).
   int64_t rowsPerItem = 0;
-  /// gated_residual_norm_modulate: the row is first x + gate·h (the
-  /// gated_residual kernel's expression), rounded to x's type, stored to
-  /// argument `residualOut` and normalized from that rounded value.
-  int h = -1, gate = -1, residualOut = -1;
-  int64_t gateTokens = 1;  ///< rows per gate row ([B, C] gate)
-  bool gatePerRow = false; ///< x-shaped gate
+  /// gated_residual_norm: the row is first x + gate·h (the gated_residual
+  /// kernel's expression) rounded to x's type, then (with `plus`) + plus
+  /// rounded again (the add kernel's), stored to argument `residualOut` and
+  /// normalized from that rounded value.
+  int h = -1, gate = -1, plus = -1, residualOut = -1;
+  int64_t gateTokens = 1, plusTokens = 1;      ///< rows per vector row ([B, C])
+  bool gatePerRow = false, plusPerRow = false; ///< x-shaped vectors
 };
 
 /// How a row kernel holds its row: G lanes (a power of two ≤ 32) per row and
@@ -849,6 +850,14 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
             kb.fromF32(arith::AddFOp::create(
                            b, loc, x, arith::MulFOp::create(b, loc, gate, h)),
                        xTy);
+        if (s.plus >= 0) {
+          Value plusOff =
+              s.plusPerRow
+                  ? kb.add(base, col)
+                  : kb.add(kb.mul(kb.div(rowc, s.plusTokens), s.n), col);
+          Value plus = kb.toF32(kb.load(kb.arg(s.plus), plusOff, v));
+          r = kb.fromF32(arith::AddFOp::create(b, loc, kb.toF32(r), plus), xTy);
+        }
         residuals.push_back(r);
         x = kb.toF32(r);
       }
@@ -1457,7 +1466,7 @@ OpClass classify(Operation *op) {
                                             "concat",
                                             "split",
                                             "layer_norm_modulate",
-                                            "gated_residual_norm_modulate",
+                                            "gated_residual_norm",
                                             "broadcast_rows"},
                                            n))
     return OpClass::Generated;
@@ -1469,7 +1478,7 @@ bool supportsDynamicRows(Operation *op, StringRef n) {
   if (isUnaryName(n) ||
       llvm::is_contained({"cast", "add", "sub", "mul", "div", "maximum",
                           "modulate", "gated_residual", "layer_norm",
-                          "layer_norm_modulate", "gated_residual_norm_modulate",
+                          "layer_norm_modulate", "gated_residual_norm",
                           "head_rms_norm"},
                          n))
     return true;
@@ -1587,46 +1596,27 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
   }
   if (n == "layer_norm")
     return emitLayerNorm(op, kb, shp(op->getOperand(0)));
-  if (n == "layer_norm_modulate" || n == "gated_residual_norm_modulate") {
-    // gated_residual_norm_modulate: (x, h, gate, shift, scale) →
-    // (residual, result); layer_norm_modulate: (x, shift, scale) → result.
-    const bool residual = n == "gated_residual_norm_modulate";
-    const unsigned first = residual ? 3 : 1; // shift's operand number
+  if (n == "layer_norm_modulate") {
     SmallVector<int64_t> x = shp(op->getOperand(0));
     RowSpec s{RowKind::LayerNormModulate, product(x) / x.back(), x.back()};
     s.eps = float(floatAttrOr(op, "eps", 1e-6));
-    s.shift = int(first);
-    s.scale = int(first + 1);
+    s.shift = 1;
+    s.scale = 2;
     s.x = 0;
-    s.out = residual ? nIn + 1 : nIn;
-    s.shiftPerRow = shp(op->getOperand(first)) == x;
-    s.scalePerRow = shp(op->getOperand(first + 1)) == x;
+    s.out = nIn;
+    s.shiftPerRow = shp(op->getOperand(1)) == x;
+    s.scalePerRow = shp(op->getOperand(2)) == x;
     s.tokens = s.rows / x.front();
-    if (residual) {
-      if (!rowTiling(cast<RankedTensorType>(op->getOperand(0).getType())
-                         .getElementType(),
-                     x.back())
-               .inRegisters) {
-        kb.func.erase();
-        return op->emitError() << "has no GPU implementation for rows of "
-                               << x.back() << " elements";
-      }
-      s.h = 1;
-      s.gate = 2;
-      s.residualOut = int(nIn);
-      s.gatePerRow = shp(op->getOperand(2)) == x;
-      s.gateTokens = s.rows / x.front();
-    }
     if (*bound) {
-      // x-shaped vectors are per row, per-sample [B, C] ones per L rows of
-      // x [B, L, C], [1, C] ones shared by all rows.
+      // x-shaped shift / scale are per row, per-sample [B, C] ones per L
+      // rows of x [B, L, C], [1, C] ones shared by all rows.
       auto xTy = cast<RankedTensorType>(op->getOperand(0).getType());
       auto perSample = [&](unsigned i) {
         return isPerSampleVector(
             cast<RankedTensorType>(op->getOperand(i).getType()), xTy);
       };
-      bool shared1 = !s.shiftPerRow && !perSample(first);
-      bool shared2 = !s.scalePerRow && !perSample(first + 1);
+      bool shared1 = !s.shiftPerRow && !perSample(1);
+      bool shared2 = !s.scalePerRow && !perSample(2);
       if (!s.shiftPerRow && !s.scalePerRow && shared1 != shared2) {
         kb.func.erase();
         return op->emitError() << "has no GPU implementation for a shift and "
@@ -1634,10 +1624,65 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
       }
       if (shared1 || shared2)
         s.tokens = s.rows;
-      if (residual && !s.gatePerRow && !perSample(2))
-        s.gateTokens = s.rows;
       s.rowsPerItem = s.rows / x.front();
     }
+    return emitRowKernel(kb, s);
+  }
+  if (n == "gated_residual_norm") {
+    // (x, h, gate[, plus][, shift, scale][, weight, bias]) → (residual,
+    // result): the operand number of each optional operand, or -1.
+    auto fused = cast<mlir::trellis::GatedResidualNormOp>(op);
+    auto operand = [&](unsigned ods) {
+      auto [start, length] = fused.getODSOperandIndexAndLength(ods);
+      return length ? int(start) : -1;
+    };
+    const int plus = operand(3), shift = operand(4), scale = operand(5),
+              weight = operand(6), bias = operand(7);
+    SmallVector<int64_t> x = shp(op->getOperand(0));
+    auto xTy = cast<RankedTensorType>(op->getOperand(0).getType());
+    if (!rowTiling(xTy.getElementType(), x.back()).inRegisters) {
+      kb.func.erase();
+      return op->emitError() << "has no GPU implementation for rows of "
+                             << x.back() << " elements";
+    }
+    RowSpec s{shift >= 0 ? RowKind::LayerNormModulate : RowKind::LayerNorm,
+              product(x) / x.back(), x.back()};
+    s.eps = float(floatAttrOr(op, "eps", 1e-6));
+    s.x = 0;
+    s.h = 1;
+    s.gate = 2;
+    s.plus = plus;
+    s.shift = shift;
+    s.scale = scale;
+    s.gamma = weight;
+    s.beta = bias;
+    s.residualOut = int(nIn);
+    s.out = nIn + 1;
+    // Rows per vector row: x-shaped vectors are per row, per-sample [B, C]
+    // ones per L rows of x [B, L, C], [1, C] ones (dynamic rows) shared.
+    auto tokensOf = [&](int i, bool &perRow) {
+      perRow = shp(op->getOperand(i)) == x;
+      if (*bound && !perRow &&
+          !isPerSampleVector(
+              cast<RankedTensorType>(op->getOperand(i).getType()), xTy))
+        return s.rows;
+      return s.rows / x.front();
+    };
+    s.gateTokens = tokensOf(s.gate, s.gatePerRow);
+    if (plus >= 0)
+      s.plusTokens = tokensOf(plus, s.plusPerRow);
+    if (shift >= 0) {
+      int64_t t1 = tokensOf(shift, s.shiftPerRow);
+      int64_t t2 = tokensOf(scale, s.scalePerRow);
+      if (!s.shiftPerRow && !s.scalePerRow && t1 != t2) {
+        kb.func.erase();
+        return op->emitError() << "has no GPU implementation for a shift and "
+                                  "scale of different broadcasts";
+      }
+      s.tokens = s.shiftPerRow ? t2 : t1;
+    }
+    if (*bound)
+      s.rowsPerItem = s.rows / x.front();
     return emitRowKernel(kb, s);
   }
   if (n == "head_rms_norm") {

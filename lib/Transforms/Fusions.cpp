@@ -94,27 +94,82 @@ struct LinearResidual : OpRewritePattern<AddOp> {
   }
 };
 
-/// layer_norm_modulate(gated_residual(x, h, g), shift, scale) →
-/// gated_residual_norm_modulate, whose first result replaces the gated
-/// residual's other uses. The fused op goes where the norm was, so every
+/// `v` can be a gated_residual_norm's per-row vector for x: x's type, a
+/// per-sample [B, C] for x [B, L, C], or one row [1, C] for x [N, C] (as the
+/// op's verifier requires; a [1, C] vector broadcast over B > 1 samples is
+/// not one of them).
+bool perSampleLike(RankedTensorType x, RankedTensorType v) {
+  if (v.getElementType() != x.getElementType())
+    return false;
+  if (v == x)
+    return true;
+  if (x.getRank() == 3 && v.getRank() == 2)
+    return v.getDimSize(0) == x.getDimSize(0) &&
+           v.getDimSize(1) == x.getDimSize(2);
+  return x.getRank() == 2 && v.getRank() == 2 && v.getDimSize(0) == 1 &&
+         v.getDimSize(1) == x.getDimSize(1);
+}
+
+/// norm(gated_residual(x, h, g) [+ plus]) for a LayerNorm-modulate or a
+/// last-axis LayerNorm → gated_residual_norm, whose first result replaces
+/// the residual's other uses. The fused op goes where the norm was, so every
 /// other user of the residual must come after the norm in its block.
-struct ResidualNorm : OpRewritePattern<LayerNormModulateOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(LayerNormModulateOp norm,
+template <typename NormOp> struct ResidualNorm : OpRewritePattern<NormOp> {
+  using OpRewritePattern<NormOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(NormOp norm,
                                 PatternRewriter &rewriter) const override {
-    auto residual = norm.getInput().getDefiningOp<GatedResidualOp>();
-    if (!residual)
+    Value residual = norm.getInput();
+    auto xType = cast<RankedTensorType>(residual.getType());
+    // An added row (the folded unconditional cross-attention, spec §2.1).
+    AddOp add = residual.getDefiningOp<AddOp>();
+    Value plus;
+    GatedResidualOp gated;
+    if (add) {
+      for (auto [r, p] : {std::pair(add.getLhs(), add.getRhs()),
+                          std::pair(add.getRhs(), add.getLhs())}) {
+        auto g = r.template getDefiningOp<GatedResidualOp>();
+        if (g && g->hasOneUse() &&
+            perSampleLike(xType, cast<RankedTensorType>(p.getType()))) {
+          gated = g;
+          plus = p;
+          break;
+        }
+      }
+    } else {
+      gated = residual.getDefiningOp<GatedResidualOp>();
+    }
+    if (!gated || gated.getResult().getType() != xType)
       return failure();
-    for (Operation *user : residual->getUsers())
+    for (Operation *user : residual.getUsers())
       if (user != norm && (user->getBlock() != norm->getBlock() ||
                            !norm->isBeforeInBlock(user)))
         return failure();
-    auto fused = GatedResidualNormModulateOp::create(
-        rewriter, fuse(residual, norm), residual.getInput(), residual.getH(),
-        residual.getGate(), norm.getShift(), norm.getScale(),
+    Value shift, scale, weight, bias;
+    if constexpr (std::is_same_v<NormOp, LayerNormModulateOp>) {
+      shift = norm.getShift();
+      scale = norm.getScale();
+    } else {
+      int64_t axis = norm.getAxisAttr().getInt();
+      if (axis != -1 && axis != xType.getRank() - 1)
+        return failure();
+      weight = norm.getWeight();
+      bias = norm.getBias();
+    }
+    SmallVector<Location> locs{gated.getLoc()};
+    if (add)
+      locs.push_back(add.getLoc());
+    locs.push_back(norm.getLoc());
+    auto fused = GatedResidualNormOp::create(
+        rewriter, FusedLoc::get(norm.getContext(), locs), gated.getInput(),
+        gated.getH(), gated.getGate(), plus, shift, scale, weight, bias,
         norm.getEpsAttr());
     rewriter.replaceOp(norm, fused.getResult());
-    rewriter.replaceOp(residual, fused.getResidual());
+    if (add) {
+      rewriter.replaceOp(add, fused.getResidual());
+      rewriter.eraseOp(gated);
+    } else {
+      rewriter.replaceOp(gated, fused.getResidual());
+    }
     return success();
   }
 };
@@ -188,7 +243,8 @@ struct FuseLinearResidualPass
 struct FuseResidualNormPass
     : trellis::impl::TrellisFuseResidualNormBase<FuseResidualNormPass> {
   void runOnOperation() override {
-    if (failed(applyOne<ResidualNorm>(getOperation())))
+    if (failed(applyOne<ResidualNorm<LayerNormModulateOp>,
+                        ResidualNorm<LayerNormOp>>(getOperation())))
       signalPassFailure();
   }
 };

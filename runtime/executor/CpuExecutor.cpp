@@ -381,16 +381,42 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
       TRY(gate, in.tensor(2));
       return single(ref::gatedResidual(x, h, gate));
     }
-    if (op == "trellis.gated_residual_norm_modulate") {
-      // The unfused pair: the norm reads the rounded residual.
+    if (op == "trellis.gated_residual_norm") {
+      // The unfused ops in turn: the norm reads the rounded residual.
+      // Operands: x, h, gate, then the optional plus, shift + scale, weight +
+      // bias (told apart by the operand segment sizes).
       TRY(x, in.tensor(0));
       TRY(h, in.tensor(1));
       TRY(gate, in.tensor(2));
-      TRY(shift, in.tensor(3));
-      TRY(scale, in.tensor(4));
       TRY(eps, instr.floatAttr("eps"));
+      TRY(sizes, instr.intArrayAttr("operandSegmentSizes"));
+      if (sizes.size() != 8)
+        return Error{"gated_residual_norm: operandSegmentSizes must have 8 "
+                     "entries"};
       TRY(residual, ref::gatedResidual(x, h, gate));
-      TRY(normed, ref::layerNormModulate(residual, shift, scale, float(eps)));
+      size_t next = 3;
+      if (sizes[3]) {
+        TRY(plus, in.tensor(next++));
+        TRY(sum, ref::binary(ref::BinaryKind::Add, residual, plus));
+        residual = sum;
+      }
+      if (sizes[4]) {
+        TRY(shift, in.tensor(next));
+        TRY(scale, in.tensor(next + 1));
+        TRY(normed, ref::layerNormModulate(residual, shift, scale, float(eps)));
+        out.push_back(residual);
+        out.push_back(normed);
+        return Status::ok();
+      }
+      std::optional<HostTensor> w, b;
+      if (sizes[6]) {
+        TRY(wt, in.tensor(next));
+        TRY(bt, in.tensor(next + 1));
+        w = wt;
+        b = bt;
+      }
+      TRY(normed, ref::layerNorm(residual, -1, float(eps), w ? &*w : nullptr,
+                                 b ? &*b : nullptr));
       out.push_back(residual);
       out.push_back(normed);
       return Status::ok();

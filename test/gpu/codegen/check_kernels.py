@@ -97,15 +97,23 @@ def reference(c, ins):
         return [UNARY[k](f[0]).to(odt)]
     if k in BINARY:
         return [BINARY[k](f[0], f[1]).to(odt)]
-    if k == "gated_residual_norm_modulate":  # the rounded residual, then its norm
+    if k == "gated_residual_norm":  # the rounded residual (+ plus), then its norm
         x = f[0]
         B = x.shape[0]
 
         def bc1(v):
             return v.view(B, 1, -1) if v.dim() == 2 and x.dim() == 3 else v
+        groups, rest = c["form"].split(), f[3:]
         r = (x + bc1(f[2]) * f[1]).to(odt)
+        if "plus" in groups:
+            r = (r.float() + bc1(rest[0])).to(odt)
+            rest = rest[1:]
         n = F.layer_norm(r.float(), [x.shape[-1]], eps=float(a["eps"]))
-        return [r, (n * (1 + bc1(f[4])) + bc1(f[3])).to(odt)]
+        if "modulate" in groups:
+            n = n * (1 + bc1(rest[1])) + bc1(rest[0])
+        elif "affine" in groups:
+            n = n * rest[0] + rest[1]
+        return [r, n.to(odt)]
     if k in ("modulate", "gated_residual", "layer_norm_modulate"):
         x = f[0]
         B = x.shape[0]

@@ -46,8 +46,10 @@ def ty(t):
 def build_cases():
     cases = []
 
-    def case(kind, ins, outs, attrs=""):
-        cases.append(dict(kind=kind, ins=ins, outs=outs, attrs=attrs))
+    def case(kind, ins, outs, attrs="", form=""):
+        """`form`: gated_residual_norm's optional operand groups, in order
+        ("plus", "modulate", "affine"), after its three operands."""
+        cases.append(dict(kind=kind, ins=ins, outs=outs, attrs=attrs, form=form))
 
     # X: the SS flow transformer's tokens at image-large size with CFG batched
     # (B = 2); X1: one sample, the shape the SS-stage profile reports.
@@ -73,8 +75,10 @@ def build_cases():
              "{eps = 1.0e-06 : f64}")
         case("layer_norm_modulate", [T(s, F16), T(v, F16), T(v, F16)], [T(s, F16)],
              "{eps = 1.0e-06 : f64}")
-        case("gated_residual_norm_modulate", [T(s, F16), T(s, F16)] + [T(v, F16)] * 3,
-             [T(s, F16), T(s, F16)], "{eps = 1.0e-06 : f64}")
+        case("gated_residual_norm", [T(s, F16), T(s, F16)] + [T(v, F16)] * 3,
+             [T(s, F16), T(s, F16)], "{eps = 1.0e-06 : f64}", form="modulate")
+        case("gated_residual_norm", [T(s, F16), T(s, F16), T(v, F16), T([1024], F32), T([1024], F32)],
+             [T(s, F16), T(s, F16)], "{eps = 1.0e-06 : f64}", form="affine")
     case("layer_norm", [T([1, 512, 128], F32)], [T([1, 512, 128], F32)], "{eps = 1.0e-05 : f64}")
     case("layer_norm", [T([3, 1374], F16)], [T([3, 1374], F16)], "{eps = 1.0e-05 : f64}")
     case("layer_norm", [T([2, 16384], F32)], [T([2, 16384], F32)], "{eps = 1.0e-05 : f64}")
@@ -131,8 +135,9 @@ def build_cases():
          "{eps = 1.0e-06 : f64}")
     case("layer_norm_modulate", [D([N, 128], F16)] * 3, [D([N, 128], F16)],
          "{eps = 1.0e-06 : f64}")
-    case("gated_residual_norm_modulate", [D([N, 1024], F16)] * 2 + [T([1, 1024], F16)] * 3,
-         [D([N, 1024], F16)] * 2, "{eps = 1.0e-06 : f64}")
+    case("gated_residual_norm", [D([N, 1024], F16)] * 2 + [T([1, 1024], F16)] * 4,
+         [D([N, 1024], F16)] * 2,
+         "{eps = 1.0e-06 : f64}", form="plus modulate")
     case("head_rms_norm", [D([N, 16, 64], F16), T([16, 64], F32)], [D([N, 16, 64], F16)])
     case("concat", [D([N, 1024], F16), D([N, 1024], F16)], [D([N, 2048], F16)], "{axis = 1 : i64}")
     case("concat", [D([N, 128], F16), D([N, 128], F16)], [D([N, 256], F16)], "{axis = 1 : i64}")
@@ -172,6 +177,14 @@ def module_text(cases):
         res = "%%r%d" % ci + (":%d" % len(c["outs"]) if len(c["outs"]) > 1 else "")
         if c["kind"] in UNARY:
             lines.append("  %s = trellis.%s %s : %s" % (res, c["kind"], names[0], ty(c["ins"][0])))
+        elif c["form"]:  # x, h, gate, then one or two operands per group
+            text, rest = ", ".join(names[:3]), names[3:]
+            for group in c["form"].split():
+                n = 1 if group == "plus" else 2
+                text += " %s %s" % (group, ", ".join(rest[:n]))
+                rest = rest[n:]
+            lines.append("  %s = trellis.%s %s %s : (%s) -> %s" % (
+                res, c["kind"], text, c["attrs"], ", ".join(ty(t) for t in c["ins"]), outs))
         else:
             lines.append("  %s = trellis.%s %s %s : (%s) -> %s" % (
                 res, c["kind"], ", ".join(names), c["attrs"],

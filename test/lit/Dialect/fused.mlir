@@ -29,14 +29,26 @@ func.func @fused_ops(%x: tensor<2x4096x1024xf16>, %w: tensor<3072x1024xf16>, %b:
 
 // CHECK-LABEL: func.func @residual_norm
 func.func @residual_norm(%x: tensor<2x4096x1024xf16>, %h: tensor<2x4096x1024xf16>, %gate: tensor<2x1024xf16>,
-                         %shift: tensor<2x1024xf16>, %scale: tensor<2x1024xf16>)
-    -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>) {
-  // CHECK: %{{.*}}, %{{.*}} = trellis.gated_residual_norm_modulate %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {eps = 9.9999999999999995E-7 : f64} : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>, tensor<2x1024xf16>, tensor<2x1024xf16>) -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>)
-  %r, %y = trellis.gated_residual_norm_modulate %x, %h, %gate, %shift, %scale {eps = 1.0e-06 : f64}
+                         %shift: tensor<2x1024xf16>, %scale: tensor<2x1024xf16>,
+                         %w: tensor<1024xf32>, %b: tensor<1024xf32>)
+    -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>,
+        tensor<2x4096x1024xf16>) {
+  // CHECK: trellis.gated_residual_norm %{{.*}}, %{{.*}}, %{{.*}} modulate %{{.*}}, %{{.*}} {eps = 9.9999999999999995E-7 : f64} : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>, tensor<2x1024xf16>, tensor<2x1024xf16>) -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>)
+  // CHECK: trellis.gated_residual_norm %{{.*}}, %{{.*}}, %{{.*}} affine %{{.*}}, %{{.*}} {eps = 9.9999999999999995E-7 : f64} : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>, tensor<1024xf32>, tensor<1024xf32>) -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>)
+  %r, %y = trellis.gated_residual_norm %x, %h, %gate modulate %shift, %scale {eps = 1.0e-06 : f64}
              : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>,
                 tensor<2x1024xf16>, tensor<2x1024xf16>)
              -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>)
-  return %r, %y : tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>
+  %r2, %n = trellis.gated_residual_norm %x, %h, %gate affine %w, %b {eps = 1.0e-06 : f64}
+              : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>,
+                 tensor<1024xf32>, tensor<1024xf32>)
+              -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>)
+  // An added row, then a norm without affine.
+  // CHECK: trellis.gated_residual_norm %{{.*}}, %{{.*}}, %{{.*}} plus %{{.*}} {eps = 1.000000e-05 : f64}
+  %r3, %p = trellis.gated_residual_norm %x, %h, %gate plus %shift {eps = 1.0e-05 : f64}
+              : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>, tensor<2x1024xf16>)
+              -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>)
+  return %r, %y, %n, %p, %r3 : tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>
 }
 
 // Only one gain; rows of a multi-dimensional row.

@@ -2276,7 +2276,7 @@ func.func @layer_norm_modulate_scale(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>
 
 func.func @residual_norm_h(%x: tensor<2x16x8xf16>, %h: tensor<2x16x4xf16>, %s: tensor<2x8xf16>) {
   // expected-error @+1 {{h must have the input's type 'tensor<2x16x8xf16>', found 'tensor<2x16x4xf16>'}}
-  %r, %y = trellis.gated_residual_norm_modulate %x, %h, %s, %s, %s {eps = 1.0e-06 : f64} : (tensor<2x16x8xf16>, tensor<2x16x4xf16>, tensor<2x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  %r, %y = trellis.gated_residual_norm %x, %h, %s modulate %s, %s {eps = 1.0e-06 : f64} : (tensor<2x16x8xf16>, tensor<2x16x4xf16>, tensor<2x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
   return
 }
 
@@ -2284,7 +2284,7 @@ func.func @residual_norm_h(%x: tensor<2x16x8xf16>, %h: tensor<2x16x4xf16>, %s: t
 
 func.func @residual_norm_gate(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>, %g: tensor<3x8xf16>) {
   // expected-error @+1 {{gate must have the input's type 'tensor<2x16x8xf16>' or be a per-sample [B, C] = [2, 8], found 'tensor<3x8xf16>'}}
-  %r, %y = trellis.gated_residual_norm_modulate %x, %x, %g, %s, %s {eps = 1.0e-06 : f64} : (tensor<2x16x8xf16>, tensor<2x16x8xf16>, tensor<3x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  %r, %y = trellis.gated_residual_norm %x, %x, %g modulate %s, %s {eps = 1.0e-06 : f64} : (tensor<2x16x8xf16>, tensor<2x16x8xf16>, tensor<3x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
   return
 }
 
@@ -2292,7 +2292,31 @@ func.func @residual_norm_gate(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>, %g: t
 
 func.func @residual_norm_eps(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>) {
   // expected-error @+1 {{eps must be > 0, found 0}}
-  %r, %y = trellis.gated_residual_norm_modulate %x, %x, %s, %s, %s {eps = 0.0 : f64} : (tensor<2x16x8xf16>, tensor<2x16x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  %r, %y = trellis.gated_residual_norm %x, %x, %s modulate %s, %s {eps = 0.0 : f64} : (tensor<2x16x8xf16>, tensor<2x16x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @residual_norm_both(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{takes modulate or affine, not both}}
+  %r, %y = trellis.gated_residual_norm %x, %x, %s modulate %s, %s affine %w, %w {eps = 1.0e-06 : f64} : (tensor<2x16x8xf16>, tensor<2x16x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @residual_norm_weight(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{weight must be [8], found 'tensor<4xf32>'}}
+  %r, %y = trellis.gated_residual_norm %x, %x, %s affine %w, %w {eps = 1.0e-06 : f64} : (tensor<2x16x8xf16>, tensor<2x16x8xf16>, tensor<2x8xf16>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @residual_norm_plus(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>, %p: tensor<1x8xf16>) {
+  // expected-error @+1 {{plus must have the input's type 'tensor<2x16x8xf16>' or be a per-sample [B, C] = [2, 8], found 'tensor<1x8xf16>'}}
+  %r, %y = trellis.gated_residual_norm %x, %x, %s plus %p {eps = 1.0e-06 : f64} : (tensor<2x16x8xf16>, tensor<2x16x8xf16>, tensor<2x8xf16>, tensor<1x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
   return
 }
 
