@@ -132,6 +132,49 @@ __device__ __forceinline__ void load_tile(uint32_t tile, const __half *base,
   }
 }
 
+// Streams ROWS x D tiles of one sequence into shared memory, tile after tile
+// (tile t covers rows t·ROWS ..), as load_tile does: the per-thread source
+// pointer and tile offsets are set up once, each call copies one tile and
+// advances, and only a tile that reaches past the sequence end checks its
+// rows (zero-filling the rest). Calls come in tile order, one per tile.
+template <int ROWS, int D, int THREADS, class Layout> struct TileStream {
+  static constexpr int kChunks = D / 8;
+  static constexpr int kTotal = ROWS * kChunks;
+  static constexpr int kIters = (kTotal + THREADS - 1) / THREADS;
+  static constexpr int kRowStep = THREADS / kChunks;
+  const __half *seq;  // row 0 of the sequence (the address of empty copies)
+  const __half *next; // this thread's first chunk in the next tile
+  int64_t row_step;   // elements between this thread's rows in a tile
+  int64_t tile_step;  // elements from one tile to the next
+  int r, start, len;  // this thread's first row in a tile; the tile's; the end
+  uint32_t off[kIters];
+
+  __device__ __forceinline__ TileStream(const __half *base, int64_t row_stride,
+                                        int len_, int tid)
+      : seq(base), row_step(int64_t(kRowStep) * row_stride),
+        tile_step(int64_t(ROWS) * row_stride), r(tid / kChunks), start(0),
+        len(len_) {
+    const int c = tid % kChunks;
+    next = base + static_cast<int64_t>(r) * row_stride + c * 8;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i)
+      off[i] = Layout::off(r + i * kRowStep, c);
+  }
+  // Copies the next tile into `tile` (cp.async) and advances.
+  __device__ __forceinline__ void load(uint32_t tile) {
+    const bool full = start + ROWS <= len;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      if (kTotal % THREADS != 0 && r + i * kRowStep >= ROWS)
+        continue;
+      const bool ok = full || start + r + i * kRowStep < len;
+      cp_async_16(tile + off[i], ok ? next + i * row_step : seq, ok);
+    }
+    next += tile_step;
+    start += ROWS;
+  }
+};
+
 // Head RMS norm (spec §3.6), per row of D halves, fp32 math, fp16 result:
 //   u' = fp16( (u * (1 / max(||u||, 1e-12))) * gamma[:] * sqrt(D) )
 // TRELLIS divides by the norm; multiplying by the correctly rounded reciprocal

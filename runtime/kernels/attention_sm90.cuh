@@ -140,7 +140,11 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
     return sbase + kQBytes + st * kStageBytes + kTileBytes;
   };
 
-  const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127, lane = tid & 31;
+  // The warpgroup index through a shuffle from lane 0, so that the compiler
+  // knows it is warp-uniform (the operand descriptors built from it can live
+  // in uniform registers).
+  const int tid = threadIdx.x, wtid = tid & 127, lane = tid & 31;
+  const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
   const int wrow = (wtid >> 5) * 16 +
                    (lane >> 2); // this thread's first row within the warpgroup
   const int tiles = (p.seqlen_q + BM - 1) / BM;
@@ -172,11 +176,23 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
     return;
   }
 
+  // K/V tiles are requested in order, one call per tile: streamed where each
+  // thread keeps one chunk column (THREADS a multiple of D / 8), else copied
+  // tile by tile.
+  constexpr bool kStreamKV = THREADS % (D / 8) == 0;
+  using KVStream = TileStream<BN, D, kStreamKV ? THREADS : D / 8, LKV>;
+  KVStream kStream(k.ptr, p.k_row_stride, k.len, tid);
+  KVStream vStream(v.ptr, p.v_row_stride, v.len, tid);
   auto load_kv = [&](int j, int st) {
-    load_tile<BN, D, THREADS, LKV>(sK(st), k.ptr, p.k_row_stride, j * BN, k.len,
-                                   tid);
-    load_tile<BN, D, THREADS, LKV>(sV(st), v.ptr, p.v_row_stride, j * BN, v.len,
-                                   tid);
+    if constexpr (kStreamKV) {
+      kStream.load(sK(st));
+      vStream.load(sV(st));
+    } else {
+      load_tile<BN, D, THREADS, LKV>(sK(st), k.ptr, p.k_row_stride, j * BN,
+                                     k.len, tid);
+      load_tile<BN, D, THREADS, LKV>(sV(st), v.ptr, p.v_row_stride, j * BN,
+                                     v.len, tid);
+    }
   };
 
   if constexpr (kRowSumMma) { // fp16 ones, for the async proxy (wgmma); the
