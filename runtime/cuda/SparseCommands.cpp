@@ -63,8 +63,9 @@ struct ConvTiles {
            std::to_string(bn) + "_k" + std::to_string(kc) + "_s" +
            std::to_string(stages) + "_f16";
   }
-  /// Dynamic shared memory: 1 KiB of alignment slack, the stages, the CTA's
-  /// neighbour-map rows (convImplicitSmemBytes in the kernel header).
+  /// Dynamic shared memory: 1 KiB of alignment slack, the stages of (BM + BN)
+  /// rows of KC halves, then the CTA's BM · kvol neighbour-map rows (the
+  /// kernel's layout).
   unsigned smem(int64_t kvol) const {
     return unsigned(1024 + stages * (bm + bn) * kc * 2 + bm * kvol * 4);
   }

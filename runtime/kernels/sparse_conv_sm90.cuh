@@ -25,14 +25,6 @@
 
 namespace trellis_sparse {
 
-/// Dynamic shared memory of convImplicitSm90<BM, BN, KC, STAGES> for kvol
-/// taps: 1 KiB of alignment slack, the stages, then the CTA's neighbour rows.
-constexpr unsigned convImplicitSmemBytes(int bm, int bn, int kc, int stages,
-                                         int kvol) {
-  return 1024u + unsigned(stages * (bm + bn) * kc * 2) +
-         unsigned(bm * kvol * 4);
-}
-
 template <int BM, int BN, int KC, int STAGES>
 __device__ __forceinline__ void
 convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
@@ -150,9 +142,9 @@ convImplicitSm90(const __half *x, const int32_t *nbr, const __half *w,
 } // namespace trellis_sparse
 
 // One entry point per tile configuration (rows BM, output channels BN, input
-// channels per chunk KC, stages); dynamic shared memory
-// convImplicitSmemBytes(BM, BN, KC, ST, kvol)
-// (runtime/cuda/SparseCommands.cpp).
+// channels per chunk KC, stages). Dynamic shared memory: 1 KiB of alignment
+// slack, ST stages of (BM + BN) rows of KC halves, then BM · kvol int32
+// neighbour rows (ConvTiles::smem in runtime/cuda/SparseCommands.cpp).
 #define TRELLIS_SPARSE_CONV_SM90_DEFINE(BM, BN, KC, ST)                        \
   extern "C" __global__ void __launch_bounds__((BM)*2)                         \
       trellis_sparse_conv_implicit_m##BM##_n##BN##_k##KC##_s##ST##_f16(        \
