@@ -322,6 +322,7 @@ def configs(quick):
              rms=True),
         dict(name="varlen SLat cross (5800,6300)x1374", kind="varlen-cross", d=64, H=16, lq=[5800, 6300],
              lk=[1374, 1374]),
+        dict(name="varlen SLat cross 4368x1374", kind="varlen-cross", d=64, H=16, lq=[4368], lk=[1374]),
     ]
     return cs[:2] if quick else cs
 
