@@ -1459,13 +1459,33 @@ Status GpuExecutor::Impl::checkNode(Prepared &p, const Node &node) {
     auto t = download(p, s);
     if (!t)
       return opError(instr, t.message());
-    inputs.push_back(*t);
+    if (auto w = p.windows.find(root(p, s)); w != p.windows.end())
+      inputs.push_back(segmentsFromDevice(*t, w->second.rows));
+    else
+      inputs.push_back(*t);
   }
   // The CPU reference applies activations etc. from the same attributes.
   auto ref = CpuExecutor::evalOp(program, instr, std::move(inputs));
   if (!ref)
     return opError(instr, "the CPU reference failed: " + ref.message());
   for (size_t i = 0; i < gpu.size(); ++i) {
+    // A window partition computed on the device: the same rows in the same
+    // order, the same segments once the empty windows are dropped.
+    if (auto *seg =
+            std::get_if<std::shared_ptr<const ref::Segments>>(&(*ref)[i]);
+        seg && *seg && p.windows.count(node.out[i])) {
+      auto got = segmentsFromDevice(gpu[i], p.windows.at(node.out[i]).rows);
+      const ref::Segments &want = **seg;
+      auto same = [](const HostTensor &a, const HostTensor &b) {
+        return a.shape() == b.shape() &&
+               std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+      };
+      ++report.checkedOps;
+      if (!same(got->rows, want.rows) || !same(got->offsets, want.offsets))
+        return opError(instr, "the device window partition differs from the "
+                              "CPU reference's");
+      continue;
+    }
     auto *want = std::get_if<HostTensor>(&(*ref)[i]);
     if (!want)
       continue;

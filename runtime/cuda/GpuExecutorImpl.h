@@ -231,6 +231,16 @@ struct GpuExecutor::Impl {
     // slot): trellis.time_row resolves its table row on the host.
     std::map<int, HostTensor> timeGrids;
     std::map<int, float> stepTau;
+    // trellis.sparse.window_segments, computed on the device (by result slot;
+    // the slot holds int32 rows [N] then offsets [S + 1]): the row count, the
+    // window grid n_x, n_y, n_z of the binding's coordinates, the segment
+    // count S = B·n_x·n_y·n_z (empty windows are empty segments) and the
+    // 256-row blocks of the counting sort.
+    struct WindowPartition {
+      int64_t rows = 0, segments = 0;
+      int32_t window = 0, shift = 0, n[3] = {0, 0, 0}, blocks = 0;
+    };
+    std::map<int, WindowPartition> windows;
     std::map<const Body *, CUgraphExec> graphs;
     std::vector<cublasLtMatmulDesc_t> descs;
     std::vector<cublasLtMatrixLayout_t> layouts;
@@ -242,6 +252,12 @@ struct GpuExecutor::Impl {
   Impl(const Program &p, WeightProvider w, GpuOptions o)
       : program(p), weights(std::move(w)), options(o) {}
   ~Impl();
+
+  /// A window partition computed on the device, downloaded (int32 rows [N]
+  /// then offsets [S + 1]), as the CPU reference's segments (the empty
+  /// windows dropped): --gpu-check-ops.
+  static std::shared_ptr<const ref::Segments>
+  segmentsFromDevice(const HostTensor &t, int64_t rows);
 
   // -- errors ---------------------------------------------------------------
   Error opError(const Instr &instr, const std::string &message) const {

@@ -32,11 +32,13 @@ namespace {
 /// maps, the largest of them, are built on the device instead: a device op
 /// whose result is an int32 [N, k³] tensor.)
 bool isCoordinateOp(const std::string &op) {
-  static const char *const ops[] = {
-      "trellis.sparse.from_tensor",    "trellis.sparse.coarsen",
-      "trellis.sparse.subdivide",      "trellis.sparse.batch_segments",
-      "trellis.sparse.window_segments", "trellis.sparse.xyz",
-      "trellis.sparse.to_tensor",      "trellis.ape"};
+  static const char *const ops[] = {"trellis.sparse.from_tensor",
+                                    "trellis.sparse.coarsen",
+                                    "trellis.sparse.subdivide",
+                                    "trellis.sparse.batch_segments",
+                                    "trellis.sparse.xyz",
+                                    "trellis.sparse.to_tensor",
+                                    "trellis.ape"};
   return std::find(std::begin(ops), std::end(ops), op) != std::end(ops);
 }
 
@@ -154,6 +156,25 @@ bool isIdentity(const ref::Segments &s) {
   return true;
 }
 
+} // namespace
+
+std::shared_ptr<const ref::Segments>
+GpuExecutor::Impl::segmentsFromDevice(const HostTensor &t, int64_t rows) {
+  auto seg = std::make_shared<ref::Segments>();
+  seg->rows = HostTensor(DType::I32, {rows});
+  const int32_t *d = t.data<int32_t>();
+  std::memcpy(seg->rows.mutableRaw(), d, size_t(rows) * 4);
+  std::vector<int32_t> offsets{0};
+  for (int64_t i = rows + 1; i < t.numel(); ++i)
+    if (d[i] != offsets.back())
+      offsets.push_back(d[i]);
+  seg->offsets = HostTensor(DType::I32, {int64_t(offsets.size())});
+  std::memcpy(seg->offsets.mutableRaw(), offsets.data(), offsets.size() * 4);
+  return seg;
+}
+
+namespace {
+
 int32_t longestSegment(const HostTensor &offsets) {
   const int32_t *o = offsets.data<int32_t>();
   int32_t longest = 0;
@@ -201,6 +222,7 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
                  " arguments, " + std::to_string(args.size()) + " given"};
   p.boundValues.assign(p.slots.size(), RtValue{});
   p.bindingKey.assign(args.size(), std::nullopt);
+  p.windows.clear();
   std::vector<char> isArg(p.slots.size(), 0), isBound(p.slots.size(), 0);
   std::map<int, const Instr *> constants;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -284,8 +306,10 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
         allHost &= isBound[s] || constants.count(s) ||
                    (coordinateOp && isArg[s]);
       }
+      // (Neighbour maps and window partitions are built on the device.)
       if (node.regions.empty() && op != "trellis.weight" &&
           op != "trellis.sparse.neighbor_map" &&
+          op != "trellis.sparse.window_segments" &&
           (coordinateOp || (allHost && anyBound))) {
         if (!allHost)
           return opError(instr, "computes coordinates from values that are "
@@ -323,6 +347,35 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
         t.kind = ValueType::Kind::Tensor;
         t.dtype = DType::I32;
         t.shape = {c->size(), *k * *k * *k};
+        p.slots[node.out[0]].dynamicRows = false;
+        continue;
+      }
+      if (op == "trellis.sparse.window_segments") {
+        // Computed on the device (the command below); fixed here from the
+        // bound coordinates: the window grid (n_a from the maxima over all
+        // rows, spec §7.1 step 2) and so the segment count.
+        const ref::CoordSet *c = coordsOf(node.in[0]);
+        auto window = instr.intAttr("window"), shift = instr.intAttr("shift");
+        if (!c)
+          return opError(instr, "its coordinate set was not bound");
+        Prepared::WindowPartition w;
+        w.window = int32_t(window ? *window : 8);
+        w.shift = int32_t(shift ? *shift : 0);
+        w.rows = c->size();
+        for (int64_t r = 0; r < w.rows; ++r)
+          for (int a = 0; a < 3; ++a)
+            w.n[a] = std::max(w.n[a], (c->row(r)[a + 1] + w.shift + w.window) /
+                                          w.window);
+        w.segments =
+            std::max<int64_t>(c->batchSize(), 1) * w.n[0] * w.n[1] * w.n[2];
+        w.blocks = int32_t((w.rows + 255) / 256);
+        if (w.segments > INT32_MAX / std::max<int32_t>(w.blocks, 1))
+          return opError(instr, "too many windows for the device partition");
+        p.windows[node.out[0]] = w;
+        ValueType &t = p.slots[node.out[0]].type;
+        t.kind = ValueType::Kind::Tensor;
+        t.dtype = DType::I32;
+        t.shape = {w.rows + w.segments + 1};
         p.slots[node.out[0]].dynamicRows = false;
         continue;
       }
@@ -663,12 +716,21 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
     return alignUp(size_t((*c)->batchSize() * *groups * 2) * 4) +
            size_t(chunks * rowElems(x)) * 4;
   }
+  if (op == "trellis.sparse.window_segments") {
+    auto w = p.windows.find(node.out[0]);
+    if (w == p.windows.end())
+      return 0;
+    // the window ids [N], then the counts per (window, block)
+    return alignUp(size_t(w->second.rows) * 4) +
+           size_t(w->second.segments) * size_t(w->second.blocks) * 4;
+  }
   if (op == "trellis.sparse.attention") {
     auto *g = std::get_if<SegmentsPtr>(&p.boundValues[root(p, node.in[3])]);
     size_t bytes = 0;
     if (sparseAttentionGammas(*node.instr).second >= 0) // normalized k
       bytes += alignUp(bytesOf(p.slots[node.in[1]].type));
-    if (g && *g && !isIdentity(**g)) // q, k, v and the output in window order
+    // q, k, v and the output in window order
+    if ((g && *g && !isIdentity(**g)) || p.windows.count(root(p, node.in[3])))
       for (int s : {node.in[0], node.in[1], node.in[2], node.out[0]})
         bytes += alignUp(bytesOf(p.slots[s].type));
     return bytes;
@@ -680,6 +742,7 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
   const std::string &op = instr.op;
   static const char *const ops[] = {"trellis.sparse.neighbor_map",
+                                    "trellis.sparse.window_segments",
                                     "trellis.sparse.conv3d",
                                     "trellis.sparse.parent_neighbor_map",
                                     "trellis.sparse.downsample",
@@ -722,6 +785,73 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
       void *lp[] = {&c, &grid, &nbr, &n, &res, &kernelSize};
       int64_t kvol = int64_t(kernelSize) * kernelSize * kernelSize;
       return launch1d(fl, n * kvol, lp, instr, "the neighbour lookup");
+    };
+    return true;
+  }
+  if (op == "trellis.sparse.window_segments") {
+    auto w = p.windows.find(node.out[0]);
+    if (w == p.windows.end())
+      return opError(instr, "its window grid was not fixed at binding");
+    const Prepared::WindowPartition part = w->second;
+    Result<CUfunction> fIds = runtimeKernel("trellis_window_ids"),
+                       fCounts = runtimeKernel("trellis_window_counts"),
+                       fScan = runtimeKernel("trellis_exclusive_scan_i32"),
+                       fScatter = runtimeKernel("trellis_window_scatter"),
+                       fOffsets = runtimeKernel("trellis_window_offsets");
+    for (auto *f : {&fIds, &fCounts, &fScan, &fScatter, &fOffsets})
+      if (!*f)
+        return opError(instr, f->message());
+    CUdeviceptr coords = ptr(node.in[0]), ids = ptr(node.scratch),
+                counts = ids + alignUp(size_t(part.rows) * 4),
+                rowsOut = ptr(node.out[0]),
+                offsetsOut = rowsOut + CUdeviceptr(part.rows * 4);
+    node.command = [this, part, coords, ids, counts, rowsOut, offsetsOut,
+                    fIds = *fIds, fCounts = *fCounts, fScan = *fScan,
+                    fScatter = *fScatter, fOffsets = *fOffsets,
+                    &instr]() mutable -> Status {
+      int64_t rows = part.rows, segments = part.segments,
+              cells = segments * part.blocks;
+      int32_t window = part.window, shift = part.shift, nx = part.n[0],
+              ny = part.n[1], nz = part.n[2], blocks = part.blocks;
+      if (CUresult r =
+              api->cuMemsetD8Async(counts, 0, size_t(cells) * 4, stream);
+          r != CUDA_SUCCESS)
+        return opError(instr,
+                       "clearing the window counts: " + api->describe(r));
+      void *idParams[] = {&coords, &rows, &window, &shift, &nx, &ny, &nz, &ids};
+      if (Status s = launch1d(fIds, rows, idParams, instr, "the window ids");
+          !s)
+        return s;
+      // Kernels with one block per 256 rows (or one block of 1024 threads).
+      auto launchBlocks = [&](CUfunction f, unsigned grid, unsigned block,
+                              void **params, const char *what) -> Status {
+        if (grid == 0)
+          return Status::ok();
+        CUresult r = api->cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream,
+                                         params, nullptr);
+        if (r != CUDA_SUCCESS)
+          return opError(instr, std::string("launching ") + what + ": " +
+                                    api->describe(r));
+        return Status::ok();
+      };
+      void *countParams[] = {&ids, &rows, &blocks, &counts};
+      if (Status s = launchBlocks(fCounts, unsigned(blocks), 256, countParams,
+                                  "the window counts");
+          !s)
+        return s;
+      void *scanParams[] = {&counts, &cells};
+      if (Status s =
+              launchBlocks(fScan, 1, 1024, scanParams, "the window count scan");
+          !s)
+        return s;
+      void *scatterParams[] = {&ids, &rows, &blocks, &counts, &rowsOut};
+      if (Status s = launchBlocks(fScatter, unsigned(blocks), 256,
+                                  scatterParams, "the window scatter");
+          !s)
+        return s;
+      void *offsetParams[] = {&counts, &blocks, &segments, &rows, &offsetsOut};
+      return launch1d(fOffsets, segments + 1, offsetParams, instr,
+                      "the window offsets");
     };
     return true;
   }
@@ -1072,10 +1202,14 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     // Self-attention inside each segment. Segments of consecutive rows
     // (one per sample) are read in place; windows are gathered into segment
     // order first and the output scattered back.
+    // Segments bound on the host (rows, offsets in the binding pool) or a
+    // window partition computed on the device (rows then offsets in one
+    // arena tensor; empty windows are empty segments).
     auto *segments = std::get_if<SegmentsPtr>(&bound(node.in[3]));
-    if (!segments || !*segments)
+    auto window = p.windows.find(root(p, node.in[3]));
+    const bool onDevice = window != p.windows.end();
+    if (!onDevice && (!segments || !*segments))
       return opError(instr, "its segments were not bound");
-    const ref::Segments &seg = **segments;
     CUdeviceptr q = ptr(node.in[0]), kp = ptr(node.in[1]), vp = ptr(node.in[2]),
                 o = ptr(node.out[0]);
     // q, k, v may be strided views of a packed qkv [N, 3, H, d].
@@ -1101,8 +1235,9 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     }
     if (qGamma >= 0)
       params.q_gamma = reinterpret_cast<const float *>(ptr(node.in[qGamma]));
-    if (!isIdentity(seg)) {
-      CUdeviceptr rowsPtr = p.slots[root(p, node.in[3])].ptr;
+    if (onDevice || !isIdentity(**segments)) {
+      CUdeviceptr rowsPtr =
+          onDevice ? ptr(node.in[3]) : p.slots[root(p, node.in[3])].ptr;
       CUdeviceptr *dst[4] = {&q, &kp, &vp, &o};
       int64_t strides[4] = {qStride, kStride, vStride, 0};
       int widthSlots[4] = {node.in[0], node.in[1], node.in[2], node.out[0]};
@@ -1129,10 +1264,23 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     params.k = reinterpret_cast<const void *>(kp);
     params.v = reinterpret_cast<const void *>(vp);
     params.o = reinterpret_cast<void *>(o);
-    params.cu_seqlens_q = params.cu_seqlens_k =
-        reinterpret_cast<const int32_t *>(p.slots[root(p, node.in[3])].aux);
-    params.num_seqs = int32_t(seg.numSegments());
-    params.seqlen_q = longestSegment(seg.offsets);
+    if (onDevice) {
+      const Prepared::WindowPartition &w = window->second;
+      params.cu_seqlens_q = params.cu_seqlens_k =
+          reinterpret_cast<const int32_t *>(ptr(node.in[3]) +
+                                            CUdeviceptr(w.rows * 4));
+      params.num_seqs = int32_t(w.segments);
+      // The longest possible window (the grid covers it; shorter and empty
+      // segments end early in the kernel).
+      params.seqlen_q =
+          int32_t(std::min<int64_t>(int64_t(w.window) * w.window * w.window,
+                                    std::max<int64_t>(w.rows, 1)));
+    } else {
+      params.cu_seqlens_q = params.cu_seqlens_k =
+          reinterpret_cast<const int32_t *>(p.slots[root(p, node.in[3])].aux);
+      params.num_seqs = int32_t((*segments)->numSegments());
+      params.seqlen_q = longestSegment((*segments)->offsets);
+    }
     params.seqlen_k = params.seqlen_q;
   }
   if (params.num_seqs == 0 || params.seqlen_q == 0) {

@@ -115,6 +115,94 @@ __device__ void parentNeighbors(const int32_t *nbr, const int32_t *parent,
   out[t] = q < 0 ? -1 : parent[q];
 }
 
+// Swin-3D window partition on the device (trellis.sparse.window_segments,
+// spec §7.1), as a stable counting sort of the rows by window id: the ids,
+// per-(window, 256-row block) counts in window-major order, their exclusive
+// scan (the first position of every block's rows of every window), then each
+// row's position = that base + its rank among the earlier rows of its block
+// with the same window. Rows stay in ascending order inside a window, as in
+// the CPU reference; empty windows are empty segments.
+constexpr int kWindowBlock = 256;
+
+__device__ void windowIds(const int32_t *coords, int64_t rows, int32_t window,
+                          int32_t shift, int32_t nx, int32_t ny, int32_t nz,
+                          int32_t *ids) {
+  const int64_t r = globalThread();
+  if (r >= rows)
+    return;
+  const int32_t *c = coords + 4 * r;
+  const int32_t wx = (c[1] + shift) / window, wy = (c[2] + shift) / window,
+                wz = (c[3] + shift) / window;
+  ids[r] = ((c[0] * nx + wx) * ny + wy) * nz + wz;
+}
+
+// counts[id · blocks + block] += 1 per row (counts cleared before).
+__device__ void windowCounts(const int32_t *ids, int64_t rows, int32_t blocks,
+                             int32_t *counts) {
+  const int64_t r = int64_t(blockIdx.x) * kWindowBlock + threadIdx.x;
+  if (r < rows)
+    atomicAdd(counts + int64_t(ids[r]) * blocks + blockIdx.x, 1);
+}
+
+// Exclusive prefix sum of n int32 in place, by one block of 1024 threads (a
+// contiguous range per thread, then a scan of the 1024 range totals).
+__device__ void exclusiveScan(int32_t *data, int64_t n) {
+  __shared__ int32_t totals[1024];
+  const int t = threadIdx.x;
+  const int64_t chunk = (n + 1023) / 1024;
+  const int64_t begin = min(n, t * chunk), end = min(n, begin + chunk);
+  int32_t sum = 0;
+  for (int64_t i = begin; i < end; ++i)
+    sum += data[i];
+  totals[t] = sum;
+  __syncthreads();
+  if (t == 0) {
+    int32_t run = 0;
+    for (int i = 0; i < 1024; ++i) {
+      const int32_t v = totals[i];
+      totals[i] = run;
+      run += v;
+    }
+  }
+  __syncthreads();
+  int32_t run = totals[t];
+  for (int64_t i = begin; i < end; ++i) {
+    const int32_t v = data[i];
+    data[i] = run;
+    run += v;
+  }
+}
+
+// out_rows[base[id · blocks + block] + rank] = row, rank = the rows of this
+// block before this one with the same window.
+__device__ void windowScatter(const int32_t *ids, int64_t rows, int32_t blocks,
+                              const int32_t *base, int32_t *outRows) {
+  __shared__ int32_t blockIds[kWindowBlock];
+  const int t = threadIdx.x;
+  const int64_t r = int64_t(blockIdx.x) * kWindowBlock + t;
+  blockIds[t] = r < rows ? ids[r] : -1;
+  __syncthreads();
+  if (r >= rows)
+    return;
+  const int32_t id = blockIds[t];
+  int32_t rank = 0;
+  for (int j = 0; j < t; ++j)
+    rank += blockIds[j] == id;
+  outRows[base[int64_t(id) * blocks + blockIdx.x] + rank] = int32_t(r);
+}
+
+// offsets[w] = the first position of window w (its block 0 base), and
+// offsets[segments] = rows.
+__device__ void windowOffsets(const int32_t *base, int32_t blocks,
+                              int64_t segments, int64_t rows,
+                              int32_t *offsets) {
+  const int64_t w = globalThread();
+  if (w < segments)
+    offsets[w] = base[w * blocks];
+  else if (w == segments)
+    offsets[w] = int32_t(rows);
+}
+
 // Occupancy to coordinates (spec §5.3): the cells with logit > 0 (strictly;
 // NaN is empty) of f32 logits [B, 1, D, H, W] as int32 rows (b, x, y, z) in
 // ascending flat order, by an ordered compaction in three launches: per-block
@@ -410,6 +498,34 @@ extern "C" __global__ void
 trellis_sparse_parent_neighbors(const int32_t *nbr, const int32_t *parent,
                                 int32_t *out, int64_t entries) {
   trellis_sparse::parentNeighbors(nbr, parent, out, entries);
+}
+
+extern "C" __global__ void trellis_window_ids(const int32_t *coords,
+                                              int64_t rows, int32_t window,
+                                              int32_t shift, int32_t nx,
+                                              int32_t ny, int32_t nz,
+                                              int32_t *ids) {
+  trellis_sparse::windowIds(coords, rows, window, shift, nx, ny, nz, ids);
+}
+extern "C" __global__ void trellis_window_counts(const int32_t *ids,
+                                                 int64_t rows, int32_t blocks,
+                                                 int32_t *counts) {
+  trellis_sparse::windowCounts(ids, rows, blocks, counts);
+}
+extern "C" __global__ void trellis_exclusive_scan_i32(int32_t *data,
+                                                      int64_t n) {
+  trellis_sparse::exclusiveScan(data, n);
+}
+extern "C" __global__ void trellis_window_scatter(const int32_t *ids,
+                                                  int64_t rows, int32_t blocks,
+                                                  const int32_t *base,
+                                                  int32_t *out_rows) {
+  trellis_sparse::windowScatter(ids, rows, blocks, base, out_rows);
+}
+extern "C" __global__ void
+trellis_window_offsets(const int32_t *base, int32_t blocks, int64_t segments,
+                       int64_t rows, int32_t *offsets) {
+  trellis_sparse::windowOffsets(base, blocks, segments, rows, offsets);
 }
 
 // Entry points, one per element type (f16, f32).
