@@ -350,22 +350,28 @@ TRELLIS_BINARY_OP(MaximumOp)
 // ModulateOp, GatedResidualOp
 //===----------------------------------------------------------------------===//
 
-/// `value` (shift, scale or gate) has x's type, or is [B, C] for x [B, L, C],
-/// or is one row [1, C] for the rows of x [N, C] (a sparse stage's sample).
-static LogicalResult verifyPerSample(Operation *op, StringRef name,
-                                     RankedTensorType x,
-                                     RankedTensorType value) {
-  if (failed(verifySameElementType(op, name, value, "input", x)))
-    return failure();
-  if (value == x)
-    return success();
+bool mlir::trellis::detail::isPerSampleOf(RankedTensorType x,
+                                          RankedTensorType value) {
+  if (value.getShape() == x.getShape() &&
+      value.getEncoding() == x.getEncoding())
+    return true;
   bool perSample = x.getRank() == 3 && value.getRank() == 2 &&
                    dimsAgree(value.getDimSize(0), x.getDimSize(0)) &&
                    dimsAgree(value.getDimSize(1), x.getDimSize(2));
   bool oneRow = x.getRank() == 2 && value.getRank() == 2 &&
                 value.getDimSize(0) == 1 &&
                 dimsAgree(value.getDimSize(1), x.getDimSize(1));
-  if (perSample || oneRow)
+  return perSample || oneRow;
+}
+
+/// `value` (shift, scale or gate) has x's element type and is x's per-sample
+/// vector (isPerSampleOf).
+static LogicalResult verifyPerSample(Operation *op, StringRef name,
+                                     RankedTensorType x,
+                                     RankedTensorType value) {
+  if (failed(verifySameElementType(op, name, value, "input", x)))
+    return failure();
+  if (isPerSampleOf(x, value))
     return success();
   auto diag = op->emitOpError() << name << " must have the input's type " << x;
   if (x.getRank() == 3)

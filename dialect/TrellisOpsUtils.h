@@ -65,6 +65,11 @@ std::optional<int64_t> broadcastInto(RankedTensorType lhs, int64_t lhsRank,
                                      RankedTensorType rhs, int64_t rhsRank,
                                      ShapeBuilder &out);
 
+/// `value` is a per-row vector of the adaLN ops (shift, scale, gate) for x:
+/// x's shape, a per-sample [B, C] for x [B, L, C], or one row [1, C] for the
+/// rows of x [N, C] (a sparse stage's sample). Element types aside.
+bool isPerSampleOf(RankedTensorType x, RankedTensorType value);
+
 /// "<name> must be <layout>, found <type>" unless `type` has rank `rank`.
 LogicalResult verifyRank(Operation *op, StringRef name, RankedTensorType type,
                          int64_t rank, StringRef layout);

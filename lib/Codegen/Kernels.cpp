@@ -1596,51 +1596,24 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
   }
   if (n == "layer_norm")
     return emitLayerNorm(op, kb, shp(op->getOperand(0)));
-  if (n == "layer_norm_modulate") {
-    SmallVector<int64_t> x = shp(op->getOperand(0));
-    RowSpec s{RowKind::LayerNormModulate, product(x) / x.back(), x.back()};
-    s.eps = float(floatAttrOr(op, "eps", 1e-6));
-    s.shift = 1;
-    s.scale = 2;
-    s.x = 0;
-    s.out = nIn;
-    s.shiftPerRow = shp(op->getOperand(1)) == x;
-    s.scalePerRow = shp(op->getOperand(2)) == x;
-    s.tokens = s.rows / x.front();
-    if (*bound) {
-      // x-shaped shift / scale are per row, per-sample [B, C] ones per L
-      // rows of x [B, L, C], [1, C] ones shared by all rows.
-      auto xTy = cast<RankedTensorType>(op->getOperand(0).getType());
-      auto perSample = [&](unsigned i) {
-        return isPerSampleVector(
-            cast<RankedTensorType>(op->getOperand(i).getType()), xTy);
-      };
-      bool shared1 = !s.shiftPerRow && !perSample(1);
-      bool shared2 = !s.scalePerRow && !perSample(2);
-      if (!s.shiftPerRow && !s.scalePerRow && shared1 != shared2) {
-        kb.func.erase();
-        return op->emitError() << "has no GPU implementation for a shift and "
-                                  "scale of different broadcasts";
-      }
-      if (shared1 || shared2)
-        s.tokens = s.rows;
-      s.rowsPerItem = s.rows / x.front();
-    }
-    return emitRowKernel(kb, s);
-  }
-  if (n == "gated_residual_norm") {
+  if (n == "layer_norm_modulate" || n == "gated_residual_norm") {
+    // layer_norm_modulate: (x, shift, scale) → result; gated_residual_norm:
     // (x, h, gate[, plus][, shift, scale][, weight, bias]) → (residual,
-    // result): the operand number of each optional operand, or -1.
-    auto fused = cast<mlir::trellis::GatedResidualNormOp>(op);
-    auto operand = [&](unsigned ods) {
-      auto [start, length] = fused.getODSOperandIndexAndLength(ods);
-      return length ? int(start) : -1;
-    };
-    const int plus = operand(3), shift = operand(4), scale = operand(5),
-              weight = operand(6), bias = operand(7);
+    // result). The operand number of each optional operand, or -1.
+    const bool residual = n == "gated_residual_norm";
+    int plus = -1, shift = 1, scale = 2, weight = -1, bias = -1;
+    if (residual) {
+      auto fused = cast<mlir::trellis::GatedResidualNormOp>(op);
+      auto operand = [&](unsigned ods) {
+        auto [start, length] = fused.getODSOperandIndexAndLength(ods);
+        return length ? int(start) : -1;
+      };
+      plus = operand(3), shift = operand(4), scale = operand(5);
+      weight = operand(6), bias = operand(7);
+    }
     SmallVector<int64_t> x = shp(op->getOperand(0));
     auto xTy = cast<RankedTensorType>(op->getOperand(0).getType());
-    if (!rowTiling(xTy.getElementType(), x.back()).inRegisters) {
+    if (residual && !rowTiling(xTy.getElementType(), x.back()).inRegisters) {
       kb.func.erase();
       return op->emitError() << "has no GPU implementation for rows of "
                              << x.back() << " elements";
@@ -1649,37 +1622,42 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
               product(x) / x.back(), x.back()};
     s.eps = float(floatAttrOr(op, "eps", 1e-6));
     s.x = 0;
-    s.h = 1;
-    s.gate = 2;
-    s.plus = plus;
     s.shift = shift;
     s.scale = scale;
     s.gamma = weight;
     s.beta = bias;
-    s.residualOut = int(nIn);
-    s.out = nIn + 1;
-    // Rows per vector row: x-shaped vectors are per row, per-sample [B, C]
-    // ones per L rows of x [B, L, C], [1, C] ones (dynamic rows) shared.
-    auto tokensOf = [&](int i, bool &perRow) {
+    if (residual) {
+      s.h = 1;
+      s.gate = 2;
+      s.plus = plus;
+      s.residualOut = int(nIn);
+    }
+    s.out = residual ? nIn + 1 : nIn;
+    // x-shaped vectors are per row, per-sample [B, C] ones per L rows of x
+    // [B, L, C]; with dynamic rows, [1, C] ones are shared by all rows.
+    auto shared = [&](int i, bool &perRow) {
       perRow = shp(op->getOperand(i)) == x;
-      if (*bound && !perRow &&
-          !isPerSampleVector(
-              cast<RankedTensorType>(op->getOperand(i).getType()), xTy))
-        return s.rows;
-      return s.rows / x.front();
+      return *bound && !perRow &&
+             !isPerSampleVector(
+                 cast<RankedTensorType>(op->getOperand(i).getType()), xTy);
     };
-    s.gateTokens = tokensOf(s.gate, s.gatePerRow);
-    if (plus >= 0)
-      s.plusTokens = tokensOf(plus, s.plusPerRow);
+    const int64_t perSampleRows = s.rows / x.front();
+    if (residual) {
+      s.gateTokens = shared(s.gate, s.gatePerRow) ? s.rows : perSampleRows;
+      if (plus >= 0)
+        s.plusTokens = shared(plus, s.plusPerRow) ? s.rows : perSampleRows;
+    }
+    s.tokens = perSampleRows;
     if (shift >= 0) {
-      int64_t t1 = tokensOf(shift, s.shiftPerRow);
-      int64_t t2 = tokensOf(scale, s.scalePerRow);
-      if (!s.shiftPerRow && !s.scalePerRow && t1 != t2) {
+      bool shared1 = shared(shift, s.shiftPerRow);
+      bool shared2 = shared(scale, s.scalePerRow);
+      if (!s.shiftPerRow && !s.scalePerRow && shared1 != shared2) {
         kb.func.erase();
         return op->emitError() << "has no GPU implementation for a shift and "
                                   "scale of different broadcasts";
       }
-      s.tokens = s.shiftPerRow ? t2 : t1;
+      if (shared1 || shared2)
+        s.tokens = s.rows;
     }
     if (*bound)
       s.rowsPerItem = s.rows / x.front();

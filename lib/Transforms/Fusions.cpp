@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Passes.h"
 
+#include "dialect/TrellisOpsUtils.h"
+
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -94,22 +96,6 @@ struct LinearResidual : OpRewritePattern<AddOp> {
   }
 };
 
-/// `v` can be a gated_residual_norm's per-row vector for x: x's type, a
-/// per-sample [B, C] for x [B, L, C], or one row [1, C] for x [N, C] (as the
-/// op's verifier requires; a [1, C] vector broadcast over B > 1 samples is
-/// not one of them).
-bool perSampleLike(RankedTensorType x, RankedTensorType v) {
-  if (v.getElementType() != x.getElementType())
-    return false;
-  if (v == x)
-    return true;
-  if (x.getRank() == 3 && v.getRank() == 2)
-    return v.getDimSize(0) == x.getDimSize(0) &&
-           v.getDimSize(1) == x.getDimSize(2);
-  return x.getRank() == 2 && v.getRank() == 2 && v.getDimSize(0) == 1 &&
-         v.getDimSize(1) == x.getDimSize(1);
-}
-
 /// norm(gated_residual(x, h, g) [+ plus]) for a LayerNorm-modulate or a
 /// last-axis LayerNorm → gated_residual_norm, whose first result replaces
 /// the residual's other uses. The fused op goes where the norm was, so every
@@ -128,8 +114,10 @@ template <typename NormOp> struct ResidualNorm : OpRewritePattern<NormOp> {
       for (auto [r, p] : {std::pair(add.getLhs(), add.getRhs()),
                           std::pair(add.getRhs(), add.getLhs())}) {
         auto g = r.template getDefiningOp<GatedResidualOp>();
+        auto pType = cast<RankedTensorType>(p.getType());
         if (g && g->hasOneUse() &&
-            perSampleLike(xType, cast<RankedTensorType>(p.getType()))) {
+            pType.getElementType() == xType.getElementType() &&
+            trellis::detail::isPerSampleOf(xType, pType)) {
           gated = g;
           plus = p;
           break;

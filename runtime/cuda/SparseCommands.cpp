@@ -362,10 +362,10 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
         w.window = int32_t(window ? *window : 8);
         w.shift = int32_t(shift ? *shift : 0);
         w.rows = c->size();
-        for (int64_t r = 0; r < w.rows; ++r)
-          for (int a = 0; a < 3; ++a)
-            w.n[a] = std::max(w.n[a], (c->row(r)[a + 1] + w.shift + w.window) /
-                                          w.window);
+        const std::array<int64_t, 3> grid =
+            ref::windowGrid(*c, w.window, w.shift);
+        for (int a = 0; a < 3; ++a)
+          w.n[a] = int32_t(grid[size_t(a)]);
         w.segments =
             std::max<int64_t>(c->batchSize(), 1) * w.n[0] * w.n[1] * w.n[2];
         w.blocks = int32_t((w.rows + 255) / 256);

@@ -580,6 +580,16 @@ Segments batchSegments(const CoordSet &coords) {
   return seg;
 }
 
+std::array<int64_t, 3> windowGrid(const CoordSet &coords, int64_t window,
+                                  int64_t shift) {
+  std::array<int64_t, 3> n = {0, 0, 0};
+  for (int64_t r = 0; r < coords.size(); ++r)
+    for (int a = 0; a < 3; ++a)
+      n[size_t(a)] = std::max(n[size_t(a)],
+                              (coords.row(r)[a + 1] + shift + window) / window);
+  return n;
+}
+
 Result<Segments> windowSegments(const CoordSet &coords, int64_t window,
                                 int64_t shift) {
   if (window < 1 || shift < 0)
@@ -590,11 +600,7 @@ Result<Segments> windowSegments(const CoordSet &coords, int64_t window,
   const int64_t N = coords.size();
   // §7.1 step 1: c' = c + shift on x, y, z; positive, no wrap-around.
   // Step 2: n_a = ⌈(max over ALL rows of the whole batch of c'_a + 1) / w⌉.
-  int64_t n[3] = {0, 0, 0};
-  for (int64_t r = 0; r < N; ++r)
-    for (int a = 0; a < 3; ++a)
-      n[a] = std::max(n[a],
-                      (coords.row(r)[a + 1] + shift + 1 + window - 1) / window);
+  const std::array<int64_t, 3> n = windowGrid(coords, window, shift);
   // Step 3: id = b·nx·ny·nz + Wx·ny·nz + Wy·nz + Wz with W_a = ⌊c'_a / w⌋.
   std::vector<int64_t> id(static_cast<size_t>(N));
   for (int64_t r = 0; r < N; ++r) {

@@ -42,6 +42,7 @@
 #include "trellis/Support/HostTensor.h"
 #include "trellis/Support/Result.h"
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -349,6 +350,11 @@ Segments batchSegments(const CoordSet &coords);
 /// in ascending id, rows ascending inside a window.
 Result<Segments> windowSegments(const CoordSet &coords, int64_t window,
                                 int64_t shift);
+
+/// The window grid of windowSegments (§7.1 step 2): n_a = ⌈(max over all rows
+/// of c_a + shift + 1) / window⌉ for a = x, y, z (0 for no rows).
+std::array<int64_t, 3> windowGrid(const CoordSet &coords, int64_t window,
+                                  int64_t shift);
 
 /// trellis.sparse.attention: q [N, H, d], k [N, H, d], v [N, H, dv]; every
 /// row attends to the rows of its segment; out [N, H, dv] in row order.
