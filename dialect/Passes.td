@@ -168,6 +168,32 @@ def TrellisFuseResidualNorm : Pass<"trellis-fuse-residual-norm", "ModuleOp"> {
   }];
 }
 
+def TrellisShareGuidancePrefix
+    : Pass<"trellis-share-guidance-prefix", "ModuleOp"> {
+  let summary = "Compute what both guidance branches compute alike once per step";
+  let description = [{
+    On a guided step both regions of a specialized `trellis.flow_sample`
+    get the same (x, τ): their work before the condition enters — the SLat
+    flow's input blocks, the first block's self-attention, the time-table
+    rows — is computed twice. An op of the unconditional region matches an
+    op of the conditional region when it has the same name, attributes and
+    result types and its operands are the same values from above or the
+    block arguments x, τ or results of matched ops. The matched ops of the
+    conditional region move into the sampler's `shared` region, which ends
+    in `trellis.shared_yield` of the values the branches still read; both
+    branches take them as block arguments after (x, τ), and the matched ops
+    of the unconditional region are erased. Nothing changes when only free
+    ops (reshapes, splits, time-table rows) match. Exact: each branch reads
+    the values it computed before. Runs last among the fusion passes, so
+    that the matched ops are the fused ones. `dense-only` (default true)
+    leaves samplers of a dynamic state (the SLat stage) unchanged.
+  }];
+  let options = [
+    Option<"restrictToStatic", "dense-only", "bool", /*default=*/"true",
+           "Only samplers whose state has a static shape">
+  ];
+}
+
 def TrellisFormAttention : Pass<"trellis-form-attention", "ModuleOp"> {
   let summary = "Fold head_rms_norm of q and k into trellis.attention";
   let description = [{

@@ -1129,6 +1129,8 @@ SmallVector<Region *> FlowSampleOp::getLoopRegions() {
   SmallVector<Region *> regions{&getBody()};
   if (isSpecialized())
     regions.push_back(&getUncondBody());
+  if (hasSharedPrefix())
+    regions.push_back(&getSharedBody());
   return regions;
 }
 
@@ -1138,13 +1140,33 @@ static LogicalResult verifySpecialized(FlowSampleOp op) {
   if (op.getMultiImage() != MultiImageMode::none)
     return op.emitOpError("the two-region form needs multi_image mode none");
   int64_t b = -1;
+  // The shared prefix's values: arguments 2.. of the branch regions.
+  SmallVector<Type> shared;
+  if (op.hasSharedPrefix()) {
+    auto yield = dyn_cast<SharedYieldOp>(op.getSharedBody().front().back());
+    if (!yield)
+      return op.emitOpError("shared region must end with trellis.shared_yield");
+    llvm::append_range(shared, yield.getValues().getTypes());
+  }
   for (auto [i, region] : llvm::enumerate(op->getRegions())) {
-    StringRef name = i == 0 ? "body" : "uncond region";
+    if (region.empty())
+      continue;
+    StringRef name = i == 0   ? "body"
+                     : i == 1 ? "uncond region"
+                              : "shared region";
     Block &block = region.front();
-    if (block.getNumArguments() != 2)
+    size_t expected = i == 2 ? 2 : 2 + shared.size();
+    if (block.getNumArguments() != expected)
       return op.emitOpError()
-             << name << " must take 2 arguments (x, tau) in "
+             << name << " must take " << expected << " arguments (x, tau"
+             << (expected > 2 ? ", the shared values" : "") << ") in "
              << "the two-region form, found " << block.getNumArguments();
+    for (size_t a = 2; a < expected; ++a)
+      if (block.getArgument(a).getType() != shared[a - 2])
+        return op.emitOpError()
+               << name << " argument #" << a << " must have the type of shared "
+               << "value #" << a - 2 << ", " << shared[a - 2] << ", found "
+               << block.getArgument(a).getType();
     if (block.getArgument(0).getType() != noise)
       return op.emitOpError()
              << name << " argument #0 (x) must have the noise type " << noise
@@ -1156,6 +1178,8 @@ static LogicalResult verifySpecialized(FlowSampleOp op) {
              << name << " argument #1 (tau) must be tensor<Bxf32> (one B for "
              << "both regions), found " << block.getArgument(1).getType();
     b = tau.getDimSize(0);
+    if (i == 2)
+      continue; // ends in shared_yield (above)
     auto yield = dyn_cast<YieldOp>(block.back());
     if (!yield)
       return op.emitOpError() << name << " must end with trellis.yield";
@@ -1180,6 +1204,8 @@ static LogicalResult verifySpecialized(FlowSampleOp op) {
 }
 
 LogicalResult FlowSampleOp::verifyRegions() {
+  if (hasSharedPrefix() && !isSpecialized())
+    return emitOpError("a shared region needs the two-region form");
   if (isSpecialized())
     return verifySpecialized(*this);
   Block &body = getBody().front();

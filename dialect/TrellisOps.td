@@ -1014,6 +1014,15 @@ def Trellis_FlowSampleOp : Trellis_Op<"flow_sample", [
     `loop-invariant-code-motion` hoists them above the op. cond and
     neg_cond stay operands (the sampler's interface and B).
 
+    Shared-prefix form, made by `trellis-share-guidance-prefix` from the
+    two-region form: the third region, after the `shared` keyword, takes
+    (x, τ) and ends in `trellis.shared_yield` of the values both branches
+    compute identically (the work before the first use of the condition:
+    the SLat flow's input blocks, the first block's self-attention). Each
+    step evaluates it once, before region 0 and (on guided steps) region 1;
+    those take (x, τ, s_0, …, s_k−1) with s_i the i-th shared value of the
+    same step. The recurrence is unchanged.
+
     Verifier: noise is f32; cond and neg_cond are static [·, Lc, Cc] with one
     element type; the body has one block with arguments (x: noise's type,
     τ: tensor<B×f32>, c: [B, Lc, Cc] of cond's element type) and ends in
@@ -1023,7 +1032,10 @@ def Trellis_FlowSampleOp : Trellis_Op<"flow_sample", [
     cfg_strength ≥ 0, cfg_interval = [lo, hi] with lo ≤ hi. In the
     two-region form: mode `none`; both regions have one block with the
     arguments (x, τ) and yield a value of noise's type; cond and neg_cond
-    have batch 1 or B.
+    have batch 1 or B. With a shared region: it has the arguments (x, τ) of
+    the other regions' types and ends in `trellis.shared_yield`; the other
+    two regions take (x, τ) followed by one argument per shared value, of
+    its type.
 
     ```mlir
     %x0 = trellis.flow_sample %noise, %cond, %neg
@@ -1062,16 +1074,19 @@ def Trellis_FlowSampleOp : Trellis_Op<"flow_sample", [
                        DefaultValuedAttr<Trellis_MultiImageModeAttr,
                                          "MultiImageMode::none">:$multi_image);
   let results = (outs Trellis_FloatTensor:$result);
-  let regions = (region SizedRegion<1>:$body, MaxSizedRegion<1>:$uncond_body);
+  let regions = (region SizedRegion<1>:$body, MaxSizedRegion<1>:$uncond_body,
+                 MaxSizedRegion<1>:$shared_body);
   let assemblyFormat = [{
     $noise `,` $cond `,` $neg_cond attr-dict `:` functional-type(operands, results) $body
-    (`uncond` $uncond_body^)?
+    (`uncond` $uncond_body^)? (`shared` $shared_body^)?
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
     /// The two-region form of trellis-specialize-guidance.
     bool isSpecialized() { return !getUncondBody().empty(); }
+    /// The shared-prefix form of trellis-share-guidance-prefix.
+    bool hasSharedPrefix() { return !getSharedBody().empty(); }
   }];
 }
 
@@ -1092,6 +1107,26 @@ def Trellis_YieldOp : Trellis_Op<"yield", [Pure, Terminator,
   }];
   let arguments = (ins Trellis_FloatTensor:$value);
   let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+// The shared prefix's values (trellis-share-guidance-prefix).
+def Trellis_SharedYieldOp : Trellis_Op<"shared_yield", [Pure, Terminator,
+    HasParent<"FlowSampleOp">]> {
+  let summary = "Returns a sampler step's shared values to both branches";
+  let description = [{
+    Terminates the `shared` region of `trellis.flow_sample`: its operands
+    are the values of the step that both guidance branches use, passed to
+    them as their block arguments after (x, τ).
+
+    Verifier: the parent is `trellis.flow_sample` (region and types checked
+    there).
+
+    ```mlir
+    trellis.shared_yield %h : tensor<1x8x16x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
 def Trellis_CfgCombineOp : Trellis_PureOp<"cfg_combine",

@@ -1425,7 +1425,8 @@ OpClass classify(Operation *op) {
     return OpClass::Library;
   if (n == "conv3d")
     return OpClass::Conv;
-  if (n == "reshape" || n == "weight" || n == "constant" || n == "yield")
+  if (n == "reshape" || n == "weight" || n == "constant" || n == "yield" ||
+      n == "shared_yield")
     return OpClass::View;
   if (n == "flow_sample")
     return OpClass::Sampler;

@@ -20,8 +20,12 @@ namespace mlir::trellis {
 /// the zero-conditioning folds, then the producer/consumer fusions, with
 /// canonicalize/CSE between them and the location check at the end.
 /// `mlpChunkTokens` > 0 (the low-memory mode) adds trellis-chunk-mlp with that
-/// many tokens per chunk.
-void buildFusionPipeline(OpPassManager &pm, int64_t mlpChunkTokens = 0);
+/// many tokens per chunk; `sharePrefix` = false leaves out
+/// trellis-share-guidance-prefix (for tests that compare with and without),
+/// `sharePrefixAll` applies it to the sparse samplers too (CPU tests only:
+/// the GPU runtime does not run that form correctly yet).
+void buildFusionPipeline(OpPassManager &pm, int64_t mlpChunkTokens = 0,
+                         bool sharePrefix = true, bool sharePrefixAll = false);
 
 } // namespace mlir::trellis
 

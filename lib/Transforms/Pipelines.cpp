@@ -5,7 +5,8 @@
 #include "mlir/Transforms/Passes.h"
 
 void mlir::trellis::buildFusionPipeline(OpPassManager &pm,
-                                        int64_t mlpChunkTokens) {
+                                        int64_t mlpChunkTokens,
+                                        bool sharePrefix, bool sharePrefixAll) {
   pm.addPass(createTrellisSpecializeGuidance());
   // Cond-only work (the cast of the condition, the cross-attention K/V
   // projections and their weights) leaves both sampler regions.
@@ -31,5 +32,10 @@ void mlir::trellis::buildFusionPipeline(OpPassManager &pm,
   pm.addPass(createTrellisFuseLinearResidual());
   pm.addPass(createTrellisFuseResidualNorm());
   pm.addPass(createCSEPass());
+  // Last: the two branches' common prefix (of fused ops) computed once.
+  if (sharePrefix)
+    pm.addPass(
+        createTrellisShareGuidancePrefix(TrellisShareGuidancePrefixOptions{
+            /*restrictToStatic=*/!sharePrefixAll}));
   pm.addPass(createTrellisVerifyLocations());
 }

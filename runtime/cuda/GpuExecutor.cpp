@@ -231,11 +231,22 @@ Status GpuExecutor::Impl::instantiateBody(Prepared &p,
 // The memory plan
 //===----------------------------------------------------------------------===//
 
+std::vector<Body *> gpuexec::inRunOrder(Node &node) {
+  std::vector<Body *> order;
+  if (node.regions.size() == 3)
+    order.push_back(&node.regions[2]);
+  for (size_t i = 0; i < node.regions.size() && i < 2; ++i)
+    order.push_back(&node.regions[i]);
+  for (size_t i = 3; i < node.regions.size(); ++i)
+    order.push_back(&node.regions[i]);
+  return order;
+}
+
 void GpuExecutor::Impl::number(Prepared &p, Body &body, int &pos) {
   for (Node &node : body.nodes) {
     node.pos = pos++;
-    for (Body &region : node.regions)
-      number(p, region, pos);
+    for (Body *region : inRunOrder(node))
+      number(p, *region, pos);
     node.endPos = pos++;
   }
   body.endPos = pos++;
@@ -283,8 +294,8 @@ void GpuExecutor::Impl::liveness(Prepared &p, Body &body,
         p.slots[root(p, s)].last =
             std::max(p.slots[root(p, s)].last, node.endPos);
       loops.push_back(&node);
-      for (Body &region : node.regions)
-        liveness(p, region, loops);
+      for (Body *region : inRunOrder(node))
+        liveness(p, *region, loops);
       loops.pop_back();
     }
   }
@@ -431,12 +442,21 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
       if (instr.op == "trellis.flow_sample") {
         // Regions' x argument = the sampler state (the op's result).
         const ValueType &state = p.slots[node.out[0]].type;
+        // With a shared prefix, the branches' arguments after (x, τ) are its
+        // yields (views: the branches read the prefix's storage).
+        const Body *shared =
+            node.regions.size() == 3 ? &node.regions[2] : nullptr;
         for (Body &region : node.regions) {
           if (region.args.size() < 2)
             return opError(instr, "malformed sampler body");
           p.slots[region.args[0]].root = node.out[0];
-          for (size_t i = 1; i < region.args.size(); ++i)
-            p.slots[region.args[i]].where = SlotInfo::Where::Arena;
+          p.slots[region.args[1]].where = SlotInfo::Where::Arena;
+          size_t extra = region.args.size() - 2;
+          if (extra &&
+              (!shared || &region == shared || extra != shared->yields.size()))
+            return opError(instr, "malformed sampler body");
+          for (size_t i = 0; i < extra; ++i)
+            p.slots[region.args[2 + i]].root = shared->yields[i];
         }
         node.loopSlots = {newSlot(p, state), newSlot(p, state)};
         for (int s : node.loopSlots)
@@ -525,7 +545,7 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
     std::function<void(Body &)> find = [&](Body &body) {
       for (Node &node : body.nodes) {
         if (node.instr->op == "trellis.flow_sample" &&
-            node.regions.size() == 2) {
+            node.regions.size() >= 2) {
           markLane(node.regions[1], node);
           SlotInfo &vu = p.slots[node.loopSlots[1]];
           vu.lane = 1;
@@ -1665,10 +1685,13 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
   }
 
   // Two region forms: one body (x, τ, cond) evaluated with cond and with
-  // neg_cond, or two bodies (x, τ) after trellis-specialize-guidance.
-  bool specialized = node.regions.size() == 2;
+  // neg_cond, or two bodies (x, τ) after trellis-specialize-guidance, with
+  // a third that computes what both read, once per step
+  // (trellis-share-guidance-prefix).
+  bool specialized = node.regions.size() >= 2;
   Body &condBody = node.regions.at(0);
   Body &uncondBody = specialized ? node.regions[1] : node.regions[0];
+  Body *sharedBody = node.regions.size() == 3 ? &node.regions[2] : nullptr;
   const SlotInfo &state = p.slots[node.out[0]];
   size_t stateBytes = bytesOf(state.type);
   CUdeviceptr x = address(p, node.out[0]);
@@ -1687,7 +1710,7 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
   // τ for every (step, branch), in pinned memory that outlives the copies.
   void *pinnedTau = nullptr;
   if (Status s =
-          check(api->cuMemAllocHost(&pinnedTau, size_t(n) * 2 * batch * 4),
+          check(api->cuMemAllocHost(&pinnedTau, size_t(n) * 3 * batch * 4),
                 "cuMemAllocHost");
       !s)
     return fail(s.message());
@@ -1698,9 +1721,10 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
       });
   float *taus = static_cast<float *>(pinnedTau);
 
-  auto evaluate = [&](Body &body, float tau, int slotIndex, int cond,
-                      CUdeviceptr into, int64_t step) -> Status {
-    float *t = taus + (step * 2 + slotIndex) * batch;
+  // τ into a region's argument (slot 0: cond, 1: uncond, 2: shared).
+  auto setTau = [&](Body &body, float tau, int slotIndex,
+                    int64_t step) -> Status {
+    float *t = taus + (step * 3 + slotIndex) * batch;
     for (int64_t i = 0; i < batch; ++i)
       t[i] = tau;
     CUdeviceptr tauPtr = address(p, body.args[1]);
@@ -1709,6 +1733,12 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
                          "cuMemcpyHtoDAsync (tau)");
         !s)
       return fail(s.message());
+    return Status::ok();
+  };
+  auto evaluate = [&](Body &body, float tau, int slotIndex, int cond,
+                      CUdeviceptr into, int64_t step) -> Status {
+    if (Status s = setTau(body, tau, slotIndex, step); !s)
+      return s;
     if (!specialized) {
       // The body's condition argument: copy cond or neg_cond (batch rows).
       const SlotInfo &arg = p.slots[body.args[2]];
@@ -1737,6 +1767,12 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
     double t = grid_[size_t(i)], tPrev = grid_[size_t(i + 1)];
     float tau = ref::modelTime(t);
     bool guided = ref::isGuidedStep(t, (*interval)[0], (*interval)[1]);
+    if (sharedBody) { // before either branch, on the main stream
+      if (Status s = setTau(*sharedBody, tau, 2, i); !s)
+        return s;
+      if (Status s = runBody(p, *sharedBody, true); !s)
+        return s;
+    }
     if (guided && specialized && concurrentBranches()) {
       // The unconditional branch on the second stream, concurrently with
       // the conditional one (its storage is lane 1 of the plan).

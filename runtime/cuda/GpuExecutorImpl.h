@@ -122,6 +122,11 @@ struct Node {
   std::vector<CUdeviceptr> aux;
 };
 
+/// A node's regions in the order a sampler step runs them: a sampler's
+/// shared prefix (region 2, trellis-share-guidance-prefix) before the
+/// branches that read it.
+std::vector<Body *> inRunOrder(Node &node);
+
 struct SlotInfo {
   ValueType type;
   enum class Where {

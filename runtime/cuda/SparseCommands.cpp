@@ -402,9 +402,17 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
           if (!region.args.empty())
             p.slots[region.args[0]].type = p.slots[node.in[0]].type;
       }
-      for (Body &region : node.regions)
-        if (Status s = walk(region); !s)
+      // A sampler's shared prefix first: the branches' arguments after
+      // (x, τ) are its yields, of their row counts.
+      for (Body *region : inRunOrder(node)) {
+        if (Status s = walk(*region); !s)
           return s;
+        if (region == &node.regions.back() && node.regions.size() == 3)
+          for (Body &branch : node.regions)
+            for (size_t i = 2; &branch != region && i < branch.args.size(); ++i)
+              p.slots[branch.args[i]].type =
+                  p.slots[region->yields.at(i - 2)].type;
+      }
       // Row counts of the dynamic results.
       for (int out : node.out) {
         SlotInfo &info = p.slots[out];

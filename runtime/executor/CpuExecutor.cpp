@@ -737,29 +737,53 @@ Status CpuExecutor::runFlowSample(Frame &frame, const Instr &instr) {
   }
   // One region (x, τ, c), or the two-region form of
   // trellis-specialize-guidance: (x, τ) -> v_c and (x, τ) -> v_u with the
-  // conditions used from above (already in their slots).
-  bool specialized = instr.regions.size() == 2;
-  size_t numArgs = specialized ? 2 : 3;
-  if (instr.regions.empty() || instr.regions.size() > 2 ||
+  // conditions used from above (already in their slots); with a third
+  // region (trellis-share-guidance-prefix) (x, τ) -> the shared values, which
+  // the other two take after (x, τ).
+  bool specialized = instr.regions.size() >= 2;
+  const Region *shared =
+      instr.regions.size() == 3 ? &instr.regions[2] : nullptr;
+  size_t numShared = shared ? shared->yield.size() : 0;
+  if (instr.regions.empty() || instr.regions.size() > 3 ||
       (specialized && mode != "none"))
     return fail("malformed sampler body");
-  for (const Region &r : instr.regions)
-    if (r.argTypes.size() != numArgs || r.argTypes[1].shape.size() != 1)
+  for (size_t r = 0; r < instr.regions.size(); ++r) {
+    size_t numArgs = !specialized ? 3 : r == 2 ? 2 : 2 + numShared;
+    if (instr.regions[r].argTypes.size() != numArgs ||
+        instr.regions[r].argTypes[1].shape.size() != 1)
       return fail("malformed sampler body");
+  }
   const Region &body = instr.regions[0];
   // The model batch B: the body's τ argument is tensor<B×f32>.
   int64_t batch = body.argTypes[1].shape[0];
   int64_t images = cond->dim(0);
 
+  // The shared values of the step being evaluated (computed at τ =
+  // sharedTau; NaN: not yet this step).
+  std::vector<RtValue> sharedValues;
+  float sharedTau = NAN;
   auto evalRegion = [&](const Region &region, const HostTensor &x, float tau,
                         const HostTensor *c) -> Result<HostTensor> {
     HostTensor tauT(DType::F32, {batch});
     for (int64_t i = 0; i < batch; ++i)
       tauT.mutableData<float>()[i] = tau;
+    if (shared && &region != shared && sharedTau != tau) {
+      frame.slots[shared->args.at(0)] = x;
+      frame.slots[shared->args.at(1)] = tauT;
+      if (Status s = runBody(frame, shared->body); !s)
+        return Error{s.message()};
+      sharedValues.clear();
+      for (int y : shared->yield)
+        sharedValues.push_back(frame.slots[y]);
+      sharedTau = tau;
+    }
     frame.slots[region.args.at(0)] = x;
     frame.slots[region.args.at(1)] = tauT;
     if (c)
       frame.slots[region.args.at(2)] = *c;
+    if (shared && &region != shared)
+      for (size_t i = 0; i < numShared; ++i)
+        frame.slots[region.args.at(2 + i)] = sharedValues[i];
     if (Status s = runBody(frame, region.body); !s)
       return Error{s.message()};
     if (auto *v = std::get_if<HostTensor>(&frame.slots[region.yield.at(0)]))
@@ -783,6 +807,7 @@ Status CpuExecutor::runFlowSample(Frame &frame, const Instr &instr) {
   for (int64_t i = 0; i < steps; ++i) {
     double t = grid[size_t(i)], tPrev = grid[size_t(i + 1)];
     float tau = ref::modelTime(t);
+    sharedTau = NAN; // a new x: the shared region runs again
     HostTensor vc;
     if (mode == "multidiffusion") {
       // v_c = mean over the images of v(x, t, cond_j).

@@ -2403,3 +2403,23 @@ func.func @flow_two_region_yield(%n: tensor<1x8xf32>, %c: tensor<1x4x16xf32>, %o
   }
   return
 }
+
+// -----
+
+func.func @shared_region_branch_args(%noise: tensor<1x8xf32>, %cond: tensor<1x4x8xf32>, %neg: tensor<1x4x8xf32>) -> tensor<1x8xf32> {
+  // expected-error @+1 {{body must take 3 arguments (x, tau, the shared values) in the two-region form, found 2}}
+  %r = trellis.flow_sample %noise, %cond, %neg
+         {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64,
+          rescale_t = 3.000000e+00 : f64, steps = 25 : i64}
+         : (tensor<1x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x8xf32> {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>):
+    trellis.yield %x : tensor<1x8xf32>
+  } uncond {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>, %s: tensor<1x8xf32>):
+    trellis.yield %x : tensor<1x8xf32>
+  } shared {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>):
+    trellis.shared_yield %x : tensor<1x8xf32>
+  }
+  return %r : tensor<1x8xf32>
+}

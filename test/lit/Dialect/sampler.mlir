@@ -127,6 +127,38 @@ func.func @ss_stage_specialized(%noise: tensor<1x8x16x16x16xf32>, %cond: tensor<
   return %x1 : tensor<1x8x16x16x16xf32>
 }
 
+// The shared-prefix form of trellis-share-guidance-prefix: the third region
+// computes what both branches read (their arguments after (x, tau)).
+// CHECK-LABEL: func.func @ss_stage_shared_prefix
+func.func @ss_stage_shared_prefix(%noise: tensor<1x8x16x16x16xf32>, %cond: tensor<1x1374x1024xf32>, %neg: tensor<1x1374x1024xf32>) -> tensor<1x8x16x16x16xf32> {
+  // CHECK: trellis.flow_sample
+  // CHECK-NEXT: ^bb0(%{{.*}}: tensor<1x8x16x16x16xf32>, %{{.*}}: tensor<1xf32>, %[[S:.*]]: tensor<1x8x16x16x16xf32>):
+  // CHECK-NEXT: trellis.yield %[[S]] : tensor<1x8x16x16x16xf32>
+  // CHECK-NEXT: } uncond {
+  // CHECK-NEXT: ^bb0(%[[XU:.*]]: tensor<1x8x16x16x16xf32>, %{{.*}}: tensor<1xf32>, %{{.*}}: tensor<1x8x16x16x16xf32>):
+  // CHECK-NEXT: trellis.yield %[[XU]] : tensor<1x8x16x16x16xf32>
+  // CHECK-NEXT: } shared {
+  // CHECK-NEXT: ^bb0(%[[XS:.*]]: tensor<1x8x16x16x16xf32>, %{{.*}}: tensor<1xf32>):
+  // CHECK-NEXT: %[[H:.*]] = trellis.neg %[[XS]] : tensor<1x8x16x16x16xf32>
+  // CHECK-NEXT: trellis.shared_yield %[[H]] : tensor<1x8x16x16x16xf32>
+  %x1 = trellis.flow_sample %noise, %cond, %neg
+          {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64,
+           rescale_t = 3.000000e+00 : f64, steps = 25 : i64}
+          : (tensor<1x8x16x16x16xf32>, tensor<1x1374x1024xf32>, tensor<1x1374x1024xf32>)
+          -> tensor<1x8x16x16x16xf32> {
+  ^bb0(%x: tensor<1x8x16x16x16xf32>, %tau: tensor<1xf32>, %s: tensor<1x8x16x16x16xf32>):
+    trellis.yield %s : tensor<1x8x16x16x16xf32>
+  } uncond {
+  ^bb0(%x: tensor<1x8x16x16x16xf32>, %tau: tensor<1xf32>, %s: tensor<1x8x16x16x16xf32>):
+    trellis.yield %x : tensor<1x8x16x16x16xf32>
+  } shared {
+  ^bb0(%x: tensor<1x8x16x16x16xf32>, %tau: tensor<1xf32>):
+    %h = trellis.neg %x : tensor<1x8x16x16x16xf32>
+    trellis.shared_yield %h : tensor<1x8x16x16x16xf32>
+  }
+  return %x1 : tensor<1x8x16x16x16xf32>
+}
+
 // The time tables of trellis-hoist-time: the grid's model times and the row
 // of a table that belongs to τ.
 // CHECK-LABEL: func.func @time_tables

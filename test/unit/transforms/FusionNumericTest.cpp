@@ -605,6 +605,59 @@ TEST_F(FusionNumeric, FusionPipeline) {
   EXPECT_LT(err, 2e-3);
 }
 
+// The branches' common prefix computed once per step: bit for bit the
+// same latents as without it, for both samplers; the shared region holds
+// the first block's self-attention (and, in the SLat flow, the input blocks'
+// convs), the unconditional region no longer does.
+TEST_F(FusionNumeric, ShareGuidancePrefixIsExact) {
+  for (bool slat : {false, true}) {
+    mlir::OwningOpRef<mlir::ModuleOp> without = graphModule(1);
+    mlir::OwningOpRef<mlir::ModuleOp> with = graphModule(1);
+    mlir::PassManager pmWithout(&context_), pmWith(&context_);
+    mlir::trellis::buildFusionPipeline(pmWithout, 0, /*sharePrefix=*/false);
+    mlir::trellis::buildFusionPipeline(pmWith, 0, true,
+                                       /*sharePrefixAll=*/true);
+    ASSERT_TRUE(mlir::succeeded(pmWithout.run(*without)));
+    ASSERT_TRUE(mlir::succeeded(pmWith.run(*with)));
+    HostTensor a = slat ? runSlatStage(*without, 1) : runSsStage(*without, 1);
+    HostTensor b = slat ? runSlatStage(*with, 1) : runSsStage(*with, 1);
+    ASSERT_GT(a.numel(), 0);
+    ASSERT_EQ(a.numel(), b.numel());
+    EXPECT_EQ(relativeL2(b, a), 0.0) << (slat ? "slat_stage" : "ss_stage");
+    mlir::Operation *stage =
+        with->lookupSymbol(slat ? "slat_stage" : "ss_stage");
+    int64_t samplers = 0;
+    stage->walk([&](mlir::trellis::FlowSampleOp op) {
+      ++samplers;
+      ASSERT_TRUE(op.hasSharedPrefix());
+      // Self-attentions (the dense ones with q/k gains; cross-attention has
+      // none).
+      auto selfAttention = [&](mlir::Operation *inner) -> bool {
+        if (slat)
+          return mlir::isa<mlir::trellis::SparseAttentionOp>(inner);
+        auto a = mlir::dyn_cast<mlir::trellis::AttentionOp>(inner);
+        return a && a.getKGamma();
+      };
+      int64_t shared = 0, cond = 0, uncond = 0;
+      for (auto [region, n] : {std::pair{&op.getSharedBody(), &shared},
+                               std::pair{&op.getBody(), &cond},
+                               std::pair{&op.getUncondBody(), &uncond}})
+        region->walk(
+            [&, n = n](mlir::Operation *inner) { *n += selfAttention(inner); });
+      EXPECT_EQ(shared, 1); // block 0's
+      EXPECT_EQ(cond, uncond);
+      EXPECT_GE(cond, 1); // the other blocks' (tiny: 2 blocks)
+      if (slat) {
+        int64_t convs = 0;
+        op.getSharedBody().walk(
+            [&](mlir::trellis::SparseConv3dOp) { ++convs; });
+        EXPECT_EQ(convs, 4); // input_blocks.0 and .1, two convs each
+      }
+    });
+    EXPECT_EQ(samplers, 1);
+  }
+}
+
 TEST_F(FusionNumeric, FusionPipelineLowMemory) {
   // Chunking is exact, so the same error as without it.
   double err = compare([](mlir::OpPassManager &pm) {

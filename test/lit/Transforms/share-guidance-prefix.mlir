@@ -1,0 +1,56 @@
+// RUN: trellis-opt --trellis-share-guidance-prefix %s | FileCheck %s
+
+// What both branches compute from (x, tau) alone moves into the shared
+// region; the branches read it as their third argument. The unconditional
+// branch's own work (the sub) and the conditional branch's (the add of the
+// condition) stay.
+// CHECK-LABEL: func.func @shares
+func.func @shares(%noise: tensor<1x8xf32>, %cond: tensor<1x4x8xf32>, %neg: tensor<1x4x8xf32>, %c: tensor<1x8xf32>) -> tensor<1x8xf32> {
+  // CHECK: trellis.flow_sample
+  // CHECK-NEXT: ^bb0(%{{.*}}: tensor<1x8xf32>, %{{.*}}: tensor<1xf32>, %[[S:.*]]: tensor<1x8xf32>):
+  // CHECK-NEXT: trellis.add %[[S]], %{{.*}}
+  // CHECK: } uncond {
+  // CHECK-NEXT: ^bb0(%{{.*}}: tensor<1x8xf32>, %{{.*}}: tensor<1xf32>, %[[SU:.*]]: tensor<1x8xf32>):
+  // CHECK-NEXT: trellis.sub %[[SU]], %[[SU]]
+  // CHECK: } shared {
+  // CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<1x8xf32>, %{{.*}}: tensor<1xf32>):
+  // CHECK-NEXT: %[[N:.*]] = trellis.neg %[[X]]
+  // CHECK-NEXT: %[[E:.*]] = trellis.exp %[[N]]
+  // CHECK-NEXT: trellis.shared_yield %[[E]] : tensor<1x8xf32>
+  %r = trellis.flow_sample %noise, %cond, %neg
+         {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64,
+          rescale_t = 3.000000e+00 : f64, steps = 25 : i64}
+         : (tensor<1x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x8xf32> {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>):
+    %n = trellis.neg %x : tensor<1x8xf32>
+    %e = trellis.exp %n : tensor<1x8xf32>
+    %v = trellis.add %e, %c : (tensor<1x8xf32>, tensor<1x8xf32>) -> tensor<1x8xf32>
+    trellis.yield %v : tensor<1x8xf32>
+  } uncond {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>):
+    %n = trellis.neg %x : tensor<1x8xf32>
+    %e = trellis.exp %n : tensor<1x8xf32>
+    %v = trellis.sub %e, %e : (tensor<1x8xf32>, tensor<1x8xf32>) -> tensor<1x8xf32>
+    trellis.yield %v : tensor<1x8xf32>
+  }
+  return %r : tensor<1x8xf32>
+}
+
+// Negative: the branches compute different things from x: unchanged.
+// CHECK-LABEL: func.func @nothing_to_share
+// CHECK-NOT: shared
+func.func @nothing_to_share(%noise: tensor<1x8xf32>, %cond: tensor<1x4x8xf32>, %neg: tensor<1x4x8xf32>) -> tensor<1x8xf32> {
+  %r = trellis.flow_sample %noise, %cond, %neg
+         {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64,
+          rescale_t = 3.000000e+00 : f64, steps = 25 : i64}
+         : (tensor<1x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x8xf32> {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>):
+    %v = trellis.neg %x : tensor<1x8xf32>
+    trellis.yield %v : tensor<1x8xf32>
+  } uncond {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>):
+    %v = trellis.exp %x : tensor<1x8xf32>
+    trellis.yield %v : tensor<1x8xf32>
+  }
+  return %r : tensor<1x8xf32>
+}
