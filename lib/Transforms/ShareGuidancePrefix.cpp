@@ -156,17 +156,19 @@ void sharePrefix(FlowSampleOp op) {
   SharedYieldOp::create(builder, loc, values);
 
   // The branches read the shared values through new arguments.
+  DenseMap<Value, BlockArgument> uncondArgs;
   for (Value v : values) {
     BlockArgument condArg = cond.addArgument(v.getType(), v.getLoc());
-    BlockArgument uncondArg = uncond.addArgument(v.getType(), v.getLoc());
+    uncondArgs[v] = uncond.addArgument(v.getType(), v.getLoc());
     v.replaceUsesWithIf(condArg, [&](OpOperand &use) {
-      return use.getOwner()->getBlock() == &cond ||
-             cond.getParent()->isAncestor(use.getOwner()->getParentRegion());
+      return cond.getParent()->isAncestor(use.getOwner()->getParentRegion());
     });
-    for (auto [uv, cv] : m.counterpart)
-      if (cv == v && uv.getParentBlock() == &uncond && !isa<BlockArgument>(uv))
-        uv.replaceAllUsesWith(uncondArg);
   }
+  for (Operation *u : m.uncondOps)
+    for (Value uv : u->getResults())
+      if (auto arg = uncondArgs.find(m.counterpart.lookup(uv));
+          arg != uncondArgs.end())
+        uv.replaceAllUsesWith(arg->second);
   for (Operation *u : llvm::reverse(m.uncondOps))
     u->erase();
 }

@@ -237,8 +237,6 @@ std::vector<Body *> gpuexec::inRunOrder(Node &node) {
     order.push_back(&node.regions[2]);
   for (size_t i = 0; i < node.regions.size() && i < 2; ++i)
     order.push_back(&node.regions[i]);
-  for (size_t i = 3; i < node.regions.size(); ++i)
-    order.push_back(&node.regions[i]);
   return order;
 }
 

@@ -407,10 +407,10 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
       for (Body *region : inRunOrder(node)) {
         if (Status s = walk(*region); !s)
           return s;
-        if (region == &node.regions.back() && node.regions.size() == 3)
-          for (Body &branch : node.regions)
-            for (size_t i = 2; &branch != region && i < branch.args.size(); ++i)
-              p.slots[branch.args[i]].type =
+        if (node.regions.size() == 3 && region == &node.regions[2])
+          for (int b = 0; b < 2; ++b)
+            for (size_t i = 2; i < node.regions[b].args.size(); ++i)
+              p.slots[node.regions[b].args[i]].type =
                   p.slots[region->yields.at(i - 2)].type;
       }
       // Row counts of the dynamic results.

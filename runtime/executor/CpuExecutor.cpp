@@ -758,32 +758,28 @@ Status CpuExecutor::runFlowSample(Frame &frame, const Instr &instr) {
   int64_t batch = body.argTypes[1].shape[0];
   int64_t images = cond->dim(0);
 
-  // The shared values of the step being evaluated (computed at τ =
-  // sharedTau; NaN: not yet this step).
+  // The shared values of the step being evaluated (empty: not yet computed
+  // for this step's x).
   std::vector<RtValue> sharedValues;
-  float sharedTau = NAN;
   auto evalRegion = [&](const Region &region, const HostTensor &x, float tau,
                         const HostTensor *c) -> Result<HostTensor> {
     HostTensor tauT(DType::F32, {batch});
     for (int64_t i = 0; i < batch; ++i)
       tauT.mutableData<float>()[i] = tau;
-    if (shared && &region != shared && sharedTau != tau) {
+    if (shared && sharedValues.empty()) {
       frame.slots[shared->args.at(0)] = x;
       frame.slots[shared->args.at(1)] = tauT;
       if (Status s = runBody(frame, shared->body); !s)
         return Error{s.message()};
-      sharedValues.clear();
       for (int y : shared->yield)
         sharedValues.push_back(frame.slots[y]);
-      sharedTau = tau;
     }
     frame.slots[region.args.at(0)] = x;
     frame.slots[region.args.at(1)] = tauT;
     if (c)
       frame.slots[region.args.at(2)] = *c;
-    if (shared && &region != shared)
-      for (size_t i = 0; i < numShared; ++i)
-        frame.slots[region.args.at(2 + i)] = sharedValues[i];
+    for (size_t i = 0; i < numShared; ++i)
+      frame.slots[region.args.at(2 + i)] = sharedValues[i];
     if (Status s = runBody(frame, region.body); !s)
       return Error{s.message()};
     if (auto *v = std::get_if<HostTensor>(&frame.slots[region.yield.at(0)]))
@@ -807,7 +803,7 @@ Status CpuExecutor::runFlowSample(Frame &frame, const Instr &instr) {
   for (int64_t i = 0; i < steps; ++i) {
     double t = grid[size_t(i)], tPrev = grid[size_t(i + 1)];
     float tau = ref::modelTime(t);
-    sharedTau = NAN; // a new x: the shared region runs again
+    sharedValues.clear(); // a new x: the shared region runs again
     HostTensor vc;
     if (mode == "multidiffusion") {
       // v_c = mean over the images of v(x, t, cond_j).
