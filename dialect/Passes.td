@@ -185,13 +185,8 @@ def TrellisShareGuidancePrefix
     of the unconditional region are erased. Nothing changes when only free
     ops (reshapes, splits, time-table rows) match. Exact: each branch reads
     the values it computed before. Runs last among the fusion passes, so
-    that the matched ops are the fused ones. `dense-only` (default true)
-    leaves samplers of a dynamic state (the SLat stage) unchanged.
+    that the matched ops are the fused ones.
   }];
-  let options = [
-    Option<"restrictToStatic", "dense-only", "bool", /*default=*/"true",
-           "Only samplers whose state has a static shape">
-  ];
 }
 
 def TrellisFormAttention : Pass<"trellis-form-attention", "ModuleOp"> {

@@ -21,11 +21,9 @@ namespace mlir::trellis {
 /// canonicalize/CSE between them and the location check at the end.
 /// `mlpChunkTokens` > 0 (the low-memory mode) adds trellis-chunk-mlp with that
 /// many tokens per chunk; `sharePrefix` = false leaves out
-/// trellis-share-guidance-prefix (for tests that compare with and without),
-/// `sharePrefixAll` applies it to the sparse samplers too (CPU tests only:
-/// the GPU runtime does not run that form correctly yet).
+/// trellis-share-guidance-prefix (for tests that compare with and without).
 void buildFusionPipeline(OpPassManager &pm, int64_t mlpChunkTokens = 0,
-                         bool sharePrefix = true, bool sharePrefixAll = false);
+                         bool sharePrefix = true);
 
 } // namespace mlir::trellis
 

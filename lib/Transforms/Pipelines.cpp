@@ -6,7 +6,7 @@
 
 void mlir::trellis::buildFusionPipeline(OpPassManager &pm,
                                         int64_t mlpChunkTokens,
-                                        bool sharePrefix, bool sharePrefixAll) {
+                                        bool sharePrefix) {
   pm.addPass(createTrellisSpecializeGuidance());
   // Cond-only work (the cast of the condition, the cross-attention K/V
   // projections and their weights) leaves both sampler regions.
@@ -34,8 +34,6 @@ void mlir::trellis::buildFusionPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   // Last: the two branches' common prefix (of fused ops) computed once.
   if (sharePrefix)
-    pm.addPass(
-        createTrellisShareGuidancePrefix(TrellisShareGuidancePrefixOptions{
-            /*restrictToStatic=*/!sharePrefixAll}));
+    pm.addPass(createTrellisShareGuidancePrefix());
   pm.addPass(createTrellisVerifyLocations());
 }

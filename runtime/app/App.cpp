@@ -59,7 +59,9 @@ usage: trellis.exe --model DIR --cond FILE --out DIR [options]
                        CPU reference with a notice), off, or require
   --gpu-check-ops      compare every GPU op with the CPU reference on the
                        same inputs; stop at the first one off by more than
-                       --gpu-check-tolerance (default 0.02 relative L2)
+                       --gpu-check-tolerance (default 0.02 relative L2),
+                       or at the first operand that no longer holds what
+                       its producer wrote
   --gpu-sync-ops       wait for every GPU op, so a GPU fault names its op
   --gpu-tune-gemms     time cuBLASLt's candidates per GEMM and keep the
                        fastest (~1% faster; results may then differ in the

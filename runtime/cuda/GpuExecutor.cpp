@@ -291,6 +291,16 @@ void GpuExecutor::Impl::liveness(Prepared &p, Body &body,
       for (int s : node.out)
         p.slots[root(p, s)].last =
             std::max(p.slots[root(p, s)].last, node.endPos);
+      // The arguments with their own storage (τ; the condition of the
+      // one-body form) are written by runSampler at each evaluation, used
+      // or not (a branch whose τ-only work moved to the shared region does
+      // not read its τ): alive through the loop.
+      for (Body &region : node.regions)
+        for (int a : region.args)
+          if (root(p, a) == a) {
+            p.slots[a].def = node.pos;
+            p.slots[a].last = std::max(p.slots[a].last, node.endPos);
+          }
       loops.push_back(&node);
       for (Body *region : inRunOrder(node))
         liveness(p, *region, loops);
@@ -391,6 +401,7 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
       }
       if (instr.op == "trellis.reshape") {
         p.slots[node.out[0]].root = node.in[0];
+        p.valueSource[node.out[0]] = node.in[0];
         continue;
       }
       if (instr.op == "trellis.split" && viewSplit(p, node, users)) {
@@ -453,8 +464,10 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
           if (extra &&
               (!shared || &region == shared || extra != shared->yields.size()))
             return opError(instr, "malformed sampler body");
-          for (size_t i = 0; i < extra; ++i)
+          for (size_t i = 0; i < extra; ++i) {
             p.slots[region.args[2 + i]].root = shared->yields[i];
+            p.valueSource[region.args[2 + i]] = shared->yields[i];
+          }
         }
         node.loopSlots = {newSlot(p, state), newSlot(p, state)};
         for (int s : node.loopSlots)
@@ -1446,6 +1459,58 @@ Status GpuExecutor::Impl::upload(const Prepared &p, int slot,
   return check(api->cuStreamSynchronize(stream), "the GPU stream");
 }
 
+/// The arena values that share storage with `slot`'s root, with their live
+/// ranges (--gpu-check-ops: an operand that changed under its reader).
+std::string GpuExecutor::Impl::storageNeighbours(const Prepared &p,
+                                                 int slot) const {
+  std::map<int, std::string> producer;
+  std::function<void(const Body &)> collect = [&](const Body &body) {
+    for (const Node &node : body.nodes) {
+      for (int o : node.out)
+        producer[o] = node.instr->op;
+      if (node.scratch >= 0)
+        producer[node.scratch] = node.instr->op + " (scratch)";
+      for (int l : node.loopSlots)
+        producer[l] = node.instr->op + " (loop state)";
+      for (const Body &region : node.regions) {
+        for (int a : region.args)
+          producer[a] = node.instr->op + " (region argument)";
+        collect(region);
+      }
+    }
+  };
+  collect(p.body);
+  int r = root(p, slot);
+  const SlotInfo &self = p.slots[r];
+  size_t from = self.offset, to = from + bytesOf(self.type);
+  std::string out =
+      "; its storage (slot " + std::to_string(r) + ", arena bytes [" +
+      std::to_string(from) + ", " + std::to_string(to) + "), live [" +
+      std::to_string(self.def) + ", " + std::to_string(self.last) + "], lane " +
+      std::to_string(self.lane) + ") is shared with:";
+  for (size_t s = 0; s < p.slots.size(); ++s) {
+    const SlotInfo &o = p.slots[s];
+    if (int(s) == r || o.root != int(s) || o.where != SlotInfo::Where::Arena)
+      continue;
+    size_t a = o.offset, b = a + bytesOf(o.type);
+    if (b <= from || to <= a)
+      continue;
+    out += " slot " + std::to_string(s) + " '" + producer[int(s)] + "' live [" +
+           std::to_string(o.def) + ", " + std::to_string(o.last) + "] lane " +
+           std::to_string(o.lane) + ";";
+  }
+  return out;
+}
+
+/// FNV-1a over a tensor's bytes (--gpu-check-ops: has a value changed?).
+static uint64_t hashBytes(const HostTensor &t) {
+  uint64_t h = 1469598103934665603ull;
+  const auto *bytes = static_cast<const unsigned char *>(t.raw());
+  for (size_t i = 0; i < t.nbytes(); ++i)
+    h = (h ^ bytes[i]) * 1099511628211ull;
+  return h;
+}
+
 Status GpuExecutor::Impl::checkNode(Prepared &p, const Node &node) {
   const Instr &instr = *node.instr;
   if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream"); !s)
@@ -1469,7 +1534,8 @@ Status GpuExecutor::Impl::checkNode(Prepared &p, const Node &node) {
     return Status::ok();
   // Inputs as the GPU holds them (views of weights included).
   std::vector<RtValue> inputs;
-  for (int s : node.in) {
+  for (size_t i = 0; i < node.in.size(); ++i) {
+    int s = node.in[i];
     if (p.slots[root(p, s)].where == SlotInfo::Where::Bound) {
       inputs.push_back(p.boundValues[root(p, s)]);
       continue;
@@ -1477,6 +1543,22 @@ Status GpuExecutor::Impl::checkNode(Prepared &p, const Node &node) {
     auto t = download(p, s);
     if (!t)
       return opError(instr, t.message());
+    // Still what its producer wrote? (A storage plan that lets a later op
+    // overwrite a live value, or a view of the wrong storage, passes every
+    // op's own check and only shows in the end result.)
+    int from = s;
+    while (!p.writtenHashes.count(from) && p.valueSource.count(from))
+      from = p.valueSource.at(from);
+    if (auto w = p.writtenHashes.find(from); w != p.writtenHashes.end())
+      if (hashBytes(*t) != w->second.first)
+        return opError(instr, "operand " + std::to_string(i) +
+                                  " no longer holds what '" +
+                                  w->second.second->op + "' " +
+                                  program.describe(w->second.second->loc) +
+                                  " wrote: the storage plan let another "
+                                  "command overwrite it, or it reads the "
+                                  "wrong storage" +
+                                  storageNeighbours(p, from));
     if (auto w = p.windows.find(root(p, s)); w != p.windows.end())
       inputs.push_back(segmentsFromDevice(*t, w->second.rows));
     else
@@ -1486,6 +1568,8 @@ Status GpuExecutor::Impl::checkNode(Prepared &p, const Node &node) {
   auto ref = CpuExecutor::evalOp(program, instr, std::move(inputs));
   if (!ref)
     return opError(instr, "the CPU reference failed: " + ref.message());
+  for (size_t i = 0; i < gpu.size(); ++i)
+    p.writtenHashes[node.out[i]] = {hashBytes(gpu[i]), &instr};
   for (size_t i = 0; i < gpu.size(); ++i) {
     // A window partition computed on the device: the same rows in the same
     // order, the same segments once the empty windows are dropped.
@@ -1877,6 +1961,13 @@ GpuExecutor::planMemory(const Program &program, const std::string &function,
     if (info.offset + bytes > p.arenaBytes)
       return Error{"memory plan of '" + function + "': value " +
                    std::to_string(s) + " ends outside the arena"};
+    // Stored but never live: something writes it (the sampler writes every
+    // region's τ) while the plan gives its bytes to other values.
+    if (info.last < info.def)
+      return Error{"memory plan of '" + function + "': value " +
+                   std::to_string(s) + " has storage but no live range (from " +
+                   std::to_string(info.def) + " to " +
+                   std::to_string(info.last) + ")"};
     Range r{info.def,    info.last,           info.def, info.last,
             info.offset, info.offset + bytes, int(s),   info.lane};
     if (info.lane) {

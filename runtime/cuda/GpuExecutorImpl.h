@@ -247,6 +247,12 @@ struct GpuExecutor::Impl {
     };
     std::map<int, WindowPartition> windows;
     std::map<const Body *, CUgraphExec> graphs;
+    // --gpu-check-ops: a hash of each checked result as its op wrote it (by
+    // slot), and where a slot's value comes from when it is not an op's
+    // result (a reshape's operand, a branch argument's shared yield): every
+    // input must still hold what its producer wrote when it is read.
+    std::map<int, std::pair<uint64_t, const Instr *>> writtenHashes;
+    std::map<int, int> valueSource;
     std::vector<cublasLtMatmulDesc_t> descs;
     std::vector<cublasLtMatrixLayout_t> layouts;
     int positions = 0;
@@ -400,6 +406,7 @@ struct GpuExecutor::Impl {
   Status runNode(Prepared &p, Node &node);
   Status runSampler(Prepared &p, Node &node);
   Status checkNode(Prepared &p, const Node &node);
+  std::string storageNeighbours(const Prepared &p, int slot) const;
   Result<HostTensor> download(const Prepared &p, int slot);
   Status upload(const Prepared &p, int slot, const HostTensor &t);
   void release(Prepared &p);

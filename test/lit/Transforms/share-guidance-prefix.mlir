@@ -54,3 +54,30 @@ func.func @nothing_to_share(%noise: tensor<1x8xf32>, %cond: tensor<1x4x8xf32>, %
   }
   return %r : tensor<1x8xf32>
 }
+
+// A sparse sampler (state of a bounded dynamic row count, the SLat flow):
+// shared alike; the yield keeps the bounds.
+// CHECK-LABEL: func.func @sparse_state
+func.func @sparse_state(%noise: tensor<?x8xf32, #trellis.bounds<[64]>>, %cond: tensor<1x4x8xf32>, %neg: tensor<1x4x8xf32>) -> tensor<?x8xf32, #trellis.bounds<[64]>> {
+  // CHECK: } uncond {
+  // CHECK-NEXT: ^bb0(%{{.*}}: tensor<?x8xf32, #trellis.bounds<[64]>>, %{{.*}}: tensor<1xf32>, %[[SU:.*]]: tensor<?x8xf32, #trellis.bounds<[64]>>):
+  // CHECK-NEXT: trellis.exp %[[SU]]
+  // CHECK: } shared {
+  // CHECK: trellis.neg
+  // CHECK-NEXT: trellis.shared_yield %{{.*}} : tensor<?x8xf32, #trellis.bounds<[64]>>
+  %r = trellis.flow_sample %noise, %cond, %neg
+         {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64,
+          rescale_t = 3.000000e+00 : f64, steps = 25 : i64}
+         : (tensor<?x8xf32, #trellis.bounds<[64]>>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<?x8xf32, #trellis.bounds<[64]>> {
+  ^bb0(%x: tensor<?x8xf32, #trellis.bounds<[64]>>, %tau: tensor<1xf32>):
+    %n = trellis.neg %x : tensor<?x8xf32, #trellis.bounds<[64]>>
+    %v = trellis.silu %n : tensor<?x8xf32, #trellis.bounds<[64]>>
+    trellis.yield %v : tensor<?x8xf32, #trellis.bounds<[64]>>
+  } uncond {
+  ^bb0(%x: tensor<?x8xf32, #trellis.bounds<[64]>>, %tau: tensor<1xf32>):
+    %n = trellis.neg %x : tensor<?x8xf32, #trellis.bounds<[64]>>
+    %v = trellis.exp %n : tensor<?x8xf32, #trellis.bounds<[64]>>
+    trellis.yield %v : tensor<?x8xf32, #trellis.bounds<[64]>>
+  }
+  return %r : tensor<?x8xf32, #trellis.bounds<[64]>>
+}

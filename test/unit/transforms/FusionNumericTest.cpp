@@ -615,8 +615,7 @@ TEST_F(FusionNumeric, ShareGuidancePrefixIsExact) {
     mlir::OwningOpRef<mlir::ModuleOp> with = graphModule(1);
     mlir::PassManager pmWithout(&context_), pmWith(&context_);
     mlir::trellis::buildFusionPipeline(pmWithout, 0, /*sharePrefix=*/false);
-    mlir::trellis::buildFusionPipeline(pmWith, 0, true,
-                                       /*sharePrefixAll=*/true);
+    mlir::trellis::buildFusionPipeline(pmWith, 0);
     ASSERT_TRUE(mlir::succeeded(pmWithout.run(*without)));
     ASSERT_TRUE(mlir::succeeded(pmWith.run(*with)));
     HostTensor a = slat ? runSlatStage(*without, 1) : runSsStage(*without, 1);
