@@ -1,10 +1,11 @@
-//===- slat_bench.cpp - Times the compiled SLat stage and decoders ---------===//
+//===- slat_bench.cpp - Times the compiled SLat stage and decoders
+//---------===//
 //
 // trellis-slat-bench --exe trellis.exe --model DIR --coords coords.npy
 //                    [--noise noise.npy] [--reps N] [--decoders] [--cpu]
 //                    [--steps N --cfg W] [--profile] [--out DIR]
 //                    [--plan-only] [--no-concurrent-branches] [--attention CFG]
-//                    [--tune-gemms]
+//                    [--no-gemm-tuning]
 //                    [--json FILE]
 //
 // Loads the bundle embedded in a trellis.exe, runs its slat_stage (the
@@ -55,7 +56,7 @@ int main(int argc, char **argv) {
   int reps = 3;
   bool decoders = false, cpu = false, profile = false, planOnly = false,
        concurrent = true, graphs = true, checkOps = false, syncOps = false,
-       lowMemory = false, tuneGemms = false;
+       lowMemory = false, tuneGemms = true;
   std::optional<int64_t> steps;
   std::optional<double> cfg;
   for (int i = 1; i < argc; ++i) {
@@ -97,8 +98,8 @@ int main(int argc, char **argv) {
       planOnly = true;
     else if (a == "--profile")
       profile = true;
-    else if (a == "--tune-gemms")
-      tuneGemms = true;
+    else if (a == "--no-gemm-tuning")
+      tuneGemms = false;
     else if (a == "--steps")
       steps = std::atoll(next().c_str());
     else if (a == "--cfg")
@@ -106,13 +107,15 @@ int main(int argc, char **argv) {
     else if (a == "--out")
       outDir = next();
     else {
-      std::fprintf(stderr,
-                   "usage: %s --exe trellis.exe --model DIR --coords "
-                   "coords.npy [--noise noise.npy] [--reps N] [--decoders] "
-                   "[--cpu] [--steps N --cfg W] [--profile] [--out DIR]\n"
-                   "       [--plan-only] [--no-concurrent-branches] [--no-cuda-graphs] [--check-ops] [--sync-ops] [--low-memory] "
-                   "[--attention CONFIG] [--tune-gemms] [--json FILE]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s --exe trellis.exe --model DIR --coords "
+          "coords.npy [--noise noise.npy] [--reps N] [--decoders] "
+          "[--cpu] [--steps N --cfg W] [--profile] [--out DIR]\n"
+          "       [--plan-only] [--no-concurrent-branches] [--no-cuda-graphs] "
+          "[--check-ops] [--sync-ops] [--low-memory] "
+          "[--attention CONFIG] [--no-gemm-tuning] [--json FILE]\n",
+          argv[0]);
       return 2;
     }
   }
@@ -244,6 +247,9 @@ int main(int argc, char **argv) {
           std::printf("  | %.2f | %.1f%% | %lld | %s |\n", e.ms,
                       100 * e.ms / total, (long long)e.count, e.what.c_str());
     }
+    if (const GpuReport *g = session.gpuReport(); g && profile)
+      for (const std::string &line : g->tunedGemms)
+        std::printf("  tuned GEMM %s\n", line.c_str());
     rows.push_back(row);
   };
 

@@ -27,7 +27,7 @@ using namespace trellis;
 int main(int argc, char **argv) {
   std::string exe, model, attention, norms = "q-fused";
   int reps = 5;
-  bool graphs = true, profile = false, tune = false, concurrent = true;
+  bool graphs = true, profile = false, tune = true, concurrent = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--exe" && i + 1 < argc)
@@ -40,8 +40,8 @@ int main(int argc, char **argv) {
       graphs = false;
     else if (a == "--profile")
       profile = true;
-    else if (a == "--tune-gemms")
-      tune = true;
+    else if (a == "--no-gemm-tuning")
+      tune = false;
     else if (a == "--no-concurrent-branches")
       concurrent = false;
     else if (a == "--attention" && i + 1 < argc)
@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s --exe trellis.exe --model DIR [--reps N] "
-                   "[--no-graphs] [--profile] [--tune-gemms] "
+                   "[--no-graphs] [--profile] [--no-gemm-tuning] "
                    "[--no-concurrent-branches] [--attention CONFIG]\n       "
                    "[--attention-norms q-fused|prepass|fused]\n",
                    argv[0]);
@@ -156,5 +156,8 @@ int main(int argc, char **argv) {
         std::printf("| %.2f | %.1f | %lld | %s |\n", e.ms, 100 * e.ms / total,
                     (long long)e.count, e.what.c_str());
   }
+  if (profile)
+    for (const std::string &line : g.tunedGemms)
+      std::printf("tuned GEMM %s\n", line.c_str());
   return 0;
 }

@@ -63,9 +63,9 @@ usage: trellis.exe --model DIR --cond FILE --out DIR [options]
                        or at the first operand that no longer holds what
                        its producer wrote
   --gpu-sync-ops       wait for every GPU op, so a GPU fault names its op
-  --gpu-tune-gemms     time cuBLASLt's candidates per GEMM and keep the
-                       fastest (~1% faster; results may then differ in the
-                       last bits from run to run)
+  --gpu-no-gemm-tuning take cuBLASLt's first heuristic choice per GEMM
+                       instead of timing its split-K-free candidates at the
+                       first run (the default; same bits either way)
   --no-cuda-graphs     launch sampler steps op by op instead of as graphs
   --stop-after STAGE   ss (after coords.npy) or slat (after slat.npy)
   --low-memory         release a stage's device weights and arena after it
@@ -134,8 +134,8 @@ Result<Options> parseArgs(int argc, char **argv) {
       o.gpu.options.checkOps = true;
     else if (a == "--gpu-check-tolerance")
       s = number(o.gpu.options.checkTolerance);
-    else if (a == "--gpu-tune-gemms")
-      o.gpu.options.tuneGemms = true;
+    else if (a == "--gpu-no-gemm-tuning")
+      o.gpu.options.tuneGemms = false;
     else if (a == "--gpu-sync-ops")
       o.gpu.options.syncEachOp = true;
     else if (a == "--mesh-cpu")

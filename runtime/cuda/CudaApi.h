@@ -77,6 +77,7 @@ namespace trellis::cuda {
   X(cublasLtMatmulPreferenceDestroy)                                           \
   X(cublasLtMatmulPreferenceSetAttribute)                                      \
   X(cublasLtMatmulAlgoGetHeuristic)                                            \
+  X(cublasLtMatmulAlgoConfigGetAttribute)                                      \
   X(cublasLtMatmul)
 
 /// Function pointers of the driver and cuBLASLt. Members are named like the

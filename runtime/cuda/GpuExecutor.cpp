@@ -816,7 +816,9 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   // Up to 8 candidates from the heuristic; with several, each distinct GEMM
   // (shape, dtype, epilogue) is timed once on its real buffers and the
   // fastest kept (cuBLASLt's first choice is not always the best for the
-  // thin shapes here).
+  // thin shapes here). Only candidates without split-K compete, and only
+  // when the first has none: each output element is then one CTA's K loop
+  // in the same k order, so the choice changes the time, not the bits.
   constexpr int kCandidates = 8;
   cublasLtMatmulHeuristicResult_t heuristics[kCandidates] = {};
   int found = 0;
@@ -839,16 +841,19 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   if (auto it = tunedGemms.find(key);
       it != tunedGemms.end() && it->second < found) {
     algo = heuristics[it->second].algo;
-  } else if (found > 1) {
+  } else if (found > 1 && splitKOf(heuristics[0].algo) == 1) {
     CUevent t0 = nullptr, t1 = nullptr;
     api->cuEventCreate(&t0, CU_EVENT_DEFAULT);
     api->cuEventCreate(&t1, CU_EVENT_DEFAULT);
-    float best = 0;
+    float best = 0, first = 0;
     int bestIndex = 0;
+    constexpr int kTimedReps = 10;
     for (int i = 0; i < found; ++i) {
+      if (splitKOf(heuristics[i].algo) != 1)
+        continue;
       float ms = 0;
       bool ok = true;
-      for (int rep = 0; rep < 4 && ok; ++rep) { // rep 0 warms up
+      for (int rep = 0; rep <= kTimedReps && ok; ++rep) { // rep 0 warms up
         if (rep == 1)
           api->cuEventRecord(t0, stream);
         ok = api->cublasLtMatmul(
@@ -863,6 +868,8 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
       if (api->cuEventSynchronize(t1) != CUDA_SUCCESS)
         return opError(instr, "the GPU failed while timing GEMM candidates");
       api->cuEventElapsedTime(&ms, t0, t1);
+      if (i == 0)
+        first = ms;
       if (ok && (i == 0 || ms < best)) {
         best = ms;
         bestIndex = i;
@@ -872,6 +879,13 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
     api->cuEventDestroy(t1);
     tunedGemms[key] = bestIndex;
     algo = heuristics[bestIndex].algo;
+    report.tunedGemms.push_back(
+        std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+        (layout.residual ? " +C" : "") + ": candidate " +
+        std::to_string(bestIndex) + " of " + std::to_string(found) + " (" +
+        describeAlgo(algo) + ") " + std::to_string(best / kTimedReps) +
+        " ms; cuBLASLt's first (" + describeAlgo(heuristics[0].algo) + ") " +
+        std::to_string(first / kTimedReps) + " ms");
   }
   out = [this, desc, la, lb, ld, algo, a, b, c, d, beta, &instr]() -> Status {
     cublasStatus_t s = api->cublasLtMatmul(
@@ -1457,6 +1471,36 @@ Status GpuExecutor::Impl::upload(const Prepared &p, int slot,
     return s;
   // The host tensor may die when we return: wait for the copy.
   return check(api->cuStreamSynchronize(stream), "the GPU stream");
+}
+
+/// The split-K factor of a cuBLASLt algorithm (1: none).
+int64_t GpuExecutor::Impl::splitKOf(const cublasLtMatmulAlgo_t &algo) {
+  uint32_t v = 0;
+  size_t written = 0;
+  if (api->cublasLtMatmulAlgoConfigGetAttribute(
+          &algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &v, sizeof(v), &written) !=
+      CUBLAS_STATUS_SUCCESS)
+    return -1;
+  return v;
+}
+
+/// A cuBLASLt algorithm's tile, stages, split-K, swizzle and cluster ids
+/// (the tuning report: which candidate won).
+std::string GpuExecutor::Impl::describeAlgo(const cublasLtMatmulAlgo_t &algo) {
+  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr) -> int64_t {
+    uint32_t v = 0;
+    size_t written = 0;
+    if (api->cublasLtMatmulAlgoConfigGetAttribute(
+            &algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS)
+      return -1;
+    return v;
+  };
+  return "tile " + std::to_string(get(CUBLASLT_ALGO_CONFIG_TILE_ID)) +
+         " stages " + std::to_string(get(CUBLASLT_ALGO_CONFIG_STAGES_ID)) +
+         " splitk " + std::to_string(get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) +
+         " swizzle " + std::to_string(get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING)) +
+         " cluster " +
+         std::to_string(get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 }
 
 /// The arena values that share storage with `slot`'s root, with their live
