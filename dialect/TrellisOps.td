@@ -1690,6 +1690,128 @@ def Trellis_SparseBatchBroadcastOp : Trellis_PureOp<"sparse.batch_broadcast",
   let hasCanonicalizer = 1;
 }
 
+def Trellis_SparseParentRowsOp : Trellis_PureOp<"sparse.parent_rows",
+    [InferTypeOpAdaptor]> {
+  let summary = "Row of each fine voxel's parent in the coarse set";
+  let description = [{
+    For every row n of `fine`, the row of `coarse` holding its parent
+    (b, ⌊x/2⌋, ⌊y/2⌋, ⌊z/2⌋): an i32 [N] tensor bounded like `fine`. The index
+    array of `trellis.sparse.upsample` once trellis-partition-cuda has
+    rewritten it into `trellis.gather_rows` (an index computed from
+    coordinates: evaluated when the runtime binds the voxel set). `coarse`
+    must be `trellis.sparse.coarsen` of `fine`.
+
+    Verifier: fine.resolution = 2·coarse.resolution.
+
+    ```mlir
+    %p = trellis.sparse.parent_rows %c64, %c32
+           : (!trellis.coords<resolution = 64, bound = 32768>, !trellis.coords<resolution = 32, bound = 32768>)
+           -> tensor<?xi32, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_CoordsType:$fine, Trellis_CoordsType:$coarse);
+  let results = (outs Trellis_I32Tensor:$result);
+  let assemblyFormat = "$fine `,` $coarse attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseChildRowsOp : Trellis_PureOp<"sparse.child_rows",
+    [InferTypeOpAdaptor]> {
+  let summary = "The fine rows of each coarse voxel, as a CSR index";
+  let description = [{
+    The children of coarse row r are fine rows
+    `children[offsets[r] .. offsets[r+1])`, in ascending row order: `offsets`
+    i32 [N' + 1] (bound coarse.bound + 1), `children` i32 [N] (fine's bound).
+    The index of `trellis.sparse.downsample` once trellis-partition-cuda has
+    rewritten it into `trellis.segment_mean`. `coarse` must be
+    `trellis.sparse.coarsen` of `fine`.
+
+    Verifier: fine.resolution = 2·coarse.resolution.
+
+    ```mlir
+    %o, %ch = trellis.sparse.child_rows %c64, %c32
+           : (!trellis.coords<resolution = 64, bound = 32768>, !trellis.coords<resolution = 32, bound = 32768>)
+           -> (tensor<?xi32, #trellis.bounds<[32769]>>, tensor<?xi32, #trellis.bounds<[32768]>>)
+    ```
+  }];
+  let arguments = (ins Trellis_CoordsType:$fine, Trellis_CoordsType:$coarse);
+  let results = (outs Trellis_I32Tensor:$offsets, Trellis_I32Tensor:$children);
+  let assemblyFormat = "$fine `,` $coarse attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SparseBatchIndexOp : Trellis_PureOp<"sparse.batch_index",
+    [InferTypeOpAdaptor]> {
+  let summary = "The batch column of a coordinate set";
+  let description = [{
+    b_n of every row (b, x, y, z) of `coords`, an i32 [N] tensor bounded like
+    `coords`: the index of `trellis.sparse.batch_broadcast` once
+    trellis-partition-cuda has rewritten it into `trellis.gather_rows`.
+
+    ```mlir
+    %b = trellis.sparse.batch_index %c
+           : (!trellis.coords<resolution = 64, bound = 32768>) -> tensor<?xi32, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_CoordsType:$coords);
+  let results = (outs Trellis_I32Tensor:$result);
+  let assemblyFormat = "$coords attr-dict `:` functional-type(operands, results)";
+}
+
+def Trellis_GatherRowsOp : Trellis_PureOp<"gather_rows", [InferTypeOpAdaptor]> {
+  let summary = "Rows of a tensor picked by an index: out[i] = x[index[i]]";
+  let description = [{
+    x [M, ...] and an i32 index [N] with entries in [0, M) → [N, ...] of x's
+    element type; dimension 0 as the index's (dynamic and bounded, or
+    static). The GPU form of the sparse resampling copies (upsample, batch
+    broadcast) after trellis-partition-cuda; a generated kernel.
+
+    Verifier: index has rank 1; x has rank ≥ 1.
+
+    ```mlir
+    %u = trellis.gather_rows %h, %p
+           : (tensor<?x128xf16, #trellis.bounds<[4096]>>, tensor<?xi32, #trellis.bounds<[32768]>>)
+           -> tensor<?x128xf16, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_AnyTensor:$x, Trellis_I32Tensor:$index);
+  let results = (outs Trellis_AnyTensor:$result);
+  let assemblyFormat = "$x `,` $index attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Trellis_SegmentMeanOp : Trellis_PureOp<"segment_mean", [InferTypeOpAdaptor]> {
+  let summary = "Mean of the rows of each CSR segment, plus extra counts";
+  let description = [{
+    x [M, C], offsets i32 [S + 1], rows i32 [K] → [S, C]:
+
+        out[s] = (Σ_{j ∈ [offsets[s], offsets[s+1])} x[rows[j]]) / (n_s + extra_count)
+
+    with n_s = offsets[s+1] − offsets[s], summed in f32 in ascending j order,
+    rounded to x's element type. With `extra_count = 1` it is the sparse
+    downsample's Σ children / (n + 1) (spec §6.3 quirk) after
+    trellis-partition-cuda; a generated kernel. Dimension 0 of the result is
+    offsets' minus one (a bound one less).
+
+    Verifier: offsets and rows have rank 1; x has rank 2; extra_count ≥ 0.
+
+    ```mlir
+    %d = trellis.segment_mean %h, %o, %ch {extra_count = 1 : i64}
+           : (tensor<?x32xf16, #trellis.bounds<[32768]>>, tensor<?xi32, #trellis.bounds<[32769]>>,
+              tensor<?xi32, #trellis.bounds<[32768]>>)
+           -> tensor<?x32xf16, #trellis.bounds<[32768]>>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$x, Trellis_I32Tensor:$offsets,
+                       Trellis_I32Tensor:$rows,
+                       DefaultValuedAttr<I64Attr, "0">:$extra_count);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $offsets `,` $rows attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
     [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "Variable-length self-attention within segments";

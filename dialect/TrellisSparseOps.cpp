@@ -425,6 +425,105 @@ LogicalResult SparseBatchBroadcastOp::verify() {
   return verifyRank(*this, "values", getValues().getType(), 2, "[B, C]");
 }
 
+//===----------------------------------------------------------------------===//
+// Resampling index arrays and the ops that use them (the GPU form of the
+// sparse resampling ops, trellis-partition-cuda)
+//===----------------------------------------------------------------------===//
+
+/// An i32 [N] index tensor of `bound` rows.
+static RankedTensorType indexTensor(MLIRContext *context, int64_t bound) {
+  ShapeBuilder shape;
+  shape.dynamic(bound);
+  return shape.get(IntegerType::get(context, 32));
+}
+
+LogicalResult SparseParentRowsOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location,
+    SparseParentRowsOp::Adaptor adaptor,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  auto fine = cast<CoordsType>(adaptor.getFine().getType());
+  inferredReturnTypes.push_back(indexTensor(context, fine.getBound()));
+  return success();
+}
+
+LogicalResult SparseParentRowsOp::verify() {
+  return verifyFactorTwo(*this, getFine().getType(), getCoarse().getType());
+}
+
+LogicalResult SparseChildRowsOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location,
+    SparseChildRowsOp::Adaptor adaptor,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  auto fine = cast<CoordsType>(adaptor.getFine().getType());
+  auto coarse = cast<CoordsType>(adaptor.getCoarse().getType());
+  inferredReturnTypes.push_back(indexTensor(context, coarse.getBound() + 1));
+  inferredReturnTypes.push_back(indexTensor(context, fine.getBound()));
+  return success();
+}
+
+LogicalResult SparseChildRowsOp::verify() {
+  return verifyFactorTwo(*this, getFine().getType(), getCoarse().getType());
+}
+
+LogicalResult SparseBatchIndexOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location,
+    SparseBatchIndexOp::Adaptor adaptor,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  auto coords = cast<CoordsType>(adaptor.getCoords().getType());
+  inferredReturnTypes.push_back(indexTensor(context, coords.getBound()));
+  return success();
+}
+
+LogicalResult
+GatherRowsOp::inferReturnTypes(MLIRContext *context,
+                               std::optional<Location> location,
+                               GatherRowsOp::Adaptor adaptor,
+                               SmallVectorImpl<Type> &inferredReturnTypes) {
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  auto index = cast<RankedTensorType>(adaptor.getIndex().getType());
+  if (x.getRank() < 1 || index.getRank() != 1)
+    return emitOptionalError(location, "gather_rows needs x [M, ...] and an "
+                                       "index [N]");
+  ShapeBuilder shape;
+  shape.dim(index, 0).dims(x, 1, x.getRank());
+  inferredReturnTypes.push_back(shape.get(x.getElementType()));
+  return success();
+}
+
+LogicalResult GatherRowsOp::verify() {
+  if (getX().getType().getRank() < 1)
+    return emitOpError("x must have rank >= 1, found ") << getX().getType();
+  return verifyRank(*this, "index", getIndex().getType(), 1, "[N]");
+}
+
+LogicalResult
+SegmentMeanOp::inferReturnTypes(MLIRContext *context,
+                                std::optional<Location> location,
+                                SegmentMeanOp::Adaptor adaptor,
+                                SmallVectorImpl<Type> &inferredReturnTypes) {
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  auto offsets = cast<RankedTensorType>(adaptor.getOffsets().getType());
+  if (x.getRank() != 2 || offsets.getRank() != 1)
+    return emitOptionalError(location, "segment_mean needs x [M, C] and "
+                                       "offsets [S + 1]");
+  ShapeBuilder shape;
+  shape.scaled(offsets, 0, 1, -1).dim(x, 1);
+  inferredReturnTypes.push_back(shape.get(x.getElementType()));
+  return success();
+}
+
+LogicalResult SegmentMeanOp::verify() {
+  if (failed(verifyRank(*this, "x", getX().getType(), 2, "[M, C]")) ||
+      failed(verifyRank(*this, "offsets", getOffsets().getType(), 1,
+                        "[S + 1]")) ||
+      failed(verifyRank(*this, "rows", getRows().getType(), 1, "[K]")))
+    return failure();
+  // (The I64Attr accessor is unsigned: read the attribute's signed value.)
+  if (int64_t extra = getExtraCountAttr().getInt(); extra < 0)
+    return emitOpError("extra_count must be >= 0, found ") << extra;
+  return success();
+}
+
 namespace {
 /// One sample: the modulation operands take the [1, C] row itself (ops whose
 /// verifier accepts a row broadcast over the rows of x [N, C]).

@@ -1271,6 +1271,105 @@ Launch emitGather(KernelBuilder &kb, ArrayRef<int64_t> outShape, int64_t v,
   return launch1d(groups);
 }
 
+/// The row-index kernels of the sparse resampling ops (trellis.gather_rows,
+/// trellis.segment_mean): each output row
+/// reads whole rows of x picked by an index. Every tensor is flattened at
+/// its own bound (x, the index and the result have different row counts);
+/// the actual rows (the result's) come last. V elements per thread, V the
+/// largest power of two dividing the row up to 16 bytes.
+FailureOr<Launch> emitRowIndexKernel(Operation *op, StringRef n,
+                                     gpu::GPUModuleOp module, StringRef name) {
+  auto ownBound = [](Type t) {
+    auto rt = cast<RankedTensorType>(t);
+    return rt.hasStaticShape() ? int64_t(0)
+                               : mlir::trellis::getDimUpperBound(rt, 0);
+  };
+  SmallVector<Type> types(op->getOperandTypes());
+  types.push_back(op->getResult(0).getType());
+  for (Type t : types) {
+    auto rt = cast<RankedTensorType>(t);
+    for (int64_t d = 1; d < rt.getRank(); ++d)
+      if (rt.isDynamicDim(d))
+        return op->emitError() << "has no GPU implementation for the dynamic "
+                                  "shape "
+                               << t << " (only dimension 0 may be dynamic)";
+    if (!rt.hasStaticShape() && ShapedType::isDynamic(ownBound(t)))
+      return op->emitError() << "has no GPU implementation for " << t
+                             << ": dimension 0 has no #trellis.bounds bound";
+    if (product(boundShape(t, ownBound(t))) > kMaxElements)
+      return op->emitError() << "has no GPU implementation: " << t
+                             << " has 2^31 or more elements at its bound";
+  }
+  SmallVector<Type> args;
+  for (Type t : op->getOperandTypes())
+    args.push_back(flatMemRef(t, ownBound(t)));
+  Type outTy = op->getResult(0).getType();
+  args.push_back(flatMemRef(outTy, ownBound(outTy)));
+  const int64_t bound = ownBound(outTy);
+  if (bound)
+    args.push_back(IntegerType::get(op->getContext(), 64));
+  KernelBuilder kb(module, name, args, op->getLoc());
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  const unsigned outArg = op->getNumOperands();
+  ArrayRef<int64_t> outShape = shapeOf(op->getResult(0));
+  const int64_t rowElems = product(outShape.drop_front());
+  const int64_t v =
+      pow2Divisor(rowElems, 16 / elemBytes(elemOf(op->getOperand(0))));
+  const int64_t perRow = rowElems / v;
+  Value rows;
+  if (bound) {
+    kb.bindRows(outArg + 1, bound);
+    rows = kb.rows;
+  } else {
+    rows = kb.idx(outShape[0]);
+  }
+  Value gid = kb.globalId();
+  kb.guard(kb.ult(gid, kb.mul(rows, perRow)));
+  Value r = kb.div(gid, perRow);
+  Value e = kb.mul(kb.rem(gid, perRow), v);
+  auto indexAt = [&](unsigned arg, Value at) {
+    Value i = memref::LoadOp::create(b, loc, kb.arg(arg), ValueRange{at});
+    return Value(arith::IndexCastOp::create(b, loc, b.getIndexType(), i));
+  };
+  auto rowStart = [&](Value row) { return kb.mul(row, rowElems); };
+  Value result;
+  if (n == "gather_rows") {
+    result = kb.load(kb.arg(0), kb.add(rowStart(indexAt(1, r)), e), v);
+  } else { // segment_mean
+    Value begin = indexAt(1, r), end = indexAt(1, kb.add(r, kb.idx(1)));
+    Type accTy = v == 1 ? Type(b.getF32Type())
+                        : Type(VectorType::get({v}, b.getF32Type()));
+    auto loop = scf::ForOp::create(
+        b, loc, begin, end, kb.idx(1), ValueRange{kb.zeroOf(accTy)},
+        [&](OpBuilder &nb, Location l, Value j, ValueRange acc) {
+          OpBuilder::InsertionGuard ig(kb.b);
+          kb.b.setInsertionPoint(nb.getInsertionBlock(),
+                                 nb.getInsertionPoint());
+          Value x = kb.toF32(
+              kb.load(kb.arg(0), kb.add(rowStart(indexAt(2, j)), e), v));
+          scf::YieldOp::create(kb.b, l,
+                               Value(arith::AddFOp::create(kb.b, l, acc[0], x)));
+        });
+    // n_s + extra_count, exact in f32 (below 2^24).
+    Value count = arith::AddIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, end, begin),
+        kb.idx(intAttrOr(op, "extra_count", 0)));
+    Value countF = arith::UIToFPOp::create(
+        b, loc, b.getF32Type(),
+        arith::IndexCastOp::create(b, loc, b.getI32Type(), count));
+    Value sum = loop.getResult(0);
+    result = kb.fromF32(
+        arith::DivFOp::create(b, loc, sum, kb.splat(countF, v)),
+        elemOf(op->getResult(0)));
+  }
+  kb.store(result, kb.arg(outArg), kb.add(rowStart(r), e));
+  Launch l = launch1d(bound ? bound * perRow : outShape[0] * perRow);
+  if (bound)
+    l.threadsPerRow = perRow;
+  return l;
+}
+
 //===----------------------------------------------------------------------===//
 // Per-op dispatch
 //===----------------------------------------------------------------------===//
@@ -1432,10 +1531,11 @@ OpClass classify(Operation *op) {
     return OpClass::Sampler;
   // Sparse feature ops: runtime kernels (runtime/kernels/sparse.cu, the
   // attention kernels) over the host-built index arrays.
-  if (llvm::is_contained({"sparse.conv3d", "sparse.downsample",
-                          "sparse.upsample", "sparse.subdivide_features",
-                          "sparse.group_norm", "sparse.batch_broadcast",
-                          "sparse.attention", "sparse.cross_attention"},
+  // (subdivide_features: its 8·bound rows at the mesh decoder's widths pass
+  // the generated kernels' 2^31-element limit.)
+  if (llvm::is_contained({"sparse.conv3d", "sparse.group_norm",
+                          "sparse.subdivide_features", "sparse.attention",
+                          "sparse.cross_attention"},
                          n))
     return OpClass::Library;
   // Coordinate values, evaluated on the host when the runtime binds a sparse
@@ -1444,7 +1544,8 @@ OpClass classify(Operation *op) {
           {"sparse.from_tensor", "sparse.coarsen", "sparse.subdivide",
            "sparse.neighbor_map", "sparse.parent_neighbor_map",
            "sparse.batch_segments", "sparse.window_segments", "sparse.xyz",
-           "sparse.to_tensor", "sparse.unique_mean", "ape", "occupancy"},
+           "sparse.to_tensor", "sparse.unique_mean", "sparse.parent_rows",
+           "sparse.child_rows", "sparse.batch_index", "ape", "occupancy"},
           n) ||
       n.starts_with("mesh."))
     return OpClass::Host;
@@ -1468,7 +1569,9 @@ OpClass classify(Operation *op) {
                                             "split",
                                             "layer_norm_modulate",
                                             "gated_residual_norm",
-                                            "broadcast_rows"},
+                                            "broadcast_rows",
+                                            "gather_rows",
+                                            "segment_mean"},
                                            n))
     return OpClass::Generated;
   return OpClass::Unsupported;
@@ -1497,6 +1600,8 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
                                StringRef name) {
   StringRef n = op->getName().getStringRef();
   n.consume_front("trellis.");
+  if (n == "gather_rows" || n == "segment_mean")
+    return emitRowIndexKernel(op, n, module, name);
   FailureOr<int64_t> bound = rowBound(op);
   if (failed(bound))
     return failure();

@@ -10,6 +10,8 @@
 
 #include "llvm/ADT/SetVector.h"
 
+#include <map>
+
 using namespace mlir;
 
 namespace trellis {
@@ -39,6 +41,99 @@ void splitConvBias(func::FuncOp fn) {
                                             conv.getResult(), reshaped);
     op.getResult().replaceAllUsesWith(add.getResult());
     op.erase();
+  }
+}
+
+/// Where an op computed from `operands` alone goes: right after the last of
+/// their definitions when they all live in `fn`'s entry block (so that the
+/// resampling ops of every sampler step share one index), else at `user`.
+void setInsertionAfterOperands(OpBuilder &b, func::FuncOp fn,
+                               ArrayRef<Value> operands, Operation *user) {
+  Block &entry = fn.getBody().front();
+  Operation *last = nullptr;
+  for (Value v : operands) {
+    if (v.getParentBlock() != &entry) {
+      b.setInsertionPoint(user);
+      return;
+    }
+    Operation *def = v.getDefiningOp();
+    if (def && (!last || last->isBeforeInBlock(def)))
+      last = def;
+  }
+  if (last)
+    b.setInsertionPointAfter(last);
+  else
+    b.setInsertionPointToStart(&entry);
+}
+
+/// The sparse resampling ops as an index computed from the coordinates (a
+/// host op, evaluated when the runtime binds the voxel set, one per
+/// coordinate pair) and a generated kernel over it:
+///   upsample(f, coarse, fine)  -> gather_rows(f, parent_rows(fine, coarse))
+///   batch_broadcast(v, coords) -> gather_rows(v, batch_index(coords))
+///   downsample(f, fine, coarse)
+///     -> segment_mean(f, child_rows(fine, coarse)) {extra_count = 1}
+/// (Σ children / (n + 1), spec §6.3's quirk).
+void lowerSparseResampling(func::FuncOp fn) {
+  using namespace mlir::trellis;
+  SmallVector<Operation *> ops;
+  fn.walk([&](Operation *op) {
+    if (isa<SparseUpsampleOp, SparseDownsampleOp, SparseBatchBroadcastOp>(op))
+      ops.push_back(op);
+  });
+  // One index op per (kind, coordinate operands).
+  std::map<std::vector<const void *>, Operation *> indexOps;
+  enum IndexKind : uintptr_t { Parents, Batch, Children };
+  auto indexOp = [&](IndexKind kind, SmallVector<Value, 2> coords,
+                     Operation *user, auto build) -> Operation * {
+    std::vector<const void *> key = {reinterpret_cast<const void *>(kind)};
+    for (Value v : coords)
+      key.push_back(v.getAsOpaquePointer());
+    Operation *&op = indexOps[key];
+    if (!op) {
+      OpBuilder b(user);
+      setInsertionAfterOperands(b, fn, coords, user);
+      op = build(b);
+    }
+    return op;
+  };
+  for (Operation *op : ops) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    Value result;
+    if (auto up = dyn_cast<SparseUpsampleOp>(op)) {
+      Operation *parents = indexOp(
+          Parents, {up.getFine(), up.getCoarse()}, op, [&](OpBuilder &ib) {
+            return SparseParentRowsOp::create(ib, loc, up.getFine(),
+                                              up.getCoarse())
+                .getOperation();
+          });
+      result = GatherRowsOp::create(b, loc, up.getFeats(),
+                                    parents->getResult(0));
+    } else if (auto bc = dyn_cast<SparseBatchBroadcastOp>(op)) {
+      Operation *batch = indexOp(Batch, {bc.getCoords()}, op,
+                                 [&](OpBuilder &ib) {
+                                   return SparseBatchIndexOp::create(
+                                              ib, loc, bc.getCoords())
+                                       .getOperation();
+                                 });
+      result =
+          GatherRowsOp::create(b, loc, bc.getValues(), batch->getResult(0));
+    } else {
+      auto down = cast<SparseDownsampleOp>(op);
+      Operation *csr = indexOp(
+          Children, {down.getFine(), down.getCoarse()}, op,
+          [&](OpBuilder &ib) {
+            return SparseChildRowsOp::create(ib, loc, down.getFine(),
+                                             down.getCoarse())
+                .getOperation();
+          });
+      result = SegmentMeanOp::create(b, loc, down.getFeats(),
+                                     csr->getResult(0), csr->getResult(1),
+                                     /*extra_count=*/1);
+    }
+    op->getResult(0).replaceAllUsesWith(result);
+    op->erase();
   }
 }
 
@@ -118,6 +213,7 @@ LogicalResult partitionForCuda(ModuleOp module,
   for (func::FuncOp fn : gpu) {
     fn->setAttr("trellis.device", b.getStringAttr("cuda"));
     splitConvBias(fn);
+    lowerSparseResampling(fn);
     if (failed(checkDynamicDims(fn)))
       return failure();
     WalkResult checked = fn.walk([](Operation *op) {
@@ -148,7 +244,8 @@ struct PartitionPass
   StringRef getDescription() const final {
     return "Mark the GPU entry functions and their callees "
            "(trellis.device = \"cuda\") and rewrite their ops into forms the "
-           "GPU backend runs (conv3d bias -> broadcast add)";
+           "GPU backend runs (conv3d bias -> broadcast add; sparse "
+           "resampling -> index from the coordinates + gather kernel)";
   }
   void runOnOperation() override {
     std::vector<std::string> names(entries.begin(), entries.end());

@@ -2,12 +2,13 @@
 //
 // The part of the CUDA executor that runs functions over voxel sets whose size
 // is known only at call time (docs/design/gpu-backend.md, "Sparse stages"):
-//   * bind(): the coordinate values (coords, neighbour maps, segments, and
+//   * bind(): the coordinate values (coords, segments, the resampling index
+//     arrays of trellis.sparse.parent_rows / child_rows / batch_index, and
 //     everything computed from coordinates alone, e.g. the APE) are evaluated
 //     on the host with the CPU reference; every dynamic tensor gets its
 //     concrete row count, so that plan() sees static shapes;
-//   * uploadBound(): those values and the index arrays of downsample /
-//     upsample go to the device once, in one pool;
+//   * uploadBound(): those values (and the group norms' chunk lists) go to
+//     the device once, in one pool;
 //   * buildSparseCommand(): the sparse feature ops as commands over the
 //     runtime kernels (runtime/kernels/sparse.cuh, the attention kernels) and
 //     cuBLASLt.
@@ -38,6 +39,9 @@ bool isCoordinateOp(const std::string &op) {
                                     "trellis.sparse.batch_segments",
                                     "trellis.sparse.xyz",
                                     "trellis.sparse.to_tensor",
+                                    "trellis.sparse.parent_rows",
+                                    "trellis.sparse.child_rows",
+                                    "trellis.sparse.batch_index",
                                     "trellis.ape"};
   return std::find(std::begin(ops), std::end(ops), op) != std::end(ops);
 }
@@ -426,11 +430,10 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
             total *= d;
           if (inner > 0 && total % inner == 0)
             rows = total / inner;
-        } else if (op == "trellis.sparse.batch_broadcast") {
+        } else if (op == "trellis.gather_rows") {
           rows = rowsOf(node.in.at(1));
-        } else if (op == "trellis.sparse.downsample" ||
-                   op == "trellis.sparse.upsample") {
-          rows = rowsOf(node.in.at(2));
+        } else if (op == "trellis.segment_mean") {
+          rows = rowsOf(node.in.at(1)) - 1;
         } else if (op == "trellis.sparse.subdivide_features") {
           rows = 8 * rowsOf(node.in.at(0));
         } else if (op == "trellis.sparse.conv3d" && node.in.size() > 2 &&
@@ -460,36 +463,6 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
           return opError(instr, "its coordinate set was not bound");
         node.auxHost = {groupNormChunks(*c)};
         continue;
-      }
-      // Index arrays of the resampling ops (fine row -> coarse parent).
-      if (op == "trellis.sparse.downsample" || op == "trellis.sparse.upsample") {
-        bool down = op == "trellis.sparse.downsample";
-        const ref::CoordSet *fine = coordsOf(node.in[down ? 1 : 2]);
-        const ref::CoordSet *coarse = coordsOf(node.in[down ? 2 : 1]);
-        if (!fine || !coarse)
-          return opError(instr, "its coordinate sets were not bound");
-        auto parents = ref::parentRows(*fine, *coarse);
-        if (!parents)
-          return opError(instr, parents.message());
-        if (!down) {
-          node.auxHost = {*parents};
-          continue;
-        }
-        // Children of each coarse row in ascending fine row order (CSR).
-        int64_t n = fine->size(), nc = coarse->size();
-        HostTensor offsets(DType::I32, {nc + 1}), children(DType::I32, {n});
-        int32_t *o = offsets.mutableData<int32_t>();
-        std::fill(o, o + nc + 1, 0);
-        const int32_t *parent = parents->data<int32_t>();
-        for (int64_t i = 0; i < n; ++i)
-          ++o[parent[i] + 1];
-        for (int64_t r = 0; r < nc; ++r)
-          o[r + 1] += o[r];
-        std::vector<int32_t> fill(o, o + nc);
-        for (int64_t i = 0; i < n; ++i)
-          children.mutableData<int32_t>()[fill[size_t(parent[i])]++] =
-              int32_t(i);
-        node.auxHost = {offsets, children};
       }
     }
     return Status::ok();
@@ -753,10 +726,7 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
                                     "trellis.sparse.window_segments",
                                     "trellis.sparse.conv3d",
                                     "trellis.sparse.parent_neighbor_map",
-                                    "trellis.sparse.downsample",
-                                    "trellis.sparse.upsample",
                                     "trellis.sparse.subdivide_features",
-                                    "trellis.sparse.batch_broadcast",
                                     "trellis.sparse.group_norm",
                                     "trellis.sparse.attention",
                                     "trellis.sparse.cross_attention"};
@@ -1064,45 +1034,8 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     return true;
   }
 
-  if (op == "trellis.sparse.downsample") {
-    auto f = kernel("trellis_sparse_downsample");
-    if (!f)
-      return f.takeError();
-    if (node.aux.size() != 2)
-      return opError(instr, "its index arrays were not built");
-    CUdeviceptr src = ptr(node.in[0]), offsets = node.aux[0],
-                children = node.aux[1], dst = ptr(node.out[0]);
-    int32_t vec = vectorWidth(c, c, src, dst);
-    node.command = [this, f = *f, src, offsets, children, dst, rows, c, vec,
-                    &instr]() mutable -> Status {
-      int64_t n = rows;
-      int32_t width = c;
-      void *params[] = {&src, &offsets, &children, &dst, &n, &width, &vec};
-      return launch1d(f, n * (width / vec), params, instr, "the downsample");
-    };
-    return true;
-  }
-  if (op == "trellis.sparse.upsample") {
-    if (node.aux.size() != 1)
-      return opError(instr, "its index array was not built");
-    auto g = gather(ptr(node.in[0]), node.aux[0], 1, 1, ptr(node.out[0]), rows,
-                    c, 0);
-    if (!g)
-      return g.takeError();
-    node.command = *g;
-    return true;
-  }
   if (op == "trellis.sparse.subdivide_features") {
     auto g = gather(ptr(node.in[0]), 0, 1, 8, ptr(node.out[0]), rows, c, 0);
-    if (!g)
-      return g.takeError();
-    node.command = *g;
-    return true;
-  }
-  if (op == "trellis.sparse.batch_broadcast") {
-    // Row n gets v[b(n)]: the batch column of the coords [N, 4].
-    auto g = gather(ptr(node.in[0]), ptr(node.in[1]), 4, 1, ptr(node.out[0]),
-                    rows, c, 0);
     if (!g)
       return g.takeError();
     node.command = *g;

@@ -631,6 +631,36 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
       TRY(fine, in.coords(2));
       return single(ref::sparseUpsample(f, *coarse, *fine));
     }
+    if (op == "trellis.sparse.parent_rows") {
+      TRY(fine, in.coords(0));
+      TRY(coarse, in.coords(1));
+      return single(ref::parentRows(*fine, *coarse));
+    }
+    if (op == "trellis.sparse.child_rows") {
+      TRY(fine, in.coords(0));
+      TRY(coarse, in.coords(1));
+      TRY(csr, ref::childRows(*fine, *coarse));
+      out.push_back(csr.first);
+      out.push_back(csr.second);
+      return Status::ok();
+    }
+    if (op == "trellis.sparse.batch_index") {
+      TRY(c, in.coords(0));
+      out.push_back(ref::batchIndex(*c));
+      return Status::ok();
+    }
+    if (op == "trellis.gather_rows") {
+      TRY(x, in.tensor(0));
+      TRY(index, in.tensor(1));
+      return single(ref::gatherRows(x, index));
+    }
+    if (op == "trellis.segment_mean") {
+      TRY(x, in.tensor(0));
+      TRY(offsets, in.tensor(1));
+      TRY(rows, in.tensor(2));
+      return single(
+          ref::segmentMean(x, offsets, rows, intOr(instr, "extra_count", 0)));
+    }
     if (op == "trellis.sparse.subdivide_features") {
       TRY(f, in.tensor(0));
       return single(ref::subdivideFeats(f));

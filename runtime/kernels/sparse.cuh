@@ -320,49 +320,6 @@ __device__ void gatherRows(const T *x, int64_t x_stride, const int32_t *index,
         *reinterpret_cast<const V *>(x + other * x_stride + ch);
 }
 
-// Downsample (spec §6.3 quirk): coarse row r = Σ children / (n + 1), the
-// children of r being children[offsets[r] .. offsets[r+1]) in ascending row
-// order (summed in that order, f32). Vec channels per thread as gatherRows.
-template <typename T, int Vec>
-__device__ void downsample(const T *x, const int32_t *offsets,
-                           const int32_t *children, T *out, int64_t rows,
-                           int32_t c) {
-  constexpr int kLanes = Vec == 1 ? 1 : 16 / int(sizeof(T));
-  const int64_t chunks = c / Vec;
-  const int64_t t = globalThread();
-  if (t >= rows * chunks)
-    return;
-  const int64_t r = t / chunks, ch = (t % chunks) * Vec;
-  const int32_t begin = offsets[r], end = offsets[r + 1];
-  float sum[kLanes];
-#pragma unroll
-  for (int e = 0; e < kLanes; ++e)
-    sum[e] = 0.f;
-  for (int32_t j = begin; j < end; ++j) {
-    const T *src = x + int64_t(children[j]) * c + ch;
-    if constexpr (Vec == 1) {
-      sum[0] += toF32(src[0]);
-    } else {
-      const uint4 v = *reinterpret_cast<const uint4 *>(src);
-      const T *e = reinterpret_cast<const T *>(&v);
-#pragma unroll
-      for (int i = 0; i < kLanes; ++i)
-        sum[i] += toF32(e[i]);
-    }
-  }
-  const float n = float(end - begin + 1);
-  if constexpr (Vec == 1) {
-    out[r * c + ch] = fromF32<T>(sum[0] / n);
-  } else {
-    uint4 v;
-    T *e = reinterpret_cast<T *>(&v);
-#pragma unroll
-    for (int i = 0; i < kLanes; ++i)
-      e[i] = fromF32<T>(sum[i] / n);
-    *reinterpret_cast<uint4 *>(out + r * c + ch) = v;
-  }
-}
-
 // Group norm statistics (spec §7.4), deterministic and coalesced in two
 // passes over x. chunks [K, 3] = (sample, first row, end row), each chunk
 // inside one sample. Pass 1: per (chunk, channel) the sum of x (thread =
@@ -555,15 +512,6 @@ trellis_window_offsets(const int32_t *base, int32_t blocks, int64_t segments,
     else                                                                       \
       trellis_sparse::gatherRows<T, 1>(x, x_stride, index, index_stride,       \
                                        divisor, out, rows, c, scatter);        \
-  }                                                                            \
-  extern "C" __global__ void trellis_sparse_downsample_##S(                    \
-      const T *x, const int32_t *offsets, const int32_t *children, T *out,     \
-      int64_t rows, int32_t c, int32_t vec) {                                  \
-    if (vec > 1)                                                               \
-      trellis_sparse::downsample<T, 16 / sizeof(T)>(x, offsets, children, out, \
-                                                    rows, c);                  \
-    else                                                                       \
-      trellis_sparse::downsample<T, 1>(x, offsets, children, out, rows, c);    \
   }                                                                            \
   extern "C" __global__ void trellis_sparse_group_norm_partial_##S(            \
       const T *x, const int32_t *chunks, const float *stats, float *partial,   \

@@ -363,43 +363,80 @@ Result<HostTensor> parentNeighborMap(const HostTensor &neighborMap,
   return out;
 }
 
-Result<HostTensor> sparseDownsample(const HostTensor &feats,
-                                    const CoordSet &fine,
-                                    const CoordSet &coarse) {
-  const char *op = "sparse.downsample";
-  if (Status s = checkFeats(op, feats, fine.size()); !s)
-    return Error{s.message()};
+Result<std::pair<HostTensor, HostTensor>> childRows(const CoordSet &fine,
+                                                    const CoordSet &coarse) {
   Result<HostTensor> idx = parentRows(fine, coarse);
   if (!idx)
     return idx.takeError();
-  const int64_t N = feats.dim(0), C = feats.dim(1), Nc = coarse.size();
-  const int32_t *ip = idx->data<int32_t>();
-  // Children of each coarse row, in ascending fine row order (CSR).
-  std::vector<int64_t> start(size_t(Nc + 1), 0);
+  const int64_t N = fine.size(), Nc = coarse.size();
+  const int32_t *parent = idx->data<int32_t>();
+  // Counting sort by parent: children in ascending fine row order.
+  HostTensor offsets(DType::I32, {Nc + 1}), children(DType::I32, {N});
+  int32_t *o = offsets.mutableData<int32_t>();
+  std::fill(o, o + Nc + 1, 0);
   for (int64_t n = 0; n < N; ++n)
-    ++start[size_t(ip[n]) + 1];
+    ++o[parent[n] + 1];
   for (int64_t r = 0; r < Nc; ++r)
-    start[size_t(r + 1)] += start[size_t(r)];
-  std::vector<int64_t> child(static_cast<size_t>(N)),
-      fill(start.begin(), start.end() - 1);
+    o[r + 1] += o[r];
+  std::vector<int32_t> fill(o, o + Nc);
+  int32_t *c = children.mutableData<int32_t>();
   for (int64_t n = 0; n < N; ++n)
-    child[size_t(fill[size_t(ip[n])]++)] = n;
-  FloatView vx(feats);
-  FloatOut out(feats.dtype(), {Nc, C});
-  parallelFor(Nc, 64, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      int64_t count = start[size_t(r + 1)] - start[size_t(r)];
+    c[fill[size_t(parent[n])]++] = int32_t(n);
+  return std::make_pair(std::move(offsets), std::move(children));
+}
+
+Result<HostTensor> segmentMean(const HostTensor &x, const HostTensor &offsets,
+                               const HostTensor &rows, int64_t extraCount) {
+  const char *op = "segment_mean";
+  if (Status s = expectFloat(op, "x", x); !s)
+    return Error{s.message()};
+  if (x.rank() != 2 || offsets.dtype() != DType::I32 || offsets.rank() != 1 ||
+      offsets.dim(0) < 1 || rows.dtype() != DType::I32 || rows.rank() != 1)
+    return opError(op, "needs x [M, C], i32 offsets [S + 1] and i32 rows [K], "
+                       "got " +
+                           describe(x) + ", " + describe(offsets) + ", " +
+                           describe(rows));
+  const int64_t S = offsets.dim(0) - 1, C = x.dim(1), M = x.dim(0);
+  const int32_t *o = offsets.data<int32_t>(), *r = rows.data<int32_t>();
+  for (int64_t s = 0; s < S; ++s)
+    if (o[s] < 0 || o[s] > o[s + 1] || o[s + 1] > rows.dim(0))
+      return opError(op, "offsets must rise within [0, " +
+                             std::to_string(rows.dim(0)) + "], found " +
+                             std::to_string(o[s]) + ", " +
+                             std::to_string(o[s + 1]) + " at segment " +
+                             std::to_string(s));
+  for (int64_t j = 0; j < rows.dim(0); ++j)
+    if (r[j] < 0 || r[j] >= M)
+      return opError(op, "row " + std::to_string(r[j]) + " at " +
+                             std::to_string(j) + " is outside x's " +
+                             std::to_string(M) + " rows");
+  FloatView vx(x);
+  FloatOut out(x.dtype(), {S, C});
+  parallelFor(S, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) {
+      const int64_t count = o[s + 1] - o[s];
       for (int64_t ch = 0; ch < C; ++ch) {
         float sum = 0.0f;
-        for (int64_t j = start[size_t(r)]; j < start[size_t(r + 1)]; ++j)
-          sum += vx[child[size_t(j)] * C + ch];
-        // §6.3 [quirk]: scatter_reduce "mean" with include_self = True into
-        // zeros counts the zero: Σ / (n + 1), e.g. {1,2,3} → 1.5, {10} → 5.
-        out.set(r * C + ch, sum / float(count + 1));
+        for (int64_t j = o[s]; j < o[s + 1]; ++j)
+          sum += vx[int64_t(r[j]) * C + ch];
+        out.set(s * C + ch, sum / float(count + extraCount));
       }
     }
   });
   return out.take();
+}
+
+Result<HostTensor> sparseDownsample(const HostTensor &feats,
+                                    const CoordSet &fine,
+                                    const CoordSet &coarse) {
+  if (Status s = checkFeats("sparse.downsample", feats, fine.size()); !s)
+    return Error{s.message()};
+  auto csr = childRows(fine, coarse);
+  if (!csr)
+    return csr.takeError();
+  // §6.3 [quirk]: scatter_reduce "mean" with include_self = True into zeros
+  // counts the zero: Σ / (n + 1), e.g. {1,2,3} → 1.5, {10} → 5.
+  return segmentMean(feats, csr->first, csr->second, /*extraCount=*/1);
 }
 
 Result<HostTensor> sparseUpsample(const HostTensor &coarseFeats,
@@ -542,6 +579,29 @@ Result<HostTensor> sparseGroupNorm(const HostTensor &feats,
         }
   });
   return out.take();
+}
+
+Result<HostTensor> gatherRows(const HostTensor &x, const HostTensor &index) {
+  if (x.rank() < 1 || index.dtype() != DType::I32 || index.rank() != 1)
+    return opError("gather_rows", "needs x [M, ...] and an i32 index [N], got " +
+                                      describe(x) + ", " + describe(index));
+  std::vector<int64_t> src(size_t(index.dim(0)));
+  for (size_t n = 0; n < src.size(); ++n) {
+    src[n] = index.data<int32_t>()[n];
+    if (src[n] < 0 || src[n] >= x.dim(0))
+      return opError("gather_rows", "index " + std::to_string(src[n]) +
+                                        " at " + std::to_string(n) +
+                                        " is outside x's " +
+                                        std::to_string(x.dim(0)) + " rows");
+  }
+  return gatherRows(x, src);
+}
+
+HostTensor batchIndex(const CoordSet &coords) {
+  HostTensor out(DType::I32, {coords.size()});
+  for (int64_t n = 0; n < coords.size(); ++n)
+    out.mutableData<int32_t>()[n] = coords.row(n)[0];
+  return out;
 }
 
 Result<HostTensor> batchBroadcast(const HostTensor &v, const CoordSet &coords) {

@@ -44,6 +44,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace trellis::ref {
@@ -306,6 +307,22 @@ Result<HostTensor> parentNeighborMap(const HostTensor &neighborMap,
 Result<HostTensor> sparseDownsample(const HostTensor &feats,
                                     const CoordSet &fine,
                                     const CoordSet &coarse);
+
+/// trellis.sparse.child_rows: the children of each coarse row as CSR,
+/// offsets int32 [N' + 1] and children int32 [N] (ascending fine rows).
+Result<std::pair<HostTensor, HostTensor>> childRows(const CoordSet &fine,
+                                                    const CoordSet &coarse);
+
+/// trellis.segment_mean: out[s] = Σ_{j in [offsets[s], offsets[s+1])}
+/// x[rows[j]] / (n_s + extraCount), summed in f32 in ascending j order.
+Result<HostTensor> segmentMean(const HostTensor &x, const HostTensor &offsets,
+                               const HostTensor &rows, int64_t extraCount);
+
+/// trellis.gather_rows: out[n] = x[index[n]] (whole rows, any dtype).
+Result<HostTensor> gatherRows(const HostTensor &x, const HostTensor &index);
+
+/// trellis.sparse.batch_index: the int32 [N] batch column.
+HostTensor batchIndex(const CoordSet &coords);
 
 /// trellis.sparse.upsample: feats [N', C] on `coarse` -> [N, C] on `fine`,
 /// every fine row a copy of its parent's row.

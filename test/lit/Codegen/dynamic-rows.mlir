@@ -79,3 +79,35 @@ func.func @sampler(%noise: tensor<?x8xf32, #trellis.bounds<[4096]>>, %cond: tens
 // KERNEL: arith.muli %[[R]], %c2
 // KERNEL-LABEL: gpu.func @flow_update_f32_dx8_k9
 // KERNEL-SAME: (%{{.*}}: memref<32768xf32>, %{{.*}}: memref<32768xf32>, %{{.*}}: memref<32768xf32>, %{{.*}}: memref<32768xf32>, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: i32, %{{.*}}: i64)
+
+// The resampling kernels (trellis-partition-cuda's form of upsample and
+// downsample): each tensor flattened at its own bound, the
+// result's rows last; the index arrays from the coordinates are host ops.
+// CHECK-LABEL: func.func @resampling
+func.func @resampling(%c: tensor<?x4xi32, #trellis.bounds<[4096]>>, %x: tensor<?x128xf16, #trellis.bounds<[4096]>>)
+    attributes {trellis.device = "cuda"} {
+  %fine = trellis.sparse.from_tensor %c {resolution = 16 : i64} : (tensor<?x4xi32, #trellis.bounds<[4096]>>) -> !trellis.coords<resolution = 16, bound = 4096>
+  %coarse = trellis.sparse.coarsen %fine : (!trellis.coords<resolution = 16, bound = 4096>) -> !trellis.coords<resolution = 8, bound = 4096>
+  // CHECK: trellis.sparse.child_rows
+  // CHECK-NOT: trellis.launch
+  // CHECK-SAME: -> (tensor
+  %o, %ch = trellis.sparse.child_rows %fine, %coarse : (!trellis.coords<resolution = 16, bound = 4096>, !trellis.coords<resolution = 8, bound = 4096>) -> (tensor<?xi32, #trellis.bounds<[4097]>>, tensor<?xi32, #trellis.bounds<[4096]>>)
+  // CHECK: trellis.sparse.parent_rows
+  // CHECK-NOT: trellis.launch
+  // CHECK-SAME: -> tensor
+  %p = trellis.sparse.parent_rows %fine, %coarse : (!trellis.coords<resolution = 16, bound = 4096>, !trellis.coords<resolution = 8, bound = 4096>) -> tensor<?xi32, #trellis.bounds<[4096]>>
+  // 8 f16 per thread, 16 threads per row.
+  // CHECK: trellis.segment_mean {{.*}}kernel = "segment_mean_f16_dx128_k{{[0-9]+}}", smem = 0 : i64, threads_per_row = 16 : i64}
+  // KERNEL-LABEL: gpu.func @segment_mean_f16_dx128
+  // KERNEL-SAME: (%{{.*}}: memref<524288xf16>, %{{.*}}: memref<4097xi32>, %{{.*}}: memref<4096xi32>, %{{.*}}: memref<524288xf16>, %{{.*}}: i64)
+  // KERNEL: scf.for
+  // KERNEL: arith.addf {{.*}} : vector<8xf32>
+  // KERNEL: arith.divf {{.*}} : vector<8xf32>
+  %d = trellis.segment_mean %x, %o, %ch {extra_count = 1 : i64} : (tensor<?x128xf16, #trellis.bounds<[4096]>>, tensor<?xi32, #trellis.bounds<[4097]>>, tensor<?xi32, #trellis.bounds<[4096]>>) -> tensor<?x128xf16, #trellis.bounds<[4096]>>
+  // CHECK: trellis.gather_rows {{.*}}threads_per_row = 16 : i64}
+  // KERNEL-LABEL: gpu.func @gather_rows_f16_dx128
+  // KERNEL: memref.load {{.*}} : memref<4096xi32>
+  // KERNEL: vector.load {{.*}} : memref<524288xf16>, vector<8xf16>
+  %u = trellis.gather_rows %d, %p : (tensor<?x128xf16, #trellis.bounds<[4096]>>, tensor<?xi32, #trellis.bounds<[4096]>>) -> tensor<?x128xf16, #trellis.bounds<[4096]>>
+  return
+}

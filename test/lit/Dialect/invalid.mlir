@@ -1882,6 +1882,46 @@ func.func @batch_broadcast_result(%v: tensor<2x128xf16>, %c: !trellis.coords<res
 
 // -----
 
+func.func @parent_rows_factor(%c: !trellis.coords<resolution = 16, bound = 40>, %f: !trellis.coords<resolution = 64, bound = 100>) {
+  // expected-error @+1 {{fine resolution 64 must be twice the coarse resolution 16}}
+  %p = trellis.sparse.parent_rows %f, %c : (!trellis.coords<resolution = 64, bound = 100>, !trellis.coords<resolution = 16, bound = 40>) -> tensor<?xi32, #trellis.bounds<[100]>>
+  return
+}
+
+// -----
+
+func.func @child_rows_factor(%c: !trellis.coords<resolution = 16, bound = 40>, %f: !trellis.coords<resolution = 64, bound = 100>) {
+  // expected-error @+1 {{fine resolution 64 must be twice the coarse resolution 16}}
+  %o, %ch = trellis.sparse.child_rows %f, %c : (!trellis.coords<resolution = 64, bound = 100>, !trellis.coords<resolution = 16, bound = 40>) -> (tensor<?xi32, #trellis.bounds<[41]>>, tensor<?xi32, #trellis.bounds<[100]>>)
+  return
+}
+
+// -----
+
+func.func @gather_rows_index_rank(%x: tensor<8x4xf32>, %i: tensor<2x3xi32>) {
+  // expected-error @+1 {{index must be [N] (rank 1), found 'tensor<2x3xi32>'}}
+  %g = trellis.gather_rows %x, %i : (tensor<8x4xf32>, tensor<2x3xi32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @segment_mean_extra_count(%x: tensor<8x4xf32>, %o: tensor<3xi32>, %r: tensor<8xi32>) {
+  // expected-error @+1 {{extra_count must be >= 0, found -1}}
+  %m = trellis.segment_mean %x, %o, %r {extra_count = -1 : i64} : (tensor<8x4xf32>, tensor<3xi32>, tensor<8xi32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @segment_mean_x_rank(%x: tensor<8xf32>, %o: tensor<3xi32>, %r: tensor<8xi32>) {
+  // expected-error @+1 {{x must be [M, C] (rank 2), found 'tensor<8xf32>'}}
+  %m = trellis.segment_mean %x, %o, %r : (tensor<8xf32>, tensor<3xi32>, tensor<8xi32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
 func.func @sattn_gamma(%q: tensor<?x12x64xf16, #trellis.bounds<[100]>>, %s: !trellis.segments<max_length = 512, bound = 100>, %g: tensor<12x32xf32>) {
   // expected-error @+1 {{k_gamma must be [H, d] = [12, 64], found 'tensor<12x32xf32>'}}
   %o = trellis.sparse.attention %q, %q, %q, %s k_gamma %g {scale = 0.125 : f64} : (tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, !trellis.segments<max_length = 512, bound = 100>, tensor<12x32xf32>) -> tensor<?x12x64xf16, #trellis.bounds<[100]>>

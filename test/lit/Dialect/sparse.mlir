@@ -199,3 +199,45 @@ func.func @unique_mean(%keys: tensor<?xi64, #trellis.bounds<[16777216]>>, %vals:
   %u2:2 = trellis.sparse.unique_mean %sk, %sv : (tensor<12xi64>, tensor<12x3xf32>) -> (tensor<?xi64, #trellis.bounds<[12]>>, tensor<?x3xf32, #trellis.bounds<[12]>>)
   return
 }
+
+// The resampling index arrays and the ops that read them (the GPU form of
+// upsample / downsample / batch_broadcast after trellis-partition-cuda); the
+// examples of the op reference.
+// CHECK-LABEL: func.func @resampling_index_doc
+func.func @resampling_index_doc(%c64: !trellis.coords<resolution = 64, bound = 32768>,
+                                %c32: !trellis.coords<resolution = 32, bound = 32768>,
+                                %c: !trellis.coords<resolution = 64, bound = 32768>,
+                                %h: tensor<?x128xf16, #trellis.bounds<[4096]>>) {
+  // CHECK: trellis.sparse.parent_rows {{.*}} -> tensor<?xi32, #trellis.bounds<[32768]>>
+  %p = trellis.sparse.parent_rows %c64, %c32
+         : (!trellis.coords<resolution = 64, bound = 32768>, !trellis.coords<resolution = 32, bound = 32768>)
+         -> tensor<?xi32, #trellis.bounds<[32768]>>
+  // CHECK: trellis.sparse.child_rows {{.*}} -> (tensor<?xi32, #trellis.bounds<[32769]>>, tensor<?xi32, #trellis.bounds<[32768]>>)
+  %o, %ch = trellis.sparse.child_rows %c64, %c32
+         : (!trellis.coords<resolution = 64, bound = 32768>, !trellis.coords<resolution = 32, bound = 32768>)
+         -> (tensor<?xi32, #trellis.bounds<[32769]>>, tensor<?xi32, #trellis.bounds<[32768]>>)
+  // CHECK: trellis.sparse.batch_index {{.*}} -> tensor<?xi32, #trellis.bounds<[32768]>>
+  %b = trellis.sparse.batch_index %c
+         : (!trellis.coords<resolution = 64, bound = 32768>) -> tensor<?xi32, #trellis.bounds<[32768]>>
+  // CHECK: trellis.gather_rows {{.*}} -> tensor<?x128xf16, #trellis.bounds<[32768]>>
+  %u = trellis.gather_rows %h, %p
+         : (tensor<?x128xf16, #trellis.bounds<[4096]>>, tensor<?xi32, #trellis.bounds<[32768]>>)
+         -> tensor<?x128xf16, #trellis.bounds<[32768]>>
+  return
+}
+
+// CHECK-LABEL: func.func @segment_mean_doc
+func.func @segment_mean_doc(%h: tensor<?x32xf16, #trellis.bounds<[32768]>>,
+                            %o: tensor<?xi32, #trellis.bounds<[32769]>>,
+                            %ch: tensor<?xi32, #trellis.bounds<[32768]>>,
+                            %s: tensor<4x3xf32>, %so: tensor<3xi32>, %sr: tensor<5xi32>) {
+  // CHECK: trellis.segment_mean {{.*}} {extra_count = 1 : i64} {{.*}} -> tensor<?x32xf16, #trellis.bounds<[32768]>>
+  %d = trellis.segment_mean %h, %o, %ch {extra_count = 1 : i64}
+         : (tensor<?x32xf16, #trellis.bounds<[32768]>>, tensor<?xi32, #trellis.bounds<[32769]>>,
+            tensor<?xi32, #trellis.bounds<[32768]>>)
+         -> tensor<?x32xf16, #trellis.bounds<[32768]>>
+  // Static shapes: S = 3 - 1 segments; extra_count defaults to 0.
+  // CHECK: trellis.segment_mean {{.*}} -> tensor<2x3xf32>
+  %m = trellis.segment_mean %s, %so, %sr : (tensor<4x3xf32>, tensor<3xi32>, tensor<5xi32>) -> tensor<2x3xf32>
+  return
+}

@@ -18,6 +18,7 @@
 #include "lib/Target/HostProgram.h"
 #include "lib/Transforms/Passes.h"
 #include "trellis/Config/PipelineConfig.h"
+#include "trellis/Conversion/Partition.h"
 #include "trellis/Format/Safetensors.h"
 #include "trellis/Models/Builders.h"
 #include "trellis/Runtime/CpuExecutor.h"
@@ -447,6 +448,34 @@ TEST_F(FusionNumeric, SinkUpsampleSlatIsExact) {
   });
   EXPECT_EQ(upsampledConvs, 0);
   EXPECT_EQ(wideUpsamples, 0);
+}
+
+// trellis-partition-cuda's form of the sparse resampling ops (an index from
+// the coordinates + gather_rows / segment_mean) gives bit for bit the same
+// latent on the CPU reference; with two samples the res blocks' per-sample
+// modulation goes through batch_index + gather_rows too.
+TEST_F(FusionNumeric, PartitionResamplingSlatIsExact) {
+  for (int64_t batch : {1, 2}) {
+    mlir::OwningOpRef<mlir::ModuleOp> module = graphModule(batch);
+    mlir::PassManager pm(&context_);
+    mlir::trellis::buildFusionPipeline(pm);
+    ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+    HostTensor before = runSlatStage(*module, batch);
+    ASSERT_TRUE(mlir::succeeded(trellis::partitionForCuda(*module, {"slat_stage"})));
+    mlir::Operation *stage = module->lookupSymbol("slat_stage");
+    EXPECT_EQ(count(stage, "trellis.sparse.upsample"), 0);
+    EXPECT_EQ(count(stage, "trellis.sparse.downsample"), 0);
+    EXPECT_EQ(count(stage, "trellis.sparse.batch_broadcast"), 0);
+    EXPECT_EQ(count(stage, "trellis.segment_mean"), 1);
+    EXPECT_GE(count(stage, "trellis.gather_rows"), batch == 2 ? 2 : 1);
+    // One index per coordinate pair, outside the sampler.
+    EXPECT_EQ(count(stage, "trellis.sparse.child_rows"), 1);
+    EXPECT_EQ(count(stage, "trellis.sparse.parent_rows"), 1);
+    HostTensor after = runSlatStage(*module, batch);
+    ASSERT_GT(before.numel(), 0);
+    ASSERT_EQ(after.numel(), before.numel());
+    EXPECT_EQ(relativeL2(after, before), 0.0) << "batch " << batch;
+  }
 }
 
 // The whole fusion pipeline on slat_stage.
