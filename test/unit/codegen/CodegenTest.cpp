@@ -91,7 +91,8 @@ func.func @rows(%x: tensor<?x128xf16, #trellis.bounds<[4096]>>, %b: tensor<128xf
   %xh = trellis.add %xf, %half : (tensor<?x3xf32, #trellis.bounds<[4096]>>, tensor<1xf32>) -> tensor<?x3xf32, #trellis.bounds<[4096]>>
   %xr = trellis.reshape %xh : (tensor<?x3xf32, #trellis.bounds<[4096]>>) -> tensor<?x1x3xf32, #trellis.bounds<[4096]>>
   %pos = trellis.add %xr, %o : (tensor<?x1x3xf32, #trellis.bounds<[4096]>>, tensor<?x32x3xf32, #trellis.bounds<[4096]>>) -> tensor<?x32x3xf32, #trellis.bounds<[4096]>>
-  %bb = trellis.sparse.batch_broadcast %r, %co : (tensor<1x128xf16>, !trellis.coords<resolution = 16, bound = 4096>) -> tensor<?x128xf16, #trellis.bounds<[4096]>>
+  %bi = trellis.sparse.batch_index %co : (!trellis.coords<resolution = 16, bound = 4096>) -> tensor<?xi32, #trellis.bounds<[4096]>>
+  %bb = trellis.gather_rows %r, %bi : (tensor<1x128xf16>, tensor<?xi32, #trellis.bounds<[4096]>>) -> tensor<?x128xf16, #trellis.bounds<[4096]>>
   return
 }
 func.func @sampler(%noise: tensor<?x8xf32, #trellis.bounds<[4096]>>, %cond: tensor<1x4x16xf32>) -> tensor<?x8xf32, #trellis.bounds<[4096]>>
@@ -216,8 +217,10 @@ TEST_F(CodegenTest, DynamicRowKernelsTakeRowsAndLower) {
   ASSERT_TRUE(succeeded(k));
   // add, mul, cast, silu, 2 layer_norm, layer_norm_modulate, head_rms_norm,
   // gated_residual, concat, split, the add of the host-derived positions,
-  // flow update (the xyz cast / add are evaluated on the host).
-  EXPECT_EQ(k->numKernels, 13);
+  // the gather of the per-sample row by batch_index (trellis-partition-cuda's
+  // batch_broadcast), flow update (the xyz cast / add are evaluated on the
+  // host).
+  EXPECT_EQ(k->numKernels, 14);
   int dynamic = 0;
   module->walk([&](Operation *op) {
     auto l = op->getAttrOfType<DictionaryAttr>("trellis.launch");
@@ -250,7 +253,7 @@ TEST_F(CodegenTest, DynamicRowKernelsTakeRowsAndLower) {
       EXPECT_EQ(types.back(), "u64") << name;
     }
   });
-  EXPECT_EQ(dynamic, 13);
+  EXPECT_EQ(dynamic, 14);
   // Ops the runtime runs itself carry no annotation.
   module->walk([&](Operation *op) {
     StringRef n = op->getName().getStringRef();
