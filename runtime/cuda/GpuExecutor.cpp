@@ -841,7 +841,7 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   if (auto it = tunedGemms.find(key);
       it != tunedGemms.end() && it->second < found) {
     algo = heuristics[it->second].algo;
-  } else if (found > 1 && splitKOf(heuristics[0].algo) == 1) {
+  } else if (found > 1 && algoConfig(heuristics[0].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) == 1) {
     CUevent t0 = nullptr, t1 = nullptr;
     api->cuEventCreate(&t0, CU_EVENT_DEFAULT);
     api->cuEventCreate(&t1, CU_EVENT_DEFAULT);
@@ -849,7 +849,7 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
     int bestIndex = 0;
     constexpr int kTimedReps = 10;
     for (int i = 0; i < found; ++i) {
-      if (splitKOf(heuristics[i].algo) != 1)
+      if (algoConfig(heuristics[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) != 1)
         continue;
       float ms = 0;
       bool ok = true;
@@ -1473,12 +1473,14 @@ Status GpuExecutor::Impl::upload(const Prepared &p, int slot,
   return check(api->cuStreamSynchronize(stream), "the GPU stream");
 }
 
-/// The split-K factor of a cuBLASLt algorithm (1: none).
-int64_t GpuExecutor::Impl::splitKOf(const cublasLtMatmulAlgo_t &algo) {
+/// One uint32 configuration attribute of a cuBLASLt algorithm (-1 if the
+/// library does not report it).
+int64_t GpuExecutor::Impl::algoConfig(const cublasLtMatmulAlgo_t &algo,
+                                      cublasLtMatmulAlgoConfigAttributes_t attr) {
   uint32_t v = 0;
   size_t written = 0;
-  if (api->cublasLtMatmulAlgoConfigGetAttribute(
-          &algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &v, sizeof(v), &written) !=
+  if (api->cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v),
+                                                &written) !=
       CUBLAS_STATUS_SUCCESS)
     return -1;
   return v;
@@ -1487,13 +1489,8 @@ int64_t GpuExecutor::Impl::splitKOf(const cublasLtMatmulAlgo_t &algo) {
 /// A cuBLASLt algorithm's tile, stages, split-K, swizzle and cluster ids
 /// (the tuning report: which candidate won).
 std::string GpuExecutor::Impl::describeAlgo(const cublasLtMatmulAlgo_t &algo) {
-  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr) -> int64_t {
-    uint32_t v = 0;
-    size_t written = 0;
-    if (api->cublasLtMatmulAlgoConfigGetAttribute(
-            &algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS)
-      return -1;
-    return v;
+  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {
+    return algoConfig(algo, attr);
   };
   return "tile " + std::to_string(get(CUBLASLT_ALGO_CONFIG_TILE_ID)) +
          " stages " + std::to_string(get(CUBLASLT_ALGO_CONFIG_STAGES_ID)) +

@@ -408,7 +408,8 @@ struct GpuExecutor::Impl {
   Status checkNode(Prepared &p, const Node &node);
   std::string storageNeighbours(const Prepared &p, int slot) const;
   std::string describeAlgo(const cublasLtMatmulAlgo_t &algo);
-  int64_t splitKOf(const cublasLtMatmulAlgo_t &algo);
+  int64_t algoConfig(const cublasLtMatmulAlgo_t &algo,
+                     cublasLtMatmulAlgoConfigAttributes_t attr);
   Result<HostTensor> download(const Prepared &p, int slot);
   Status upload(const Prepared &p, int slot, const HostTensor &t);
   void release(Prepared &p);
