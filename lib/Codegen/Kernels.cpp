@@ -317,34 +317,35 @@ FailureOr<int64_t> rowBound(Operation *op) {
   return bound;
 }
 
-/// Checks the types of `op`: tensors of a supported element type, static
-/// except (when `bound` > 0) a dynamic dimension 0, fewer than 2^31 elements
-/// at the bound.
+/// Checks one tensor type of `op`'s kernel: a supported element type,
+/// static except (when `bound` > 0) a dynamic dimension 0, fewer than 2^31
+/// elements at the bound.
+LogicalResult checkKernelTensor(Operation *op, Type t, int64_t bound) {
+  auto rt = dyn_cast<RankedTensorType>(t);
+  if (!rt)
+    return op->emitError() << "has no GPU implementation: operand type " << t
+                           << " is not a tensor";
+  if (!rt.hasStaticShape() && bound == 0)
+    return op->emitError() << "has no GPU implementation for the dynamic shape "
+                           << t << " (sparse tensors run on the host)";
+  if (product(boundShape(rt, bound)) > kMaxElements)
+    return op->emitError() << "has no GPU implementation: " << t
+                           << " has 2^31 or more elements"
+                           << (bound ? " at its bound" : "");
+  Type et = rt.getElementType();
+  if (!et.isF16() && !et.isF32() && !et.isInteger(32) && !et.isInteger(64))
+    return op->emitError() << "has no GPU implementation for element type "
+                           << et;
+  return success();
+}
+
+/// checkKernelTensor for every operand and result of `op`, with one bound.
 LogicalResult checkStatic(Operation *op, int64_t bound = 0) {
-  auto check = [&](Type t) -> LogicalResult {
-    auto rt = dyn_cast<RankedTensorType>(t);
-    if (!rt)
-      return op->emitError() << "has no GPU implementation: operand type " << t
-                             << " is not a tensor";
-    if (!rt.hasStaticShape() && bound == 0)
-      return op->emitError()
-             << "has no GPU implementation for the dynamic shape " << t
-             << " (sparse tensors run on the host)";
-    if (product(boundShape(rt, bound)) > kMaxElements)
-      return op->emitError()
-             << "has no GPU implementation: " << t
-             << " has 2^31 or more elements" << (bound ? " at its bound" : "");
-    Type et = rt.getElementType();
-    if (!et.isF16() && !et.isF32() && !et.isInteger(32) && !et.isInteger(64))
-      return op->emitError()
-             << "has no GPU implementation for element type " << et;
-    return success();
-  };
   for (Type t : op->getOperandTypes())
-    if (failed(check(t)))
+    if (failed(checkKernelTensor(op, t, bound)))
       return failure();
   for (Type t : op->getResultTypes())
-    if (failed(check(t)))
+    if (failed(checkKernelTensor(op, t, bound)))
       return failure();
   return success();
 }
@@ -1284,22 +1285,14 @@ FailureOr<Launch> emitRowIndexKernel(Operation *op, StringRef n,
     return rt.hasStaticShape() ? int64_t(0)
                                : mlir::trellis::getDimUpperBound(rt, 0);
   };
+  // (rowBound checks that only dimension 0 is dynamic, and bounded.)
+  if (failed(rowBound(op)))
+    return failure();
   SmallVector<Type> types(op->getOperandTypes());
   types.push_back(op->getResult(0).getType());
-  for (Type t : types) {
-    auto rt = cast<RankedTensorType>(t);
-    for (int64_t d = 1; d < rt.getRank(); ++d)
-      if (rt.isDynamicDim(d))
-        return op->emitError() << "has no GPU implementation for the dynamic "
-                                  "shape "
-                               << t << " (only dimension 0 may be dynamic)";
-    if (!rt.hasStaticShape() && ShapedType::isDynamic(ownBound(t)))
-      return op->emitError() << "has no GPU implementation for " << t
-                             << ": dimension 0 has no #trellis.bounds bound";
-    if (product(boundShape(t, ownBound(t))) > kMaxElements)
-      return op->emitError() << "has no GPU implementation: " << t
-                             << " has 2^31 or more elements at its bound";
-  }
+  for (Type t : types)
+    if (failed(checkKernelTensor(op, t, ownBound(t))))
+      return failure();
   SmallVector<Type> args;
   for (Type t : op->getOperandTypes())
     args.push_back(flatMemRef(t, ownBound(t)));

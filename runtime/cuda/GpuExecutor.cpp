@@ -401,7 +401,6 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
       }
       if (instr.op == "trellis.reshape") {
         p.slots[node.out[0]].root = node.in[0];
-        p.valueSource[node.out[0]] = node.in[0];
         continue;
       }
       if (instr.op == "trellis.split" && viewSplit(p, node, users)) {
@@ -464,10 +463,8 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
           if (extra &&
               (!shared || &region == shared || extra != shared->yields.size()))
             return opError(instr, "malformed sampler body");
-          for (size_t i = 0; i < extra; ++i) {
+          for (size_t i = 0; i < extra; ++i)
             p.slots[region.args[2 + i]].root = shared->yields[i];
-            p.valueSource[region.args[2 + i]] = shared->yields[i];
-          }
         }
         node.loopSlots = {newSlot(p, state), newSlot(p, state)};
         for (int s : node.loopSlots)
@@ -1587,9 +1584,12 @@ Status GpuExecutor::Impl::checkNode(Prepared &p, const Node &node) {
     // Still what its producer wrote? (A storage plan that lets a later op
     // overwrite a live value, or a view of the wrong storage, passes every
     // op's own check and only shows in the end result.)
+    // A value no command wrote (a reshape, a branch's shared argument) is
+    // the one it views: up the view chain to the nearest written value
+    // (split views are written: their view nodes are checked too).
     int from = s;
-    while (!p.writtenHashes.count(from) && p.valueSource.count(from))
-      from = p.valueSource.at(from);
+    while (!p.writtenHashes.count(from) && p.slots[from].root != from)
+      from = p.slots[from].root;
     if (auto w = p.writtenHashes.find(from); w != p.writtenHashes.end())
       if (hashBytes(*t) != w->second.first)
         return opError(instr, "operand " + std::to_string(i) +

@@ -248,11 +248,9 @@ struct GpuExecutor::Impl {
     std::map<int, WindowPartition> windows;
     std::map<const Body *, CUgraphExec> graphs;
     // --gpu-check-ops: a hash of each checked result as its op wrote it (by
-    // slot), and where a slot's value comes from when it is not an op's
-    // result (a reshape's operand, a branch argument's shared yield): every
-    // input must still hold what its producer wrote when it is read.
+    // slot): every input must still hold what its producer wrote when it is
+    // read.
     std::map<int, std::pair<uint64_t, const Instr *>> writtenHashes;
-    std::map<int, int> valueSource;
     std::vector<cublasLtMatmulDesc_t> descs;
     std::vector<cublasLtMatrixLayout_t> layouts;
     int positions = 0;
