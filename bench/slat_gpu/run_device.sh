@@ -3,7 +3,7 @@
 # Needs build-gpu/ prepared by bench/ss_gpu/prepare.sh on the build machine (trellis-mkmodel,
 # trellis-slat-bench, tiny.exe and large.exe compiled with --target=cuda, lib/).
 # Writes everything under $OUT (default ./out-gpu). Steps can be picked:
-#   run_device.sh tiny check memcheck full large torch        (default: tiny check large)
+#   run_device.sh tiny check check-gather memcheck full large torch   (default: tiny check large)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=$ROOT/build-gpu
@@ -28,7 +28,7 @@ PY
 }
 TINY_OUTS="slat decode_gs_0 decode_gs_1 decode_gs_2 decode_gs_3 decode_gs_4 decode_rf_0 decode_rf_1 decode_rf_2 decode_mesh_0 decode_mesh_1"
 
-if has tiny || has check || has memcheck || has full; then
+if has tiny || has check || has check-gather || has memcheck || has full; then
   M=/tmp/tiny
   "$B/trellis-mkmodel" --preset tiny --seed 1 --out $M --force --quiet
   "$B/tiny.exe" --model $M --cond $M/cond.npy --out /tmp/tiny_ss --stop-after ss --seed 1 --gpu off > /dev/null 2>&1
@@ -48,6 +48,12 @@ if has check; then
   "$B/tiny.exe" --model /tmp/tiny --cond /tmp/tiny/cond.npy --out "$OUT/tiny_check" --seed 1 --gpu require \
     --gpu-check-ops --steps-slat 2 > "$OUT/tiny_check.log" 2>&1
   echo "rc=$?" | tee -a "$OUT/summary.txt"; grep -E "error|checked|worst" "$OUT/tiny_check.log" | tail -5 | tee -a "$OUT/summary.txt"
+fi
+if has check-gather; then
+  log "tiny: --gpu-check-ops with every 3x3x3 conv on the generated gather / tap sum (TRELLIS_SPARSE_CONV=gather)"
+  TRELLIS_SPARSE_CONV=gather "$B/tiny.exe" --model /tmp/tiny --cond /tmp/tiny/cond.npy --out "$OUT/tiny_check_gather" \
+    --seed 1 --gpu require --gpu-check-ops --steps-slat 2 > "$OUT/tiny_check_gather.log" 2>&1
+  echo "rc=$?" | tee -a "$OUT/summary.txt"; grep -E "error|checked|worst" "$OUT/tiny_check_gather.log" | tail -5 | tee -a "$OUT/summary.txt"
 fi
 if has full; then
   log "tiny: the whole pipeline on the GPU (trellis.exe --gpu require)"

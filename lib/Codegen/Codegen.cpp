@@ -41,6 +41,8 @@ constexpr StringLiteral kDeviceAttr = "trellis.device";
 constexpr StringLiteral kLaunchAttr = "trellis.launch";
 constexpr StringLiteral kUpdateAttr = "trellis.update";
 constexpr StringLiteral kScratchAttr = "trellis.scratch_bytes";
+constexpr StringLiteral kTapSumAttr = "trellis.tap_sum";
+constexpr StringLiteral kTapsScratchAttr = "trellis.taps_scratch_bytes";
 
 bool isCudaFunction(func::FuncOp f) {
   auto dev = f->getAttrOfType<StringAttr>(kDeviceAttr);
@@ -222,6 +224,42 @@ FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
   for (auto fn : module.getOps<func::FuncOp>())
     if (isCudaFunction(fn))
       (takesSparseArguments(fn) ? sparse : dense).push_back(fn);
+  // A 3×3×3 sparse conv: its gather and tap-sum kernels, one pair per
+  // distinct operand / result types, and the scratch limits they were built
+  // for (the runtime sizes the gather's chunks and picks the order by them).
+  struct SparseConvEntry {
+    std::string gather, tapSum;
+    detail::SparseConvKernels kernels;
+  };
+  llvm::StringMap<SparseConvEntry> sparseConvs;
+  auto annotateSparseConv = [&](Operation *op) {
+    std::string key = kernelKey(op, "sparse_conv:");
+    auto it = sparseConvs.find(key);
+    if (it == sparseConvs.end()) {
+      Type xTy = op->getOperand(0).getType(),
+           outTy = op->getResult(0).getType();
+      SparseConvEntry e;
+      e.gather = kernelName("sparse_conv_gather", getElementTypeOrSelf(xTy),
+                            xTy, count);
+      e.tapSum = kernelName("sparse_conv_tap_sum", getElementTypeOrSelf(xTy),
+                            outTy, count + 1);
+      FailureOr<detail::SparseConvKernels> k =
+          detail::emitSparseConvKernels(op, gpuModule, e.gather, e.tapSum);
+      if (failed(k)) {
+        failedAny = true;
+        return;
+      }
+      count += 2;
+      e.kernels = *k;
+      it = sparseConvs.insert({key, e}).first;
+    }
+    const SparseConvEntry &e = it->second;
+    Builder ab(ctx);
+    op->setAttr(kLaunchAttr, launchAttr(ctx, e.gather, e.kernels.gather));
+    op->setAttr(kScratchAttr, ab.getI64IntegerAttr(e.kernels.gatherBytes));
+    op->setAttr(kTapSumAttr, launchAttr(ctx, e.tapSum, e.kernels.tapSum));
+    op->setAttr(kTapsScratchAttr, ab.getI64IntegerAttr(e.kernels.tapsBytes));
+  };
   for (func::FuncOp fn : llvm::concat<func::FuncOp>(dense, sparse)) {
     llvm::DenseSet<Operation *> onHost = hostEvaluatedOps(fn);
     fn.walk<WalkOrder::PreOrder>([&](Operation *op) {
@@ -238,6 +276,9 @@ FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
                         << "' has no GPU implementation (in CUDA function @"
                         << fn.getSymName() << ")";
         failedAny = true;
+        return;
+      case OpClass::SparseConv:
+        annotateSparseConv(op);
         return;
       case OpClass::Generated:
       case OpClass::Conv:

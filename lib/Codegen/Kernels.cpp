@@ -2,7 +2,8 @@
 //
 // Every kernel is 1-D: 256 threads per block, one element group per thread.
 // Index math is on `index` (lowered to i32: every generated tensor has fewer
-// than 2^31 elements, checked here). The math of each op is the CPU
+// than 2^31 elements, checked here; a dynamic one is addressed up to that
+// limit, addressableRows). The math of each op is the CPU
 // reference's (runtime/reference): f32 arithmetic in the same order, one
 // rounding to the result dtype at the store. Families:
 //  * elementwise (casts, unary, binary with NumPy broadcasting, modulation,
@@ -21,7 +22,9 @@
 //    inner axis) and channels, x held in registers, partial sums combined in
 //    workgroup memory; one thread per position looping over the axis where
 //    that does not fit (and for softmax);
-//  * data movement (split, concat, permute, pixel shuffle, im2col);
+//  * data movement (split, concat, permute, pixel shuffle, im2col), the
+//    sparse row-index kernels (gather_rows, segment_mean, subdivide) and the
+//    sparse conv's neighbour gather and tap sum;
 //  * timestep embedding, with its frequency table baked in as the reference
 //    computes it.
 //
@@ -61,6 +64,11 @@ namespace {
 
 constexpr int64_t kBlock = 256;
 constexpr int64_t kMaxElements = (int64_t(1) << 31) - 1;
+/// Scratch of a sparse conv's gathered neighbour rows (one chunk of output
+/// rows at a time) and of its taps-first f32 products; the runtime takes the
+/// taps-first order only where the products fit (annotated on the op).
+constexpr int64_t kSparseConvGatherBytes = int64_t(128) << 20;
+constexpr int64_t kSparseConvTapsBytes = int64_t(512) << 20;
 /// Elementwise kernels of at least this many vector groups take 4 per thread
 /// (2^18 groups: 4 MiB of f16 at 8 elements a group).
 constexpr int64_t kUnrollMinGroups = int64_t(1) << 18;
@@ -285,10 +293,29 @@ SmallVector<Type> tensorArgs(Operation *op, int64_t bound) {
   return types;
 }
 
-/// The bound of the dynamic dimension 0 of `op`'s tensors (the first
-/// dynamic result's, else operand's; they all have the same actual rows),
-/// 0 when every tensor is static. Fails on a dynamic dimension other than
-/// 0 or a missing bound.
+/// The rows a kernel addresses for a tensor with dynamic rows: its
+/// #trellis.bounds bound, capped so that the tensor has fewer than 2^31
+/// elements (the kernels index with 32 bits). The bounds of the decoders'
+/// subdivided levels pass that cap (16.7M rows at 256³); the runtime refuses
+/// a binding whose actual tensor reaches it (GpuExecutor's
+/// checkAddressable), so the cap never truncates silently.
+int64_t addressableRows(RankedTensorType t) {
+  int64_t bound = mlir::trellis::getDimUpperBound(t, 0);
+  int64_t row = std::max<int64_t>(1, product(t.getShape().drop_front()));
+  return std::min(bound, kMaxElements / row);
+}
+
+/// A tensor's own kernel rows: addressableRows when dimension 0 is dynamic,
+/// 0 (static) otherwise.
+int64_t ownRows(Type t) {
+  auto rt = cast<RankedTensorType>(t);
+  return rt.hasStaticShape() ? int64_t(0) : addressableRows(rt);
+}
+
+/// The rows of the dynamic dimension 0 that `op`'s kernel is built for: the
+/// smallest addressable bound (addressableRows) of its dynamic tensors (they
+/// all have the same actual rows), 0 when every tensor is static. Fails on a
+/// dynamic dimension other than 0 or a missing bound.
 FailureOr<int64_t> rowBound(Operation *op) {
   int64_t bound = 0;
   auto visit = [&](Type t) -> LogicalResult {
@@ -304,8 +331,8 @@ FailureOr<int64_t> rowBound(Operation *op) {
     if (ShapedType::isDynamic(b))
       return op->emitError() << "has no GPU implementation for " << t
                              << ": dimension 0 has no #trellis.bounds bound";
-    if (!bound)
-      bound = b;
+    b = addressableRows(rt);
+    bound = bound ? std::min(bound, b) : b;
     return success();
   };
   for (Type t : op->getResultTypes())
@@ -1273,32 +1300,28 @@ Launch emitGather(KernelBuilder &kb, ArrayRef<int64_t> outShape, int64_t v,
 }
 
 /// The row-index kernels of the sparse resampling ops (trellis.gather_rows,
-/// trellis.segment_mean): each output row
-/// reads whole rows of x picked by an index. Every tensor is flattened at
+/// trellis.segment_mean, trellis.sparse.subdivide_features): each output row
+/// reads whole rows of x picked by an index (subdivide: row r / 8, its
+/// parent's, spec §6.5). Every tensor is flattened at
 /// its own bound (x, the index and the result have different row counts);
 /// the actual rows (the result's) come last. V elements per thread, V the
 /// largest power of two dividing the row up to 16 bytes.
 FailureOr<Launch> emitRowIndexKernel(Operation *op, StringRef n,
                                      gpu::GPUModuleOp module, StringRef name) {
-  auto ownBound = [](Type t) {
-    auto rt = cast<RankedTensorType>(t);
-    return rt.hasStaticShape() ? int64_t(0)
-                               : mlir::trellis::getDimUpperBound(rt, 0);
-  };
   // (rowBound checks that only dimension 0 is dynamic, and bounded.)
   if (failed(rowBound(op)))
     return failure();
   SmallVector<Type> types(op->getOperandTypes());
   types.push_back(op->getResult(0).getType());
   for (Type t : types)
-    if (failed(checkKernelTensor(op, t, ownBound(t))))
+    if (failed(checkKernelTensor(op, t, ownRows(t))))
       return failure();
   SmallVector<Type> args;
   for (Type t : op->getOperandTypes())
-    args.push_back(flatMemRef(t, ownBound(t)));
+    args.push_back(flatMemRef(t, ownRows(t)));
   Type outTy = op->getResult(0).getType();
-  args.push_back(flatMemRef(outTy, ownBound(outTy)));
-  const int64_t bound = ownBound(outTy);
+  args.push_back(flatMemRef(outTy, ownRows(outTy)));
+  const int64_t bound = ownRows(outTy);
   if (bound)
     args.push_back(IntegerType::get(op->getContext(), 64));
   KernelBuilder kb(module, name, args, op->getLoc());
@@ -1329,6 +1352,8 @@ FailureOr<Launch> emitRowIndexKernel(Operation *op, StringRef n,
   Value result;
   if (n == "gather_rows") {
     result = kb.load(kb.arg(0), kb.add(rowStart(indexAt(1, r)), e), v);
+  } else if (n == "sparse.subdivide_features") {
+    result = kb.load(kb.arg(0), kb.add(rowStart(kb.div(r, 8)), e), v);
   } else { // segment_mean
     Value begin = indexAt(1, r), end = indexAt(1, kb.add(r, kb.idx(1)));
     Type accTy = v == 1 ? Type(b.getF32Type())
@@ -1522,14 +1547,18 @@ OpClass classify(Operation *op) {
     return OpClass::View;
   if (n == "flow_sample")
     return OpClass::Sampler;
-  // Sparse feature ops: runtime kernels (runtime/kernels/sparse.cu, the
-  // attention kernels) over the host-built index arrays.
-  // (subdivide_features: its 8·bound rows at the mesh decoder's widths pass
-  // the generated kernels' 2^31-element limit.)
-  if (llvm::is_contained({"sparse.conv3d", "sparse.group_norm",
-                          "sparse.subdivide_features", "sparse.attention",
-                          "sparse.cross_attention"},
-                         n))
+  // A 3×3×3 sparse conv: generated neighbour gather and tap sum around the
+  // runtime's GEMMs (or its implicit-GEMM kernel); a 1×1×1 one is a GEMM.
+  if (n == "sparse.conv3d") {
+    auto w = dyn_cast<RankedTensorType>(op->getOperand(1).getType());
+    bool pointwise = w && w.getRank() == 5 && w.getDimSize(1) == 1;
+    return pointwise ? OpClass::Library : OpClass::SparseConv;
+  }
+  // Sparse feature ops with runtime kernels (runtime/kernels/sparse.cuh, the
+  // attention kernels): the group norm's segment reductions, the attention.
+  if (llvm::is_contained(
+          {"sparse.group_norm", "sparse.attention", "sparse.cross_attention"},
+          n))
     return OpClass::Library;
   // Coordinate values, evaluated on the host when the runtime binds a sparse
   // function (and the dense stage's occupancy, the mesh extraction).
@@ -1564,7 +1593,8 @@ OpClass classify(Operation *op) {
                                             "gated_residual_norm",
                                             "broadcast_rows",
                                             "gather_rows",
-                                            "segment_mean"},
+                                            "segment_mean",
+                                            "sparse.subdivide_features"},
                                            n))
     return OpClass::Generated;
   return OpClass::Unsupported;
@@ -1593,7 +1623,8 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
                                StringRef name) {
   StringRef n = op->getName().getStringRef();
   n.consume_front("trellis.");
-  if (n == "gather_rows" || n == "segment_mean")
+  if (n == "gather_rows" || n == "segment_mean" ||
+      n == "sparse.subdivide_features")
     return emitRowIndexKernel(op, n, module, name);
   FailureOr<int64_t> bound = rowBound(op);
   if (failed(bound))
@@ -1897,6 +1928,138 @@ FailureOr<Launch> emitIm2colKernel(Operation *conv, gpu::GPUModuleOp module,
   return launch1d(groups);
 }
 
+FailureOr<SparseConvKernels> emitSparseConvKernels(Operation *conv,
+                                                   gpu::GPUModuleOp module,
+                                                   StringRef gatherName,
+                                                   StringRef tapSumName) {
+  auto op = cast<mlir::trellis::SparseConv3dOp>(conv);
+  auto nbrTy = dyn_cast_or_null<mlir::trellis::NeighborMapType>(
+      op.getNeighbors() ? op.getNeighbors().getType() : Type());
+  if (!nbrTy)
+    return conv->emitError() << "has no GPU implementation: a "
+                                "k > 1 sparse conv needs its neighbour map";
+  auto xTy = cast<RankedTensorType>(op.getFeats().getType());
+  auto outTy = cast<RankedTensorType>(op.getResult().getType());
+  // (rowBound: only dimension 0 dynamic, and bounded.)
+  if (failed(rowBound(conv)))
+    return failure();
+  for (Type t : conv->getOperandTypes())
+    if (isa<RankedTensorType>(t) &&
+        failed(checkKernelTensor(conv, t, ownRows(t))))
+      return failure();
+  if (failed(checkKernelTensor(conv, outTy, ownRows(outTy))))
+    return failure();
+  ArrayRef<int64_t> w = shapeOf(op.getWeight());
+  Type et = xTy.getElementType();
+  const int64_t cout = w[0], cin = w[4],
+                kvol =
+                    nbrTy.getKernel() * nbrTy.getKernel() * nbrTy.getKernel();
+  // The neighbour map: int32 [rows, k³] at the map's bound (capped like a
+  // tensor's, addressableRows).
+  const int64_t nbrRows = std::min(nbrTy.getBound(), kMaxElements / kvol);
+  auto nbrMem = MemRefType::get({nbrRows * kvol},
+                                IntegerType::get(conv->getContext(), 32));
+  auto rowsOf = [](RankedTensorType t) {
+    return t.isDynamicDim(0) ? addressableRows(t) : t.getDimSize(0);
+  };
+  const int64_t xRows = rowsOf(xTy), outRows = rowsOf(outTy);
+  MLIRContext *ctx = conv->getContext();
+  Type i64 = IntegerType::get(ctx, 64);
+  SparseConvKernels result;
+
+  // Gather: col[r, o·Cin + c] = x[nbr[row0 + r, o], c] (0 for an inactive
+  // neighbour), V channels per thread (16 bytes where Cin allows). Chunks of
+  // at most kSparseConvGatherBytes; col rows are the chunk's rows.
+  const int64_t rowBytes = kvol * cin * elemBytes(et);
+  result.chunkRows = std::max<int64_t>(
+      1, std::min(outRows, kSparseConvGatherBytes / rowBytes));
+  result.gatherBytes = result.chunkRows * rowBytes;
+  {
+    KernelBuilder kb(module, gatherName,
+                     {flatMemRef(xTy, xRows), nbrMem,
+                      MemRefType::get({result.chunkRows * kvol * cin}, et), i64,
+                      i64},
+                     conv->getLoc());
+    OpBuilder &b = kb.b;
+    Location loc = kb.loc;
+    kb.bindRows(4, result.chunkRows);
+    Value row0 =
+        arith::IndexCastOp::create(b, loc, b.getIndexType(), kb.arg(3));
+    const int64_t v = pow2Divisor(cin, 16 / elemBytes(et));
+    const int64_t perRow = kvol * cin / v;
+    Value gid = kb.globalId();
+    kb.guard(kb.ult(gid, kb.rowsTimes(perRow)));
+    Value ro = kb.div(gid, cin / v); // r·k³ + o
+    Value e = kb.mul(kb.rem(gid, cin / v), v);
+    Value src = memref::LoadOp::create(
+        b, loc, kb.arg(1), ValueRange{kb.add(kb.mul(row0, kvol), ro)});
+    Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, src,
+                                         kb.i32(0));
+    // Read row 0 for an inactive neighbour (always valid when rows > 0),
+    // select zero.
+    Value srcRow = arith::IndexCastOp::create(
+        b, loc, b.getIndexType(),
+        arith::SelectOp::create(b, loc, active, src, kb.i32(0)));
+    Value val = kb.load(kb.arg(0), kb.add(kb.mul(srcRow, cin), e), v);
+    Type vt = val.getType();
+    val = arith::SelectOp::create(b, loc, active, val, kb.zeroOf(vt));
+    kb.store(val, kb.arg(2), kb.add(kb.mul(ro, cin), e));
+    result.gather = launch1d(result.chunkRows * perRow);
+    result.gather.threadsPerRow = perRow;
+  }
+
+  // Tap sum: out[p, c] = bias[c] + Σ_o y[o, nbr[p, o], c] over the active
+  // neighbours, o ascending, in f32 (the CPU reference's order); y
+  // [k³, rowsIn, Cout] f32 of at most kSparseConvTapsBytes. V channels per
+  // thread (16 bytes of y).
+  result.tapsBytes =
+      std::min<int64_t>(kSparseConvTapsBytes, kvol * xRows * cout * 4);
+  {
+    const bool hasBias = bool(op.getBias());
+    SmallVector<Type> args = {
+        MemRefType::get({result.tapsBytes / 4}, Float32Type::get(ctx)), nbrMem};
+    if (hasBias)
+      args.push_back(flatMemRef(op.getBias().getType()));
+    args.push_back(flatMemRef(outTy, outRows));
+    args.push_back(i64); // rows
+    args.push_back(i64); // rowsIn
+    const unsigned outArg = hasBias ? 3 : 2, rowsArg = outArg + 1;
+    KernelBuilder kb(module, tapSumName, args, conv->getLoc());
+    OpBuilder &b = kb.b;
+    Location loc = kb.loc;
+    kb.bindRows(rowsArg, outRows);
+    Value rowsIn = arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                              kb.arg(rowsArg + 1));
+    const int64_t v = pow2Divisor(cout, 4);
+    const int64_t perRow = cout / v;
+    Value gid = kb.globalId();
+    kb.guard(kb.ult(gid, kb.rowsTimes(perRow)));
+    Value p = kb.div(gid, perRow);
+    Value c = kb.mul(kb.rem(gid, perRow), v);
+    Type accTy = v == 1 ? Type(b.getF32Type())
+                        : Type(VectorType::get({v}, b.getF32Type()));
+    Value sum = hasBias ? kb.toF32(kb.load(kb.arg(2), c, v)) : kb.zeroOf(accTy);
+    Value tapRows = kb.mul(rowsIn, cout); // one tap's products
+    for (int64_t o = 0; o < kvol; ++o) {
+      Value q = memref::LoadOp::create(
+          b, loc, kb.arg(1), ValueRange{kb.add(kb.mul(p, kvol), kb.idx(o))});
+      Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, q,
+                                           kb.i32(0));
+      Value qRow = arith::IndexCastOp::create(
+          b, loc, b.getIndexType(),
+          arith::SelectOp::create(b, loc, active, q, kb.i32(0)));
+      Value at = kb.add(kb.mul(tapRows, o), kb.add(kb.mul(qRow, cout), c));
+      Value y = kb.load(kb.arg(0), at, v);
+      sum = arith::SelectOp::create(b, loc, active,
+                                    arith::AddFOp::create(b, loc, sum, y), sum);
+    }
+    kb.store(kb.fromF32(sum, et), kb.arg(outArg), kb.add(kb.mul(p, cout), c));
+    result.tapSum = launch1d(outRows * perRow);
+    result.tapSum.threadsPerRow = perRow;
+  }
+  return result;
+}
+
 FailureOr<Launch> emitFlowUpdateKernel(Operation *flow, gpu::GPUModuleOp module,
                                        StringRef name) {
   Value noise = flow->getOperand(0);
@@ -1904,7 +2067,7 @@ FailureOr<Launch> emitFlowUpdateKernel(Operation *flow, gpu::GPUModuleOp module,
   // A static f32 tensor, or one with dynamic rows (dimension 0 only).
   int64_t bound = 0;
   if (rt && !rt.hasStaticShape()) {
-    bound = mlir::trellis::getDimUpperBound(rt, 0);
+    bound = addressableRows(rt);
     for (int64_t d = 1; d < rt.getRank(); ++d)
       if (rt.isDynamicDim(d))
         bound = ShapedType::kDynamic;

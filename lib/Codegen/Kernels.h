@@ -32,6 +32,7 @@ enum class OpClass {
   Generated,
   Library,
   Conv,
+  SparseConv,
   View,
   Sampler,
   Host,
@@ -55,6 +56,24 @@ mlir::FailureOr<Launch> emitIm2colKernel(mlir::Operation *conv,
                                          mlir::gpu::GPUModuleOp module,
                                          llvm::StringRef name,
                                          int64_t &scratchBytes);
+
+/// The two generated kernels of a 3×3×3 trellis.sparse.conv3d (the runtime
+/// picks between them and its implicit-GEMM kernel per binding,
+/// docs/design/gpu-backend.md "Sparse convolution"):
+///  * the neighbour gather (sparse im2col): parameters (x, neighbours, col,
+///    row0: i64, rows: i64); col [rows, k³·Cin] in x's dtype holds output
+///    rows row0.. in chunks of at most `chunkRows`;
+///  * the tap sum of the taps-first order: parameters (y, neighbours,
+///    [bias,] out, rows: i64, rowsIn: i64); y the f32 products
+///    [k³, rowsIn, Cout], of at most `tapsBytes`.
+struct SparseConvKernels {
+  Launch gather, tapSum;
+  /// The gather's col scratch (chunkRows rows); the products' largest size.
+  int64_t chunkRows = 0, gatherBytes = 0, tapsBytes = 0;
+};
+mlir::FailureOr<SparseConvKernels>
+emitSparseConvKernels(mlir::Operation *conv, mlir::gpu::GPUModuleOp module,
+                      llvm::StringRef gatherName, llvm::StringRef tapSumName);
 
 /// The update kernel of a trellis.flow_sample: parameters (x, v_cond,
 /// v_uncond, x_next: f32*, strength: f32, dt: f32, guided: i32), then

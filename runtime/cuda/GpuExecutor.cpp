@@ -929,6 +929,45 @@ GpuExecutor::Impl::resolveLaunch(const json &annotation) {
   return l;
 }
 
+Result<GpuExecutor::Impl::Launch>
+GpuExecutor::Impl::rowsLaunch(const Instr &instr, const char *attr,
+                              int64_t rows) {
+  auto a = instr.attrs.find(attr);
+  if (a == instr.attrs.end() || !a->is_object())
+    return Error{std::string("has no GPU implementation (no ") + attr +
+                 " annotation from the compiler)"};
+  auto l = resolveLaunch(*a);
+  if (!l)
+    return l;
+  auto tpr = a->find("threads_per_row");
+  if (tpr == a->end())
+    return Error{std::string("the ") + attr +
+                 " annotation lacks threads_per_row (dynamic rows)"};
+  int64_t threads = rows * tpr->get<int64_t>();
+  l->grid[0] = unsigned(
+      std::max<int64_t>(1, (threads + l->block[0] - 1) / int64_t(l->block[0])));
+  return l;
+}
+
+Status GpuExecutor::Impl::checkAddressable(const Prepared &p,
+                                           const Node &node) const {
+  constexpr int64_t kMaxElements = (int64_t(1) << 31) - 1;
+  for (const std::vector<int> *slots : {&node.in, &node.out})
+    for (int s : *slots) {
+      const ValueType &t = p.slots[s].type;
+      int64_t elements = 1;
+      for (int64_t d : t.shape)
+        elements *= d;
+      if (elements > kMaxElements)
+        return opError(*node.instr,
+                       "tensor " + t.str() + " has " +
+                           std::to_string(elements) +
+                           " elements; the generated kernels address fewer "
+                           "than 2^31 (32-bit indices)");
+    }
+  return Status::ok();
+}
+
 Status GpuExecutor::Impl::launch(const Launch &l, void **params,
                                  const Instr &instr, const char *what) {
   CUresult r = api->cuLaunchKernel(l.fn, l.grid[0], l.grid[1], l.grid[2],
@@ -1274,6 +1313,8 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
   if (launch == instr.attrs.end() || !launch->is_object())
     return opError(instr, "has no GPU implementation (no trellis.launch "
                           "annotation from the compiler)");
+  if (Status s = checkAddressable(p, node); !s)
+    return s;
   auto kernel = resolveLaunch(*launch);
   if (!kernel)
     return opError(instr, kernel.message());

@@ -299,6 +299,14 @@ struct GpuExecutor::Impl {
     unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
   };
   Result<Launch> resolveLaunch(const json &annotation);
+  /// The dynamic-row kernel of `instr`'s annotation `attr`, its grid
+  /// covering `rows` · threads_per_row threads.
+  Result<Launch> rowsLaunch(const Instr &instr, const char *attr, int64_t rows);
+  /// Fails, naming the op and the tensor, when an operand or result of
+  /// `node` has 2^31 or more elements: the generated kernels index with 32
+  /// bits (a dynamic tensor's kernel is built for the rows that allow,
+  /// lib/Codegen addressableRows).
+  Status checkAddressable(const Prepared &p, const Node &node) const;
   /// Enqueues `l` on the current stream; errors name `instr`.
   Status launch(const Launch &l, void **params, const Instr &instr,
                 const char *what);

@@ -46,17 +46,13 @@ bool isCoordinateOp(const std::string &op) {
   return std::find(std::begin(ops), std::end(ops), op) != std::end(ops);
 }
 
-/// Gathered conv3d rows per chunk: at most this many bytes of scratch.
-constexpr size_t kConvGatherBytes = size_t(128) << 20;
-/// The taps-first order's f32 products may take this much scratch.
-constexpr size_t kConvTapsBytes = size_t(512) << 20;
-
-/// Whether the taps-first order's f32 products [k³, rows of x, Cout] fit its
-/// scratch limit.
-bool convTapsFit(const ValueType &x, const ValueType &w) {
+/// Whether the taps-first order's f32 products [k³, rows of x, Cout] fit the
+/// scratch its tap-sum kernel was generated for (the conv's
+/// trellis.taps_scratch_bytes).
+bool convTapsFit(const Instr &conv, const ValueType &x, const ValueType &w) {
   int64_t kvol = w.shape[1] * w.shape[2] * w.shape[3];
-  return size_t(kvol * x.shape[0] * w.shape[0]) * sizeof(float) <=
-         kConvTapsBytes;
+  auto cap = conv.intAttr("trellis.taps_scratch_bytes");
+  return cap && kvol * x.shape[0] * w.shape[0] * int64_t(sizeof(float)) <= *cap;
 }
 
 /// The tiles of the implicit-GEMM conv (runtime/kernels/sparse_conv_sm90.cuh):
@@ -127,13 +123,15 @@ ConvTiles convImplicitTiles(const ValueType &x, const ValueType &w,
 ///   * implicit GEMM (convImplicitTiles);
 ///   * otherwise the neighbour rows are gathered (im2col order, in chunks)
 ///     and multiplied by cuBLASLt.
+/// The gather and the tap sum are generated kernels (the codegen's
+/// emitSparseConvKernels: the op's trellis.launch and trellis.tap_sum).
 struct ConvPlan {
   enum class Path { Gather, TapsFirst, Implicit } path = Path::Gather;
   ConvTiles tiles;
 };
-ConvPlan convPlan(const ValueType &x, const ValueType &w, int64_t outRows,
-                  bool sm90a) {
-  const bool tapsFit = convTapsFit(x, w);
+ConvPlan convPlan(const Instr &conv, const ValueType &x, const ValueType &w,
+                  int64_t outRows, bool sm90a) {
+  const bool tapsFit = convTapsFit(conv, x, w);
   if (tapsFit && x.shape[0] < outRows)
     return {ConvPlan::Path::TapsFirst, {}};
   if (ConvTiles tiles = convImplicitTiles(x, w, sm90a))
@@ -666,17 +664,22 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
     const ValueType &w = p.slots[node.in[1]].type;
     if (w.shape.size() != 5 || w.shape[1] == 1)
       return 0;
-    ConvPlan plan = convPlan(x, w, p.slots[node.out[0]].type.shape.at(0),
+    const int64_t outRows = p.slots[node.out[0]].type.shape.at(0);
+    ConvPlan plan = convPlan(*node.instr, x, w, outRows,
                              attentionFamily == TRELLIS_ATTN_SM90A);
     if (plan.path == ConvPlan::Path::Implicit)
       return 0;
     if (plan.path == ConvPlan::Path::TapsFirst)
       return size_t(rowElems(w) / w.shape[4] * x.shape[0] * w.shape[0]) *
              sizeof(float);
+    // The gather's chunk (its kernel's col buffer), no more rows than the
+    // output has.
     size_t rowBytes = size_t(rowElems(w)) * dtypeSize(x.dtype);
-    size_t rows = std::max<size_t>(1, kConvGatherBytes / rowBytes);
-    rows = std::min<size_t>(rows, size_t(std::max<int64_t>(x.shape[0], 1)));
-    return rows * rowBytes;
+    auto annotated = node.instr->intAttr("trellis.scratch_bytes");
+    size_t chunk = annotated ? size_t(*annotated) / rowBytes : 1;
+    chunk = std::min<size_t>(std::max<size_t>(chunk, 1),
+                             size_t(std::max<int64_t>(outRows, 1)));
+    return chunk * rowBytes;
   }
   if (op == "trellis.sparse.neighbor_map") { // the dense index volume
     auto *c = std::get_if<CoordsPtr>(&p.boundValues[root(p, node.in[0])]);
@@ -722,14 +725,11 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
 Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
   const std::string &op = instr.op;
-  static const char *const ops[] = {"trellis.sparse.neighbor_map",
-                                    "trellis.sparse.window_segments",
-                                    "trellis.sparse.conv3d",
-                                    "trellis.sparse.parent_neighbor_map",
-                                    "trellis.sparse.subdivide_features",
-                                    "trellis.sparse.group_norm",
-                                    "trellis.sparse.attention",
-                                    "trellis.sparse.cross_attention"};
+  static const char *const ops[] = {
+      "trellis.sparse.neighbor_map",   "trellis.sparse.window_segments",
+      "trellis.sparse.conv3d",         "trellis.sparse.parent_neighbor_map",
+      "trellis.sparse.group_norm",     "trellis.sparse.attention",
+      "trellis.sparse.cross_attention"};
   if (std::find(std::begin(ops), std::end(ops), op) == std::end(ops))
     return false;
   auto ptr = [&](int slot) { return address(p, slot); };
@@ -874,11 +874,10 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
               (src | dst) % 16 == 0;
     return ok ? int32_t(16 / elem) : 1;
   };
-  // out[r] = x[index[r·stride]] or x[r / divisor] (gather_rows); x's rows
-  // `srcStride` elements apart (0: dense).
-  auto gather = [&](CUdeviceptr src, CUdeviceptr index, int32_t stride,
-                    int32_t divisor, CUdeviceptr dst, int64_t n, int32_t width,
-                    int32_t scatter,
+  // out[r] = x[index[r]], or out[index[r]] = x[r] with `scatter` (the
+  // window attention's rows); x's rows `srcStride` elements apart (0: dense).
+  auto gather = [&](CUdeviceptr src, CUdeviceptr index, CUdeviceptr dst,
+                    int64_t n, int32_t width, int32_t scatter,
                     int64_t srcStride = 0) -> Result<std::function<Status()>> {
     auto f = kernel("trellis_sparse_gather_rows");
     if (!f)
@@ -886,11 +885,11 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     if (!srcStride)
       srcStride = width;
     int32_t vec = vectorWidth(width, srcStride, src, dst);
-    return std::function<Status()>([this, f = *f, src, srcStride, index, stride,
-                                    divisor, dst, n, width, scatter, vec,
+    return std::function<Status()>([this, f = *f, src, srcStride, index, dst, n,
+                                    width, scatter, vec,
                                     &instr]() mutable -> Status {
-      void *params[] = {&src, &srcStride, &index, &stride,  &divisor,
-                        &dst, &n,         &width, &scatter, &vec};
+      void *params[] = {&src, &srcStride, &index,   &dst,
+                        &n,   &width,     &scatter, &vec};
       return launch1d(f, n * (width / vec), params, instr, "a row gather");
     });
   };
@@ -920,8 +919,10 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     int32_t kvol = int32_t(k * k * k), cin32 = int32_t(cin);
     int64_t kdim = kvol * cin;
     size_t elem = dtypeSize(x.dtype);
+    if (Status s = checkAddressable(p, node); !s)
+      return Error{s.message()};
     const ConvPlan plan =
-        convPlan(x, w, rows, attentionFamily == TRELLIS_ATTN_SM90A);
+        convPlan(instr, x, w, rows, attentionFamily == TRELLIS_ATTN_SM90A);
     if (plan.path == ConvPlan::Path::Implicit) {
       const ConvTiles &tiles = plan.tiles;
       // Implicit GEMM (sm_90a): the neighbour rows go straight into shared
@@ -975,38 +976,43 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
                                /*transA=*/true, "", gemm, taps);
           !s)
         return Error{s.message()};
-      auto f = kernel("trellis_sparse_conv_sum_taps");
-      if (!f)
-        return f.takeError();
-      CUdeviceptr y = ptr(node.scratch), nbr = ptr(neighbors),
-                  o = ptr(node.out[0]);
-      int32_t cout32 = int32_t(cout);
-      node.command = [this, f = *f, gemm, y, nbr, b, o, rows, rowsIn, cout32,
-                      kvol, &instr]() mutable -> Status {
+      // The generated tap sum: (y, neighbours, [bias,] out, rows, rowsIn).
+      auto sum = rowsLaunch(instr, "trellis.tap_sum", rows);
+      if (!sum)
+        return opError(instr, sum.message());
+      auto args = std::make_shared<std::vector<CUdeviceptr>>();
+      args->push_back(ptr(node.scratch));
+      args->push_back(ptr(neighbors));
+      if (b)
+        args->push_back(b);
+      args->push_back(ptr(node.out[0]));
+      node.command = [this, l = *sum, gemm, args, rows, rowsIn,
+                      &instr]() mutable -> Status {
         if (rows == 0)
           return Status::ok();
         if (Status s = gemm(); !s)
           return s;
         int64_t n = rows, nIn = rowsIn;
-        void *params[] = {&y, &nbr, &b, &o, &n, &nIn, &cout32, &kvol};
-        return launch1d(f, n * cout32, params, instr, "the conv tap sum");
+        std::vector<void *> params;
+        for (CUdeviceptr &a : *args)
+          params.push_back(&a);
+        params.push_back(&n);
+        params.push_back(&nIn);
+        return launch(l, params.data(), instr, "the conv tap sum");
       };
       return true;
     }
+    // The generated gather, chunk by chunk: (x, neighbours, col, row0, rows).
     int64_t chunk =
         int64_t(bytesOf(type(node.scratch)) / (size_t(kdim) * elem));
-    auto f = kernel("trellis_sparse_conv_gather");
-    if (!f)
-      return f.takeError();
-    // Elements per thread: 16 bytes where the rows allow (the kernel's
-    // `vec` parameter), else 1.
-    int32_t vec = (cin * int64_t(elem)) % 16 == 0 ? int32_t(16 / elem) : 1;
-    int64_t per = vec;
     std::vector<std::function<Status()>> steps;
     CUdeviceptr xp = ptr(node.in[0]), nbr = ptr(neighbors),
                 col = ptr(node.scratch), o = ptr(node.out[0]);
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       int64_t n = std::min(chunk, rows - r0);
+      auto gatherLaunch = rowsLaunch(instr, "trellis.launch", n);
+      if (!gatherLaunch)
+        return opError(instr, gatherLaunch.message());
       std::function<Status()> gemm;
       // out rows [r0, r0+n) = col[n, K] · W[Cout, K]ᵀ (+ b), as linear.
       if (Status s = buildGemm(p, node, ptr(node.in[1]), col,
@@ -1015,12 +1021,10 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
                                gemm);
           !s)
         return Error{s.message()};
-      steps.push_back([this, f = *f, xp, nbr, col, r0, n, cin32, kvol, vec,
-                       per, gemm, &instr]() mutable -> Status {
-        void *params[] = {&xp, &nbr, &col, &r0, &n, &cin32, &kvol, &vec};
-        if (Status s = launch1d(f, n * kvol * (cin32 / per), params, instr,
-                                "the sparse conv gather");
-            !s)
+      steps.push_back([this, l = *gatherLaunch, xp, nbr, col, r0, n, gemm,
+                       &instr]() mutable -> Status {
+        void *params[] = {&xp, &nbr, &col, &r0, &n};
+        if (Status s = launch(l, params, instr, "the sparse conv gather"); !s)
           return s;
         return gemm();
       });
@@ -1034,13 +1038,6 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     return true;
   }
 
-  if (op == "trellis.sparse.subdivide_features") {
-    auto g = gather(ptr(node.in[0]), 0, 1, 8, ptr(node.out[0]), rows, c, 0);
-    if (!g)
-      return g.takeError();
-    node.command = *g;
-    return true;
-  }
   if (op == "trellis.sparse.group_norm") {
     auto *coords = std::get_if<CoordsPtr>(&bound(node.in[1]));
     if (!coords || !*coords)
@@ -1187,9 +1184,9 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
         *dst[i] = at;
         at += alignUp(bytesOf(type(widthSlots[i])));
         int32_t width = int32_t(rowElems(type(widthSlots[i])));
-        auto g = i < 3 ? gather(src, rowsPtr, 1, 1, *dst[i], rows, width, 0,
-                                strides[i])
-                       : gather(*dst[i], rowsPtr, 1, 1, src, rows, width, 1);
+        auto g = i < 3
+                     ? gather(src, rowsPtr, *dst[i], rows, width, 0, strides[i])
+                     : gather(*dst[i], rowsPtr, src, rows, width, 1);
         if (!g)
           return g.takeError();
         (i < 3 ? before : after).push_back(*g);

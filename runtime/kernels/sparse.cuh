@@ -28,50 +28,6 @@ __device__ __forceinline__ int64_t globalThread() {
   return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
 }
 
-// Submanifold convolution's gather (k³ neighbours, "implicit im2col" by rows):
-//   col[r, o·cin + c] = x[nbr[(row0 + r)·kvol + o], c], or 0 where the
-//   neighbour is inactive (-1), for r in [0, rows).
-// Moves 16 bytes per thread when cin allows (vec elements of T).
-template <typename T, int Vec>
-__device__ void convGather(const T *x, const int32_t *nbr, T *col, int64_t row0,
-                           int64_t rows, int32_t cin, int32_t kvol) {
-  const int64_t chunks = cin / Vec;
-  const int64_t t = globalThread();
-  if (t >= rows * kvol * chunks)
-    return;
-  const int64_t chunk = t % chunks;
-  const int64_t ro = t / chunks; // r·kvol + o
-  const int32_t src = nbr[row0 * kvol + ro];
-  using V = typename std::conditional<Vec == 1, T, uint4>::type;
-  V v;
-  if (src >= 0)
-    v = reinterpret_cast<const V *>(x + int64_t(src) * cin)[chunk];
-  else
-    v = V{};
-  reinterpret_cast<V *>(col + ro * cin)[chunk] = v;
-}
-
-// Submanifold convolution's other order (narrow outputs): the k³ products
-// y[o] = x · W_oᵀ were computed for every row (f32 [kvol, n_in, cout]); the
-// output row sums the products of its active neighbours:
-//   out[p, c] = bias[c] + Σ_o y[o, nbr[p·kvol + o], c]   (o ascending, f32).
-template <typename T>
-__device__ void convSumTaps(const float *y, const int32_t *nbr, const T *bias,
-                            T *out, int64_t rows, int64_t rows_in, int32_t cout,
-                            int32_t kvol) {
-  const int64_t t = globalThread();
-  if (t >= rows * cout)
-    return;
-  const int64_t p = t / cout, c = t % cout;
-  float sum = bias ? toF32(bias[c]) : 0.f;
-  for (int32_t o = 0; o < kvol; ++o) {
-    const int32_t q = nbr[p * kvol + o];
-    if (q >= 0)
-      sum += y[(int64_t(o) * rows_in + q) * cout + c];
-  }
-  out[t] = fromF32<T>(sum);
-}
-
 // Neighbour maps on the device (trellis.sparse.neighbor_map, spec §6.4): the
 // rows of a coordinate set are scattered into a dense index volume of the
 // batch × R³ grid (cleared to -1 bytes, i.e. -1), then every row looks up its
@@ -296,22 +252,21 @@ __device__ void occupancyWrite(const float *logits, int64_t n,
   }
 }
 
-// out[r] = x[index[r·stride]] (index given) or x[r / divisor]; with scatter
-// set, out[index[r·stride]] = x[r] instead. Rows of c elements; x's rows are
-// x_stride elements apart (a strided view: q, k or v of a packed qkv), out's
-// are dense. Vec elements per thread (16 bytes when the host checked that c,
-// x_stride and both base addresses allow it, else 1).
+// out[r] = x[index[r]]; with scatter set, out[index[r]] = x[r] instead (the
+// window attention's rows into window order and back). Rows of c elements;
+// x's rows are x_stride elements apart (a strided view: q, k or v of a packed
+// qkv), out's are dense. Vec elements per thread (16 bytes when the host
+// checked that c, x_stride and both base addresses allow it, else 1).
 template <typename T, int Vec>
 __device__ void gatherRows(const T *x, int64_t x_stride, const int32_t *index,
-                           int32_t index_stride, int32_t divisor, T *out,
-                           int64_t rows, int32_t c, int32_t scatter) {
+                           T *out, int64_t rows, int32_t c, int32_t scatter) {
   using V = typename std::conditional<Vec == 1, T, uint4>::type;
   const int64_t chunks = c / Vec;
   const int64_t t = globalThread();
   if (t >= rows * chunks)
     return;
   const int64_t r = t / chunks, ch = (t % chunks) * Vec;
-  const int64_t other = index ? int64_t(index[r * index_stride]) : r / divisor;
+  const int64_t other = index[r];
   if (scatter)
     *reinterpret_cast<V *>(out + other * c + ch) =
         *reinterpret_cast<const V *>(x + r * x_stride + ch);
@@ -487,31 +442,15 @@ trellis_window_offsets(const int32_t *base, int32_t blocks, int64_t segments,
 
 // Entry points, one per element type (f16, f32).
 #define TRELLIS_SPARSE_ENTRIES(T, S)                                           \
-  extern "C" __global__ void trellis_sparse_conv_gather_##S(                   \
-      const T *x, const int32_t *nbr, T *col, int64_t row0, int64_t rows,      \
-      int32_t cin, int32_t kvol, int32_t vec) {                                \
-    if (vec > 1)                                                               \
-      trellis_sparse::convGather<T, 16 / sizeof(T)>(x, nbr, col, row0, rows,   \
-                                                    cin, kvol);                \
-    else                                                                       \
-      trellis_sparse::convGather<T, 1>(x, nbr, col, row0, rows, cin, kvol);    \
-  }                                                                            \
-  extern "C" __global__ void trellis_sparse_conv_sum_taps_##S(                 \
-      const float *y, const int32_t *nbr, const T *bias, T *out, int64_t rows, \
-      int64_t rows_in, int32_t cout, int32_t kvol) {                           \
-    trellis_sparse::convSumTaps<T>(y, nbr, bias, out, rows, rows_in, cout,     \
-                                   kvol);                                      \
-  }                                                                            \
   extern "C" __global__ void trellis_sparse_gather_rows_##S(                   \
-      const T *x, int64_t x_stride, const int32_t *index,                      \
-      int32_t index_stride, int32_t divisor, T *out, int64_t rows, int32_t c,  \
-      int32_t scatter, int32_t vec) {                                          \
+      const T *x, int64_t x_stride, const int32_t *index, T *out,              \
+      int64_t rows, int32_t c, int32_t scatter, int32_t vec) {                 \
     if (vec > 1)                                                               \
-      trellis_sparse::gatherRows<T, 16 / sizeof(T)>(                           \
-          x, x_stride, index, index_stride, divisor, out, rows, c, scatter);   \
+      trellis_sparse::gatherRows<T, 16 / sizeof(T)>(x, x_stride, index, out,   \
+                                                    rows, c, scatter);         \
     else                                                                       \
-      trellis_sparse::gatherRows<T, 1>(x, x_stride, index, index_stride,       \
-                                       divisor, out, rows, c, scatter);        \
+      trellis_sparse::gatherRows<T, 1>(x, x_stride, index, out, rows, c,       \
+                                       scatter);                               \
   }                                                                            \
   extern "C" __global__ void trellis_sparse_group_norm_partial_##S(            \
       const T *x, const int32_t *chunks, const float *stats, float *partial,   \

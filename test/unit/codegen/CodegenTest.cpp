@@ -65,13 +65,15 @@ func.func @sampler(%noise: tensor<1x8x4x4x4xf32>, %cond: tensor<1x4x16xf32>) -> 
 // The sparse stages' ops with dynamic rows (bound 4096): every family that
 // takes `i64 rows` (elementwise with static broadcasts, casts, the
 // modulations, row norms in registers and looping over long rows, split /
-// concat along axis 1, the sampler update), plus host-evaluated and library
-// ops that get no kernel.
+// concat along axis 1, the sampler update, a 3×3×3 sparse conv's gather and
+// tap sum, subdivide_features), plus host-evaluated and library ops that get
+// no kernel.
 constexpr const char *kDynamicModule = R"mlir(
 func.func @rows(%x: tensor<?x128xf16, #trellis.bounds<[4096]>>, %b: tensor<128xf16>, %r: tensor<1x128xf16>,
                 %f: tensor<?x128xf32, #trellis.bounds<[4096]>>, %long: tensor<?x16384xf32, #trellis.bounds<[4096]>>,
                 %q: tensor<?x2x64xf16, #trellis.bounds<[4096]>>, %g: tensor<2x64xf32>, %w: tensor<128xf32>,
-                %ct: tensor<?x4xi32, #trellis.bounds<[4096]>>, %o: tensor<?x32x3xf32, #trellis.bounds<[4096]>>)
+                %ct: tensor<?x4xi32, #trellis.bounds<[4096]>>, %o: tensor<?x32x3xf32, #trellis.bounds<[4096]>>,
+                %wc: tensor<128x3x3x3x128xf16>)
     attributes {trellis.device = "cuda"} {
   %half = trellis.constant dense<5.000000e-01> : tensor<1xf32>
   %a = trellis.add %x, %b : (tensor<?x128xf16, #trellis.bounds<[4096]>>, tensor<128xf16>) -> tensor<?x128xf16, #trellis.bounds<[4096]>>
@@ -93,6 +95,9 @@ func.func @rows(%x: tensor<?x128xf16, #trellis.bounds<[4096]>>, %b: tensor<128xf
   %pos = trellis.add %xr, %o : (tensor<?x1x3xf32, #trellis.bounds<[4096]>>, tensor<?x32x3xf32, #trellis.bounds<[4096]>>) -> tensor<?x32x3xf32, #trellis.bounds<[4096]>>
   %bi = trellis.sparse.batch_index %co : (!trellis.coords<resolution = 16, bound = 4096>) -> tensor<?xi32, #trellis.bounds<[4096]>>
   %bb = trellis.gather_rows %r, %bi : (tensor<1x128xf16>, tensor<?xi32, #trellis.bounds<[4096]>>) -> tensor<?x128xf16, #trellis.bounds<[4096]>>
+  %nb = trellis.sparse.neighbor_map %co {kernel = 3 : i64} : (!trellis.coords<resolution = 16, bound = 4096>) -> !trellis.neighbor_map<kernel = 3, bound = 4096>
+  %cv = trellis.sparse.conv3d %x, %wc, %b neighbors %nb : (tensor<?x128xf16, #trellis.bounds<[4096]>>, tensor<128x3x3x3x128xf16>, tensor<128xf16>, !trellis.neighbor_map<kernel = 3, bound = 4096>) -> tensor<?x128xf16, #trellis.bounds<[4096]>>
+  %fine = trellis.sparse.subdivide_features %cv : (tensor<?x128xf16, #trellis.bounds<[4096]>>) -> tensor<?x128xf16, #trellis.bounds<[32768]>>
   return
 }
 func.func @sampler(%noise: tensor<?x8xf32, #trellis.bounds<[4096]>>, %cond: tensor<1x4x16xf32>) -> tensor<?x8xf32, #trellis.bounds<[4096]>>
@@ -218,16 +223,12 @@ TEST_F(CodegenTest, DynamicRowKernelsTakeRowsAndLower) {
   // add, mul, cast, silu, 2 layer_norm, layer_norm_modulate, head_rms_norm,
   // gated_residual, concat, split, the add of the host-derived positions,
   // the gather of the per-sample row by batch_index (trellis-partition-cuda's
-  // batch_broadcast), flow update (the xyz cast / add are evaluated on the
-  // host).
-  EXPECT_EQ(k->numKernels, 14);
+  // batch_broadcast), the conv's gather and tap sum, subdivide_features,
+  // flow update (the xyz cast / add are evaluated on the host).
+  EXPECT_EQ(k->numKernels, 17);
   int dynamic = 0;
-  module->walk([&](Operation *op) {
-    auto l = op->getAttrOfType<DictionaryAttr>("trellis.launch");
-    if (!l)
-      l = op->getAttrOfType<DictionaryAttr>("trellis.update");
-    if (!l)
-      return;
+  auto check = [&](Operation *op, DictionaryAttr l, unsigned expected,
+                   int64_t rows) {
     ++dynamic;
     std::string name = l.getAs<StringAttr>("kernel").str();
     auto tpr = l.getAs<IntegerAttr>("threads_per_row");
@@ -235,12 +236,7 @@ TEST_F(CodegenTest, DynamicRowKernelsTakeRowsAndLower) {
     EXPECT_GE(tpr.getInt(), 1) << name;
     // The launch for the bound covers bound · T threads.
     auto grid = l.getAs<DenseI64ArrayAttr>("grid").asArrayRef();
-    EXPECT_EQ(grid[0], (4096 * tpr.getInt() + 255) / 256) << name;
-    // Parameters: one pointer per operand and result, then `rows` (the
-    // update: 4 pointers, strength, dt, guided, rows).
-    unsigned expected = op->getNumOperands() + op->getNumResults() + 1;
-    if (op->hasAttr("trellis.update"))
-      expected = 8;
+    EXPECT_EQ(grid[0], (rows * tpr.getInt() + 255) / 256) << name;
     for (const std::string *ptx : {&k->ptxSm90a, &k->ptxCompute75}) {
       std::string params = entryParams(*ptx, name);
       ASSERT_FALSE(params.empty()) << name;
@@ -252,12 +248,29 @@ TEST_F(CodegenTest, DynamicRowKernelsTakeRowsAndLower) {
       ASSERT_EQ(types.size(), expected) << name << "\n" << params;
       EXPECT_EQ(types.back(), "u64") << name;
     }
+  };
+  module->walk([&](Operation *op) {
+    StringRef n = op->getName().getStringRef();
+    if (auto l = op->getAttrOfType<DictionaryAttr>("trellis.update")) {
+      // 4 pointers, strength, dt, guided, rows.
+      check(op, l, 8, 4096);
+    } else if (n == "trellis.sparse.conv3d") {
+      // Gather: x, neighbours, col, row0, rows (the chunk: the whole bound
+      // here); tap sum: y, neighbours, bias, out, rows, rowsIn.
+      check(op, op->getAttrOfType<DictionaryAttr>("trellis.launch"), 5, 4096);
+      check(op, op->getAttrOfType<DictionaryAttr>("trellis.tap_sum"), 6, 4096);
+    } else if (auto l = op->getAttrOfType<DictionaryAttr>("trellis.launch")) {
+      // One pointer per operand and result, then `rows` (the result's).
+      int64_t rows = n == "trellis.sparse.subdivide_features" ? 8 * 4096 : 4096;
+      check(op, l, op->getNumOperands() + op->getNumResults() + 1, rows);
+    }
   });
-  EXPECT_EQ(dynamic, 14);
+  EXPECT_EQ(dynamic, 17);
   // Ops the runtime runs itself carry no annotation.
   module->walk([&](Operation *op) {
     StringRef n = op->getName().getStringRef();
-    if (n.starts_with("trellis.sparse.") ||
+    if ((n.starts_with("trellis.sparse.") && n != "trellis.sparse.conv3d" &&
+         n != "trellis.sparse.subdivide_features") ||
         (n == "trellis.cast" &&
          cast<RankedTensorType>(op->getOperand(0).getType())
              .getElementType()
