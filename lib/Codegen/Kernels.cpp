@@ -1388,6 +1388,73 @@ FailureOr<Launch> emitRowIndexKernel(Operation *op, StringRef n,
   return l;
 }
 
+/// The elementwise half of trellis.sparse.group_norm: parameters (x,
+/// coords, γ, β, out, stats, rows). The runtime's reduction kernels write
+/// stats f32 [B · G, 2] = (mean, 1/√(var + eps)) per (sample, group) first;
+/// then y = (x − mean) · rstd · γ[c] + β[c] in f32, one rounding, the row's
+/// sample from the coordinates' batch column (coords int32 [N, 4]). V
+/// channels per thread, V dividing the group width (one statistics pair).
+FailureOr<Launch> emitGroupNormApplyKernel(Operation *op,
+                                           gpu::GPUModuleOp module,
+                                           StringRef name) {
+  auto norm = cast<mlir::trellis::SparseGroupNormOp>(op);
+  auto xTy = cast<RankedTensorType>(norm.getFeats().getType());
+  auto coordsTy = cast<mlir::trellis::CoordsType>(norm.getCoords().getType());
+  if (failed(rowBound(op)))
+    return failure();
+  for (Value v :
+       {norm.getFeats(), norm.getWeight(), norm.getBias(), norm.getResult()})
+    if (failed(checkKernelTensor(op, v.getType(), ownRows(v.getType()))))
+      return failure();
+  const int64_t rows = ownRows(xTy), c = xTy.getDimSize(1),
+                groups = norm.getGroups();
+  if (groups < 1 || c % groups != 0)
+    return op->emitError() << "has no GPU implementation: " << c
+                           << " channels in " << groups << " groups";
+  Type et = xTy.getElementType();
+  MLIRContext *ctx = op->getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32);
+  // At most one sample per row: B ≤ the coordinates' bound.
+  const int64_t coordRows = std::min(coordsTy.getBound(), kMaxElements / 4);
+  const int64_t statRows =
+      std::min(coordsTy.getBound(), kMaxElements / (2 * groups));
+  KernelBuilder kb(
+      module, name,
+      {flatMemRef(xTy, rows), MemRefType::get({coordRows * 4}, i32),
+       MemRefType::get({c}, f32), MemRefType::get({c}, f32),
+       flatMemRef(xTy, rows), MemRefType::get({statRows * groups * 2}, f32),
+       IntegerType::get(ctx, 64)},
+      op->getLoc());
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  kb.bindRows(6, rows);
+  const int64_t width = c / groups;
+  const int64_t v = pow2Divisor(width, 16 / elemBytes(et));
+  const int64_t perRow = c / v;
+  Value gid = kb.globalId();
+  kb.guard(kb.ult(gid, kb.rowsTimes(perRow)));
+  Value r = kb.div(gid, perRow);
+  Value e = kb.mul(kb.rem(gid, perRow), v);
+  Value sample = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(),
+      memref::LoadOp::create(b, loc, kb.arg(1), ValueRange{kb.mul(r, 4)}));
+  Value item = kb.add(kb.mul(sample, groups), kb.div(e, width));
+  Value mean =
+      memref::LoadOp::create(b, loc, kb.arg(5), ValueRange{kb.mul(item, 2)});
+  Value rstd = memref::LoadOp::create(
+      b, loc, kb.arg(5), ValueRange{kb.add(kb.mul(item, 2), kb.idx(1))});
+  Value x = kb.toF32(kb.load(kb.arg(0), kb.add(kb.mul(r, c), e), v));
+  Value y = arith::MulFOp::create(
+      b, loc, arith::SubFOp::create(b, loc, x, kb.splat(mean, v)),
+      kb.splat(rstd, v));
+  y = arith::MulFOp::create(b, loc, y, kb.load(kb.arg(2), e, v));
+  y = arith::AddFOp::create(b, loc, y, kb.load(kb.arg(3), e, v));
+  kb.store(kb.fromF32(y, et), kb.arg(4), kb.add(kb.mul(r, c), e));
+  Launch l = launch1d(rows * perRow);
+  l.threadsPerRow = perRow;
+  return l;
+}
+
 //===----------------------------------------------------------------------===//
 // Per-op dispatch
 //===----------------------------------------------------------------------===//
@@ -1554,11 +1621,8 @@ OpClass classify(Operation *op) {
     bool pointwise = w && w.getRank() == 5 && w.getDimSize(1) == 1;
     return pointwise ? OpClass::Library : OpClass::SparseConv;
   }
-  // Sparse feature ops with runtime kernels (runtime/kernels/sparse.cuh, the
-  // attention kernels): the group norm's segment reductions, the attention.
-  if (llvm::is_contained(
-          {"sparse.group_norm", "sparse.attention", "sparse.cross_attention"},
-          n))
+  // The attention over voxels: the attention kernels.
+  if (n == "sparse.attention" || n == "sparse.cross_attention")
     return OpClass::Library;
   // Coordinate values, evaluated on the host when the runtime binds a sparse
   // function (and the dense stage's occupancy, the mesh extraction).
@@ -1571,31 +1635,18 @@ OpClass classify(Operation *op) {
           n) ||
       n.starts_with("mesh."))
     return OpClass::Host;
-  if (isUnaryName(n) || llvm::is_contained({"cast",
-                                            "add",
-                                            "sub",
-                                            "mul",
-                                            "div",
-                                            "maximum",
-                                            "modulate",
-                                            "gated_residual",
-                                            "cfg_combine",
-                                            "euler_update",
-                                            "layer_norm",
-                                            "head_rms_norm",
-                                            "softmax",
-                                            "timestep_embedding",
-                                            "pixel_shuffle_3d",
-                                            "permute",
-                                            "concat",
-                                            "split",
-                                            "layer_norm_modulate",
-                                            "gated_residual_norm",
-                                            "broadcast_rows",
-                                            "gather_rows",
-                                            "segment_mean",
-                                            "sparse.subdivide_features"},
-                                           n))
+  if (isUnaryName(n) ||
+      llvm::is_contained(
+          {"cast", "add", "sub", "mul", "div", "maximum", "modulate",
+           "gated_residual", "cfg_combine", "euler_update", "layer_norm",
+           "head_rms_norm", "softmax", "timestep_embedding", "pixel_shuffle_3d",
+           "permute", "concat", "split", "layer_norm_modulate",
+           "gated_residual_norm", "broadcast_rows", "gather_rows",
+           "segment_mean", "sparse.subdivide_features",
+           // (its elementwise half; the
+           // statistics are the runtime's)
+           "sparse.group_norm"},
+          n))
     return OpClass::Generated;
   return OpClass::Unsupported;
 }
@@ -1626,6 +1677,8 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
   if (n == "gather_rows" || n == "segment_mean" ||
       n == "sparse.subdivide_features")
     return emitRowIndexKernel(op, n, module, name);
+  if (n == "sparse.group_norm")
+    return emitGroupNormApplyKernel(op, module, name);
   FailureOr<int64_t> bound = rowBound(op);
   if (failed(bound))
     return failure();

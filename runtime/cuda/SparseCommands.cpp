@@ -1049,13 +1049,19 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     for (int s : {node.in[2], node.in[3]})
       if (type(s).dtype != DType::F32)
         return opError(instr, "the GPU group norm takes f32 γ and β");
+    if (Status s = checkAddressable(p, node); !s)
+      return Error{s.message()};
+    // The statistics: the runtime's reduction kernels; the normalization:
+    // the generated kernel (x, coords, γ, β, out, stats, rows).
     auto partial = kernel("trellis_sparse_group_norm_partial");
-    auto apply = kernel("trellis_sparse_group_norm_apply");
+    if (!partial)
+      return partial.takeError();
     auto reduce = runtimeKernel("trellis_sparse_group_norm_reduce");
-    if (!partial || !apply)
-      return (partial ? apply : partial).takeError();
     if (!reduce)
       return opError(instr, reduce.message());
+    auto apply = rowsLaunch(instr, "trellis.launch", rows);
+    if (!apply)
+      return opError(instr, apply.message());
     if (node.aux.size() != 1 || node.auxHost.size() != 1)
       return opError(instr, "its chunk list was not built");
     int32_t numChunks = int32_t(node.auxHost[0].dim(0));
@@ -1068,10 +1074,9 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
                 dst = ptr(node.out[0]);
     float e = float(*eps);
     unsigned threads = unsigned(std::min(256, (width + 31) / 32 * 32));
-    int32_t vec = vectorWidth(width, width, src, dst);
-    node.command = [this, fp = *partial, fr = *reduce, fa = *apply, src,
+    node.command = [this, fp = *partial, fr = *reduce, la = *apply, src,
                     offsets, coordsPtr, st, part, chunks, numChunks, gamma,
-                    beta, dst, rows, width, g, items, e, threads, vec,
+                    beta, dst, rows, width, g, items, e, threads,
                     &instr]() mutable -> Status {
       for (int32_t centered = 0; centered < 2 && numChunks > 0; ++centered) {
         void *pp[] = {&src, &chunks, &st, &part, &width, &g, &centered};
@@ -1090,9 +1095,8 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
                                     api->describe(r));
       }
       int64_t n = rows;
-      void *ap[] = {&src, &coordsPtr, &st,    &gamma, &beta,
-                    &dst, &n,         &width, &g,     &vec};
-      return launch1d(fa, n * (width / vec), ap, instr, "the group norm");
+      void *ap[] = {&src, &coordsPtr, &gamma, &beta, &dst, &st, &n};
+      return launch(la, ap, instr, "the group norm");
     };
     return true;
   }

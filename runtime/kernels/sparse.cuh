@@ -281,7 +281,8 @@ __device__ void gatherRows(const T *x, int64_t x_stride, const int32_t *index,
 // channel, rows in order) into partial [K, C]; groupNormReduce turns the
 // partials of each (sample, group) into its mean (chunks and channels in
 // order). Pass 2: the same with (x − mean)², reduced into 1/sqrt(var + eps).
-// stats[2·(b·G + g)] = mean, [.. + 1] = rstd.
+// stats[2·(b·G + g)] = mean, [.. + 1] = rstd; the normalization itself is a
+// generated kernel (lib/Codegen emitGroupNormApplyKernel).
 template <typename T>
 __device__ void groupNormPartial(const T *x, const int32_t *chunks,
                                  const float *stats, float *partial, int32_t c,
@@ -333,38 +334,6 @@ __device__ void groupNormReduce(const int32_t *chunks, int32_t numChunks,
     stats[2 * item] = mean;
   else
     stats[2 * item + 1] = rsqrtf(mean + eps);
-}
-
-// y = (x − mean) · rstd · γ + β per element; the row's sample from the
-// coordinates' batch column (coords int32 [N, 4]).
-template <typename T, int Vec>
-__device__ void groupNormApply(const T *x, const int32_t *coords,
-                               const float *stats, const float *gamma,
-                               const float *beta, T *out, int64_t rows,
-                               int32_t c, int32_t groups) {
-  using V = typename std::conditional<Vec == 1, T, uint4>::type;
-  constexpr int kLanes = Vec == 1 ? 1 : 16 / int(sizeof(T));
-  const int64_t chunks = c / Vec;
-  const int64_t t = globalThread();
-  if (t >= rows * chunks)
-    return;
-  const int64_t r = t / chunks;
-  const int ch0 = int(t % chunks) * Vec;
-  const int sample = coords[4 * r] * groups, perGroup = c / groups;
-  V in = *reinterpret_cast<const V *>(x + r * c + ch0), res;
-  const T *e = reinterpret_cast<const T *>(&in);
-  T *o = reinterpret_cast<T *>(&res);
-#pragma unroll
-  for (int i = 0; i < kLanes; ++i) {
-    const int ch = ch0 + i, item = sample + ch / perGroup;
-    float y = (toF32(e[i]) - stats[2 * item]) * stats[2 * item + 1];
-    if (gamma)
-      y *= gamma[ch];
-    if (beta)
-      y += beta[ch];
-    o[i] = fromF32<T>(y);
-  }
-  *reinterpret_cast<V *>(out + r * c + ch0) = res;
 }
 
 } // namespace trellis_sparse
@@ -457,17 +426,6 @@ trellis_window_offsets(const int32_t *base, int32_t blocks, int64_t segments,
       int32_t c, int32_t groups, int32_t centered) {                           \
     trellis_sparse::groupNormPartial<T>(x, chunks, stats, partial, c, groups,  \
                                         centered);                             \
-  }                                                                            \
-  extern "C" __global__ void trellis_sparse_group_norm_apply_##S(              \
-      const T *x, const int32_t *coords, const float *stats,                   \
-      const float *gamma, const float *beta, T *out, int64_t rows, int32_t c,  \
-      int32_t groups, int32_t vec) {                                           \
-    if (vec > 1)                                                               \
-      trellis_sparse::groupNormApply<T, 16 / sizeof(T)>(                       \
-          x, coords, stats, gamma, beta, out, rows, c, groups);                \
-    else                                                                       \
-      trellis_sparse::groupNormApply<T, 1>(x, coords, stats, gamma, beta, out, \
-                                           rows, c, groups);                   \
   }
 
 TRELLIS_SPARSE_ENTRIES(__half, f16)

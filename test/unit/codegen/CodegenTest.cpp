@@ -66,8 +66,8 @@ func.func @sampler(%noise: tensor<1x8x4x4x4xf32>, %cond: tensor<1x4x16xf32>) -> 
 // takes `i64 rows` (elementwise with static broadcasts, casts, the
 // modulations, row norms in registers and looping over long rows, split /
 // concat along axis 1, the sampler update, a 3×3×3 sparse conv's gather and
-// tap sum, subdivide_features), plus host-evaluated and library ops that get
-// no kernel.
+// tap sum, subdivide_features, the group norm's normalization), plus
+// host-evaluated and library ops that get no kernel.
 constexpr const char *kDynamicModule = R"mlir(
 func.func @rows(%x: tensor<?x128xf16, #trellis.bounds<[4096]>>, %b: tensor<128xf16>, %r: tensor<1x128xf16>,
                 %f: tensor<?x128xf32, #trellis.bounds<[4096]>>, %long: tensor<?x16384xf32, #trellis.bounds<[4096]>>,
@@ -98,6 +98,7 @@ func.func @rows(%x: tensor<?x128xf16, #trellis.bounds<[4096]>>, %b: tensor<128xf
   %nb = trellis.sparse.neighbor_map %co {kernel = 3 : i64} : (!trellis.coords<resolution = 16, bound = 4096>) -> !trellis.neighbor_map<kernel = 3, bound = 4096>
   %cv = trellis.sparse.conv3d %x, %wc, %b neighbors %nb : (tensor<?x128xf16, #trellis.bounds<[4096]>>, tensor<128x3x3x3x128xf16>, tensor<128xf16>, !trellis.neighbor_map<kernel = 3, bound = 4096>) -> tensor<?x128xf16, #trellis.bounds<[4096]>>
   %fine = trellis.sparse.subdivide_features %cv : (tensor<?x128xf16, #trellis.bounds<[4096]>>) -> tensor<?x128xf16, #trellis.bounds<[32768]>>
+  %gn = trellis.sparse.group_norm %cv, %co, %w, %w {eps = 1.000000e-05 : f64, groups = 32 : i64} : (tensor<?x128xf16, #trellis.bounds<[4096]>>, !trellis.coords<resolution = 16, bound = 4096>, tensor<128xf32>, tensor<128xf32>) -> tensor<?x128xf16, #trellis.bounds<[4096]>>
   return
 }
 func.func @sampler(%noise: tensor<?x8xf32, #trellis.bounds<[4096]>>, %cond: tensor<1x4x16xf32>) -> tensor<?x8xf32, #trellis.bounds<[4096]>>
@@ -224,8 +225,9 @@ TEST_F(CodegenTest, DynamicRowKernelsTakeRowsAndLower) {
   // gated_residual, concat, split, the add of the host-derived positions,
   // the gather of the per-sample row by batch_index (trellis-partition-cuda's
   // batch_broadcast), the conv's gather and tap sum, subdivide_features,
-  // flow update (the xyz cast / add are evaluated on the host).
-  EXPECT_EQ(k->numKernels, 17);
+  // the group norm, flow update (the xyz cast / add are evaluated on the
+  // host).
+  EXPECT_EQ(k->numKernels, 18);
   int dynamic = 0;
   auto check = [&](Operation *op, DictionaryAttr l, unsigned expected,
                    int64_t rows) {
@@ -259,18 +261,22 @@ TEST_F(CodegenTest, DynamicRowKernelsTakeRowsAndLower) {
       // here); tap sum: y, neighbours, bias, out, rows, rowsIn.
       check(op, op->getAttrOfType<DictionaryAttr>("trellis.launch"), 5, 4096);
       check(op, op->getAttrOfType<DictionaryAttr>("trellis.tap_sum"), 6, 4096);
+    } else if (n == "trellis.sparse.group_norm") {
+      // x, coords, γ, β, out, the statistics, rows.
+      check(op, op->getAttrOfType<DictionaryAttr>("trellis.launch"), 7, 4096);
     } else if (auto l = op->getAttrOfType<DictionaryAttr>("trellis.launch")) {
       // One pointer per operand and result, then `rows` (the result's).
       int64_t rows = n == "trellis.sparse.subdivide_features" ? 8 * 4096 : 4096;
       check(op, l, op->getNumOperands() + op->getNumResults() + 1, rows);
     }
   });
-  EXPECT_EQ(dynamic, 17);
+  EXPECT_EQ(dynamic, 18);
   // Ops the runtime runs itself carry no annotation.
   module->walk([&](Operation *op) {
     StringRef n = op->getName().getStringRef();
     if ((n.starts_with("trellis.sparse.") && n != "trellis.sparse.conv3d" &&
-         n != "trellis.sparse.subdivide_features") ||
+         n != "trellis.sparse.subdivide_features" &&
+         n != "trellis.sparse.group_norm") ||
         (n == "trellis.cast" &&
          cast<RankedTensorType>(op->getOperand(0).getType())
              .getElementType()

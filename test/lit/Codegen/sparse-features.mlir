@@ -7,12 +7,13 @@
 // trellis.taps_scratch_bytes); the runtime picks between them and its
 // implicit-GEMM kernel per binding. Convs of the same types share them; a
 // 1×1×1 conv is a GEMM (no kernel). subdivide_features is a row-index
-// kernel: fine row r reads coarse row r / 8.
+// kernel: fine row r reads coarse row r / 8. The group norm's normalization is
+// generated; its statistics are the runtime's reductions.
 // CHECK-LABEL: func.func @convs
 func.func @convs(%c: !trellis.coords<resolution = 16, bound = 4096>, %x: tensor<?x64xf16, #trellis.bounds<[4096]>>,
                  %w: tensor<32x3x3x3x64xf16>, %b: tensor<32xf16>, %w2: tensor<32x3x3x3x64xf16>,
                  %f: tensor<?x24xf32, #trellis.bounds<[4096]>>, %w3: tensor<8x3x3x3x24xf32>,
-                 %w1: tensor<16x1x1x1x64xf16>)
+                 %w1: tensor<16x1x1x1x64xf16>, %g: tensor<32xf32>)
     attributes {trellis.device = "cuda"} {
   %n = trellis.sparse.neighbor_map %c {kernel = 3 : i64} : (!trellis.coords<resolution = 16, bound = 4096>) -> !trellis.neighbor_map<kernel = 3, bound = 4096>
   // 64 f16 channels: 8 per thread, 27 · 8 threads per output row; the
@@ -31,6 +32,9 @@ func.func @convs(%c: !trellis.coords<resolution = 16, bound = 4096>, %x: tensor<
   %p = trellis.sparse.conv3d %x, %w1 : (tensor<?x64xf16, #trellis.bounds<[4096]>>, tensor<16x1x1x1x64xf16>) -> tensor<?x16xf16, #trellis.bounds<[4096]>>
   // CHECK: trellis.sparse.subdivide_features {{.*}}kernel = "sparse_subdivide_features_f16_dx32_k4", smem = 0 : i64, threads_per_row = 4 : i64}}
   %s = trellis.sparse.subdivide_features %y : (tensor<?x32xf16, #trellis.bounds<[4096]>>) -> tensor<?x32xf16, #trellis.bounds<[32768]>>
+  // 4 groups of 8 channels: 8 f16 per thread (one group), 4 threads per row.
+  // CHECK: trellis.sparse.group_norm {{.*}}kernel = "sparse_group_norm_f16_dx32_k5", smem = 0 : i64, threads_per_row = 4 : i64}}
+  %n1 = trellis.sparse.group_norm %y, %c, %g, %g {eps = 1.000000e-05 : f64, groups = 4 : i64} : (tensor<?x32xf16, #trellis.bounds<[4096]>>, !trellis.coords<resolution = 16, bound = 4096>, tensor<32xf32>, tensor<32xf32>) -> tensor<?x32xf16, #trellis.bounds<[4096]>>
   return
 }
 
@@ -83,3 +87,23 @@ func.func @huge(%h: tensor<?x192xf16, #trellis.bounds<[2097152]>>) attributes {t
 // KERNEL: arith.muli %[[PARENT]], %c32
 // KERNEL: vector.load %[[C]]
 // KERNEL: vector.store {{.*}}, %[[F]]
+// The group norm: (x, coords, γ, β, out, stats, rows); the row's sample from
+// the coordinates' batch column, one (mean, rstd) pair per thread.
+// KERNEL-LABEL: gpu.func @sparse_group_norm_f16_dx32_k5
+// KERNEL-SAME: (%[[GX:.*]]: memref<131072xf16>, %[[CO:.*]]: memref<16384xi32>, %[[GA:.*]]: memref<32xf32>, %[[BE:.*]]: memref<32xf32>, %[[GO:.*]]: memref<131072xf16>, %[[ST:.*]]: memref<32768xf32>, %{{.*}}: i64)
+// KERNEL: %[[ROW:.*]] = arith.divui %{{.*}}, %c4
+// KERNEL: %[[CR:.*]] = arith.muli %[[ROW]], %c4
+// KERNEL: %[[B:.*]] = memref.load %[[CO]][%[[CR]]]
+// KERNEL: %[[S:.*]] = arith.index_cast %[[B]]
+// KERNEL: %[[ITEM:.*]] = arith.addi
+// KERNEL: %[[AT:.*]] = arith.muli %[[ITEM]], %c2
+// KERNEL: %[[MEAN:.*]] = memref.load %[[ST]][%[[AT]]]
+// KERNEL: %[[RSTD:.*]] = memref.load %[[ST]]
+// KERNEL: arith.subf
+// KERNEL: arith.mulf
+// KERNEL: vector.load %[[GA]]
+// KERNEL: arith.mulf
+// KERNEL: vector.load %[[BE]]
+// KERNEL: arith.addf
+// KERNEL: arith.truncf
+// KERNEL: vector.store {{.*}}, %[[GO]]
