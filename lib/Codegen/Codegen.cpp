@@ -380,6 +380,16 @@ FailureOr<GeneratedKernels> generateKernels(ModuleOp module,
                                 options.cudaPath, out.ptxSm90a,
                                 out.ptxCompute75)))
     return failure();
+  if (options.cubin && !out.ptxSm90a.empty()) {
+    PtxasResult cubin =
+        assembleWithPtxas(out.ptxSm90a, "sm_90a", options.cudaPath);
+    if (!cubin.error.empty())
+      return emitError(module.getLoc())
+             << "internal error: the generated kernels' PTX does not "
+                "assemble: "
+             << cubin.error;
+    out.cubinSm90a = std::move(cubin.cubin); // empty without a ptxas
+  }
   return out;
 }
 

@@ -29,6 +29,11 @@ mlir::FailureOr<KernelModule> buildKernels(mlir::ModuleOp module);
 /// interfaces, LLVM IR translations, the NVVM target attribute's model.
 void registerLoweringDependencies(mlir::DialectRegistry &registry);
 
+/// The CUDA toolkit to use: `option` (CodegenOptions::cudaPath), else
+/// $CUDA_ROOT / $CUDA_HOME / $CUDA_PATH (lit and other launchers may not
+/// pass it on), else /usr/local/cuda.
+std::string cudaToolkit(llvm::StringRef option);
+
 /// Lowers the kernels' module in place to PTX for sm_90a (and sm_75).
 /// `cudaPath` as CodegenOptions::cudaPath.
 mlir::LogicalResult lowerToPtx(mlir::ModuleOp kernels, bool portable,

@@ -14,6 +14,8 @@
 //===----------------------------------------------------------------------===//
 #include "CodegenInternal.h"
 
+#include "trellis/Codegen/Codegen.h"
+
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
@@ -28,11 +30,63 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
 
 using namespace mlir;
+
+namespace trellis::codegen {
+
+PtxasResult assembleWithPtxas(StringRef ptx, StringRef arch,
+                              StringRef cudaPath) {
+  PtxasResult result;
+  llvm::SmallString<256> ptxas(detail::cudaToolkit(cudaPath));
+  llvm::sys::path::append(ptxas, "bin", "ptxas");
+  if (!llvm::sys::fs::can_execute(ptxas))
+    return result;
+  result.found = true;
+  llvm::SmallString<128> in, out, log;
+  if (llvm::sys::fs::createTemporaryFile("trellis-kernels", "ptx", in) ||
+      llvm::sys::fs::createTemporaryFile("trellis-kernels", "cubin", out) ||
+      llvm::sys::fs::createTemporaryFile("trellis-kernels", "log", log)) {
+    result.error = "cannot create temporary files for ptxas";
+    return result;
+  }
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(in, ec);
+    os << ptx;
+  }
+  std::string archArg = ("-arch=" + arch).str();
+  llvm::SmallVector<StringRef> args = {ptxas, archArg, "-O3", in, "-o", out};
+  std::optional<StringRef> redirects[] = {std::nullopt, log.str(), log.str()};
+  std::string message;
+  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects,
+                                     /*SecondsToWait=*/0, /*MemoryLimit=*/0,
+                                     &message);
+  if (rc != 0) {
+    result.error = (ptxas + " -arch=" + arch).str() + " failed (exit " +
+                   std::to_string(rc) +
+                   (message.empty() ? "" : ", " + message) + ")";
+    if (auto buf = llvm::MemoryBuffer::getFile(log))
+      result.error += ": " + (*buf)->getBuffer().str();
+  } else if (auto buf = llvm::MemoryBuffer::getFile(out, /*IsText=*/false)) {
+    result.cubin = (*buf)->getBuffer().str();
+  } else {
+    result.error = "ptxas wrote no " + out.str().str();
+  }
+  for (const auto &f : {in, out, log})
+    llvm::sys::fs::remove(f);
+  return result;
+}
+
+} // namespace trellis::codegen
 
 namespace trellis::codegen::detail {
 
@@ -48,10 +102,8 @@ void registerLoweringDependencies(DialectRegistry &registry) {
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
 }
 
-namespace {
+namespace {} // namespace
 
-/// The toolkit whose libdevice is linked: the option, else the environment
-/// (lit and other launchers may not pass it on), else /usr/local/cuda.
 std::string cudaToolkit(StringRef option) {
   if (!option.empty())
     return option.str();
@@ -60,8 +112,6 @@ std::string cudaToolkit(StringRef option) {
       return v;
   return "/usr/local/cuda";
 }
-
-} // namespace
 
 LogicalResult lowerToPtx(ModuleOp kernels, bool portable, StringRef cudaPath,
                          std::string &ptxSm90a, std::string &ptxSm75) {

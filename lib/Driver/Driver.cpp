@@ -353,6 +353,8 @@ int emitBundle(ModuleOp module, EmitKind emit, const CompiledInput &in,
     meta["gpu_entries"] = entries;
     meta["generated_kernels"] = kernels.numKernels;
     bundle.set("ptx.sm_90a", kernels.ptxSm90a);
+    if (!kernels.cubinSm90a.empty())
+      bundle.set("cubin.sm_90a", kernels.cubinSm90a);
     if (!kernels.ptxCompute75.empty())
       bundle.set("ptx.compute_75", kernels.ptxCompute75);
     for (const char *image :

@@ -107,6 +107,7 @@ BundleGpuCode BundleGpuCode::from(const LoadedBundle &b) {
     return s ? *s : std::string();
   };
   code.images.ptxSm90a = section("ptx.sm_90a");
+  code.images.cubinSm90a = section("cubin.sm_90a");
   code.images.ptxCompute75 = section("ptx.compute_75");
   code.images.attnSm90a = section("attn.sm_90a");
   code.images.attnCompute80 = section("attn.compute_80");
@@ -149,12 +150,15 @@ Session::Session(const Program &program, WeightProvider weights,
   if (options.notice)
     options.notice("[gpu] " + gpu_->report().device + " (sm_" +
                    std::to_string(gpu_->report().computeCapability) +
-                   "): runs " + [&] {
+                   "): runs " +
+                   [&] {
                      std::string s;
                      for (const auto &e : gpuEntries_)
                        s += (s.empty() ? "" : ", ") + e;
                      return s;
-                   }());
+                   }() +
+                   " (kernel modules loaded in " +
+                   std::to_string(gpu_->report().moduleLoadSeconds) + " s)");
 }
 
 Session::~Session() = default;
@@ -304,7 +308,8 @@ private:
         line << " on the GPU (" << g.runSeconds << " s of GPU time, "
              << (g.weightBytes >> 20) << " MiB weights staged in "
              << g.weightUploadSeconds << " s, " << (g.arenaBytes >> 20)
-             << " MiB arena)";
+             << " MiB arena; host setup: plan " << g.planSeconds
+             << " s, commands " << g.commandSeconds << " s)";
         if (g.checkedOps)
           line << "; " << g.checkedOps
                << " op results matched the CPU reference (worst relative L2 "

@@ -99,12 +99,15 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
                        "cuStreamCreate");
       !s)
     return s;
-  // Generated kernels: sm_90a PTX on Hopper, the portable PTX elsewhere.
-  const std::string &ptx = sm == 90 && !images.ptxSm90a.empty()
-                               ? images.ptxSm90a
-                               : images.ptxCompute75;
-  if (!ptx.empty())
-    if (Status s = loadModule(generated, ptx, "generated-kernel"); !s)
+  const auto loadStart = std::chrono::steady_clock::now();
+  // Generated kernels: on Hopper trellisc's sm_90a cubin (no JIT), else its
+  // PTX; the portable PTX elsewhere.
+  const std::string &image = sm != 90                     ? images.ptxCompute75
+                             : !images.cubinSm90a.empty() ? images.cubinSm90a
+                             : !images.ptxSm90a.empty()   ? images.ptxSm90a
+                                                          : images.ptxCompute75;
+  if (!image.empty())
+    if (Status s = loadModule(generated, image, "generated-kernel"); !s)
       return s;
   // Attention: the wgmma cubin on sm_90, else the mma.sync PTX.
   if (sm == 90 && !images.attnSm90a.empty()) {
@@ -120,6 +123,9 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
     if (Status s = loadModule(attention, images.attnCompute75, "attention"); !s)
       return s;
   }
+  report.moduleLoadSeconds = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - loadStart)
+                                 .count();
   if (Status s = check(api->cublasLtCreate(&lt), "cublasLtCreate"); !s)
     return s;
   if (Status s = check(api->cuMemAlloc(&gemmWorkspace, kGemmWorkspaceBytes),
@@ -2113,9 +2119,16 @@ const GpuReport &GpuExecutor::report() const { return impl_->report; }
 Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
                                               std::vector<RtValue> args) {
   Impl &m = *impl_;
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point since) {
+    return std::chrono::duration<double>(Clock::now() - since).count();
+  };
+  const auto planStart = Clock::now();
   auto pr = m.prepare(name, &args);
   if (!pr)
     return Error{pr.message()};
+  m.report.planSeconds = seconds(planStart);
+  m.report.commandSeconds = 0;
   Impl::Prepared &p = **pr;
   const Api &api = *m.api;
   if (args.size() != p.args.size())
@@ -2179,8 +2192,10 @@ Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
       return Error{s.message()};
     if (Status s = m.uploadBound(p); !s)
       return Error{s.message()};
+    const auto commandStart = Clock::now();
     if (Status s = m.buildCommands(p, p.body); !s)
       return Error{s.message()};
+    m.report.commandSeconds = seconds(commandStart);
     p.resident = true;
   }
   p.hostSlots.assign(p.slots.size(), RtValue{});

@@ -77,6 +77,7 @@ struct GpuOptions {
 /// The device code a bundle carries (sections of the same names).
 struct GpuImages {
   std::string ptxSm90a;      // generated kernels, sm_90a
+  std::string cubinSm90a;    // the same assembled by trellisc (may be empty)
   std::string ptxCompute75;  // generated kernels, portable PTX
   std::string attnSm90a;     // attention kernels, sm_90a cubin
   std::string attnCompute80; // attention kernels, PTX
@@ -90,6 +91,13 @@ struct GpuReport {
   size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
   size_t deviceBytesInUse = 0; // cuMemGetInfo: total - free, after the run
   double weightUploadSeconds = 0;
+  /// Host time of the setup phases (wall clock): the device modules loaded
+  /// at initialization (the generated PTX is JIT-compiled by the driver
+  /// there), and of the last run: planning the function (for a sparse stage
+  /// its binding: the coordinate values evaluated on the host, the shapes,
+  /// the arena plan) and building its commands (cuBLASLt setup and the
+  /// GEMM candidate timing); both zero when the last run reused them.
+  double moduleLoadSeconds = 0, planSeconds = 0, commandSeconds = 0;
   double runSeconds = 0; // the entry function, GPU events
   int64_t commands = 0;  // per run, sampler bodies counted once per step
   int64_t checkedOps = 0;
