@@ -51,6 +51,8 @@ PtxasResult assembleWithPtxas(StringRef ptx, StringRef arch,
   if (!llvm::sys::fs::can_execute(ptxas))
     return result;
   result.found = true;
+  if (ptx.empty()) // only looking for ptxas
+    return result;
   llvm::SmallString<128> in, out, log;
   if (llvm::sys::fs::createTemporaryFile("trellis-kernels", "ptx", in) ||
       llvm::sys::fs::createTemporaryFile("trellis-kernels", "cubin", out) ||

@@ -60,7 +60,8 @@ struct PtxasResult {
 };
 
 /// Assembles `ptx` for `arch` (e.g. "sm_90a") with `<toolkit>/bin/ptxas`,
-/// the toolkit found as for CodegenOptions::cudaPath.
+/// the toolkit found as for CodegenOptions::cudaPath. An empty `ptx` only
+/// looks for ptxas (`found`).
 PtxasResult assembleWithPtxas(llvm::StringRef ptx, llvm::StringRef arch,
                               llvm::StringRef cudaPath = "");
 

@@ -9,9 +9,6 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
@@ -132,34 +129,9 @@ protected:
   MLIRContext context;
 };
 
-/// Runs ptxas on `ptx` for `arch`; empty string on success, else its output.
-std::string runPtxas(const std::string &ptxas, const std::string &ptx,
-                     const std::string &arch) {
-  llvm::SmallString<128> in, out, log;
-  llvm::sys::fs::createTemporaryFile("codegen", "ptx", in);
-  llvm::sys::fs::createTemporaryFile("codegen", "cubin", out);
-  llvm::sys::fs::createTemporaryFile("codegen", "log", log);
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(in, ec);
-    os << ptx;
-  }
-  std::string archArg = "-arch=" + arch;
-  llvm::SmallVector<llvm::StringRef> args = {ptxas, archArg, in, "-o", out};
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.str(),
-                                                log.str()};
-  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
-  std::string result;
-  if (rc != 0) {
-    auto buf = llvm::MemoryBuffer::getFile(log);
-    result = "ptxas " + arch + " failed (" + std::to_string(rc) + ")";
-    if (buf)
-      result += ": " + (*buf)->getBuffer().str();
-  }
-  llvm::sys::fs::remove(in);
-  llvm::sys::fs::remove(out);
-  llvm::sys::fs::remove(log);
-  return result;
+/// ptxas's complaint about `ptx` for `arch` (empty when it assembles).
+std::string ptxasErrors(const std::string &ptx, const char *arch) {
+  return ::trellis::codegen::assembleWithPtxas(ptx, arch).error;
 }
 
 TEST_F(CodegenTest, AnnotatesAndLowersEveryFamily) {
@@ -208,11 +180,12 @@ TEST_F(CodegenTest, AnnotatesAndLowersEveryFamily) {
   EXPECT_EQ(updates, 1);
   EXPECT_EQ(scratch, 1);
 
-  auto ptxas = llvm::sys::findProgramByName("ptxas", {"/usr/local/cuda/bin"});
-  if (!ptxas)
-    GTEST_SKIP() << "ptxas not found";
-  EXPECT_EQ(runPtxas(*ptxas, k->ptxSm90a, "sm_90a"), "");
-  EXPECT_EQ(runPtxas(*ptxas, k->ptxCompute75, "sm_75"), "");
+  if (!::trellis::codegen::assembleWithPtxas("", "sm_90a").found)
+    GTEST_SKIP() << "the CUDA toolkit has no ptxas";
+  // generateKernels assembled the sm_90a PTX itself (the bundle's cubin).
+  EXPECT_FALSE(k->cubinSm90a.empty());
+  EXPECT_EQ(ptxasErrors(k->ptxSm90a, "sm_90a"), "");
+  EXPECT_EQ(ptxasErrors(k->ptxCompute75, "sm_75"), "");
 }
 
 TEST_F(CodegenTest, DynamicRowKernelsTakeRowsAndLower) {
@@ -285,11 +258,12 @@ TEST_F(CodegenTest, DynamicRowKernelsTakeRowsAndLower) {
     }
   });
 
-  auto ptxas = llvm::sys::findProgramByName("ptxas", {"/usr/local/cuda/bin"});
-  if (!ptxas)
-    GTEST_SKIP() << "ptxas not found";
-  EXPECT_EQ(runPtxas(*ptxas, k->ptxSm90a, "sm_90a"), "");
-  EXPECT_EQ(runPtxas(*ptxas, k->ptxCompute75, "sm_75"), "");
+  if (!::trellis::codegen::assembleWithPtxas("", "sm_90a").found)
+    GTEST_SKIP() << "the CUDA toolkit has no ptxas";
+  // generateKernels assembled the sm_90a PTX itself (the bundle's cubin).
+  EXPECT_FALSE(k->cubinSm90a.empty());
+  EXPECT_EQ(ptxasErrors(k->ptxSm90a, "sm_90a"), "");
+  EXPECT_EQ(ptxasErrors(k->ptxCompute75, "sm_75"), "");
 }
 
 TEST_F(CodegenTest, OnlyCudaFunctionsAndNoPortablePtx) {
