@@ -66,6 +66,13 @@ usage: trellis.exe --model DIR --cond FILE --out DIR [options]
   --gpu-no-gemm-tuning take cuBLASLt's first heuristic choice per GEMM
                        instead of timing its split-K-free candidates at the
                        first run (the default; same bits either way)
+  --gpu-tuning-cache FILE|none
+                       keep the timed GEMM picks in FILE across runs, per
+                       GPU and cuBLASLt version (default
+                       $TRELLIS_CACHE_DIR/gemm-tuning.json, else
+                       $XDG_CACHE_HOME/trellis/..., else
+                       ~/.cache/trellis/...); none: time them in every
+                       process
   --no-cuda-graphs     launch sampler steps op by op instead of as graphs
   --stop-after STAGE   ss (after coords.npy) or slat (after slat.npy)
   --low-memory         release a stage's device weights and arena after it
@@ -92,8 +99,24 @@ struct Options {
   int lastStage = 3;
 };
 
+/// Where the GEMM picks are kept by default: $TRELLIS_CACHE_DIR, else
+/// $XDG_CACHE_HOME/trellis, else ~/.cache/trellis; empty without any.
+std::string defaultGemmTuningCache() {
+  auto env = [](const char *name) -> std::string {
+    const char *v = std::getenv(name);
+    return v ? v : "";
+  };
+  std::string dir = env("TRELLIS_CACHE_DIR");
+  if (dir.empty() && !env("XDG_CACHE_HOME").empty())
+    dir = env("XDG_CACHE_HOME") + "/trellis";
+  if (dir.empty() && !env("HOME").empty())
+    dir = env("HOME") + "/.cache/trellis";
+  return dir.empty() ? "" : dir + "/gemm-tuning.json";
+}
+
 Result<Options> parseArgs(int argc, char **argv) {
   Options o;
+  o.gpu.options.gemmTuningCache = defaultGemmTuningCache();
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> Result<std::string> {
@@ -136,7 +159,11 @@ Result<Options> parseArgs(int argc, char **argv) {
       s = number(o.gpu.options.checkTolerance);
     else if (a == "--gpu-no-gemm-tuning")
       o.gpu.options.tuneGemms = false;
-    else if (a == "--gpu-sync-ops")
+    else if (a == "--gpu-tuning-cache") {
+      s = str(o.gpu.options.gemmTuningCache);
+      if (s && o.gpu.options.gemmTuningCache == "none")
+        o.gpu.options.gemmTuningCache.clear();
+    } else if (a == "--gpu-sync-ops")
       o.gpu.options.syncEachOp = true;
     else if (a == "--mesh-cpu")
       o.meshCpu = true;

@@ -67,6 +67,7 @@ namespace trellis::cuda {
   X(cublasLtCreate)                                                            \
   X(cublasLtDestroy)                                                           \
   X(cublasLtGetStatusString)                                                   \
+  X(cublasLtGetVersion)                                                        \
   X(cublasLtMatmulDescCreate)                                                  \
   X(cublasLtMatmulDescDestroy)                                                 \
   X(cublasLtMatmulDescSetAttribute)                                            \

@@ -128,6 +128,7 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
                                  .count();
   if (Status s = check(api->cublasLtCreate(&lt), "cublasLtCreate"); !s)
     return s;
+  loadTuningCache();
   if (Status s = check(api->cuMemAlloc(&gemmWorkspace, kGemmWorkspaceBytes),
                        "cuMemAlloc (GEMM workspace)");
       !s)
@@ -834,17 +835,37 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
                               std::to_string(m) + ", n=" + std::to_string(n) +
                               ", k=" + std::to_string(k) + ", " +
                               api->describe(hs) + ")");
-  std::string key = std::to_string(m) + "x" + std::to_string(n) + "x" +
+  // The tuning key: everything but the token count n, which is rounded up to
+  // one of 8 steps per octave, so that the sparse stages' GEMMs of another
+  // voxel count (within ~12%) reuse the pick instead of timing again.
+  const int64_t nBucket = [&] {
+    int64_t step = 1;
+    while (step * 16 <= n)
+      step *= 2;
+    return (n + step - 1) / step * step;
+  }();
+  std::string key = std::to_string(m) + "x" + std::to_string(nBucket) + "x" +
                     std::to_string(k) + (transA ? "T" : "N") +
                     std::to_string(int(dtype)) + "e" +
                     std::to_string(int(epilogue)) + "l" + std::to_string(lda) +
                     "b" + std::to_string(layout.batch) + "d" +
                     std::to_string(int(typeD)) + (layout.residual ? "r" : "");
   cublasLtMatmulAlgo_t algo = heuristics[0].algo;
-  if (auto it = tunedGemms.find(key);
-      it != tunedGemms.end() && it->second < found) {
-    algo = heuristics[it->second].algo;
-  } else if (found > 1 && algoConfig(heuristics[0].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) == 1) {
+  auto splitKFree = [&](int i) {
+    return algoConfig(heuristics[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) == 1;
+  };
+  // The candidate that is the pick of this process or of the tuning cache
+  // (stored as the algorithm's bytes: the heuristic's list differs between
+  // token counts); it must be one the timing could have chosen, so a cache
+  // from elsewhere cannot change the bits.
+  int picked = -1;
+  if (auto it = tunedGemms.find(key); it != tunedGemms.end() && splitKFree(0))
+    for (int i = 0; i < found && picked < 0; ++i)
+      if (algoBytes(heuristics[i].algo) == it->second && splitKFree(i))
+        picked = i;
+  if (picked >= 0) {
+    algo = heuristics[picked].algo;
+  } else if (found > 1 && splitKFree(0)) {
     CUevent t0 = nullptr, t1 = nullptr;
     api->cuEventCreate(&t0, CU_EVENT_DEFAULT);
     api->cuEventCreate(&t1, CU_EVENT_DEFAULT);
@@ -852,7 +873,7 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
     int bestIndex = 0;
     constexpr int kTimedReps = 10;
     for (int i = 0; i < found; ++i) {
-      if (algoConfig(heuristics[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) != 1)
+      if (!splitKFree(i))
         continue;
       float ms = 0;
       bool ok = true;
@@ -880,7 +901,8 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
     }
     api->cuEventDestroy(t0);
     api->cuEventDestroy(t1);
-    tunedGemms[key] = bestIndex;
+    tunedGemms[key] = algoBytes(heuristics[bestIndex].algo);
+    tunedGemmsChanged = true;
     algo = heuristics[bestIndex].algo;
     report.tunedGemms.push_back(
         std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
@@ -902,6 +924,38 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
     return Status::ok();
   };
   return Status::ok();
+}
+
+std::string GpuExecutor::Impl::algoBytes(const cublasLtMatmulAlgo_t &algo) {
+  static const char *const digits = "0123456789abcdef";
+  std::string hex;
+  const auto *bytes = reinterpret_cast<const unsigned char *>(&algo);
+  for (size_t i = 0; i < sizeof(algo); ++i) {
+    hex += digits[bytes[i] >> 4];
+    hex += digits[bytes[i] & 15];
+  }
+  return hex;
+}
+
+std::string GpuExecutor::Impl::tuningCacheSection() const {
+  return report.device + " | cuBLASLt " +
+         std::to_string(api->cublasLtGetVersion());
+}
+
+void GpuExecutor::Impl::loadTuningCache() {
+  if (options.gemmTuningCache.empty() || !options.tuneGemms)
+    return;
+  tunedGemms =
+      readGemmTuningCache(options.gemmTuningCache, tuningCacheSection());
+}
+
+void GpuExecutor::Impl::saveTuningCache() {
+  tunedGemmsChanged = false;
+  if (options.gemmTuningCache.empty())
+    return;
+  // A cache that cannot be written costs the next process the timing only.
+  (void)writeGemmTuningCache(options.gemmTuningCache, tuningCacheSection(),
+                             tunedGemms);
 }
 
 Result<GpuExecutor::Impl::Launch>
@@ -2196,6 +2250,8 @@ Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
     if (Status s = m.buildCommands(p, p.body); !s)
       return Error{s.message()};
     m.report.commandSeconds = seconds(commandStart);
+    if (m.tunedGemmsChanged)
+      m.saveTuningCache();
     p.resident = true;
   }
   p.hostSlots.assign(p.slots.size(), RtValue{});

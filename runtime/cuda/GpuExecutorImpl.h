@@ -12,6 +12,7 @@
 #include "trellis/Runtime/GpuExecutor.h"
 
 #include "CudaApi.h"
+#include "GemmTuningCache.h"
 
 #include "runtime/kernels/attention.h"
 #include "trellis/Reference/Kernels.h"
@@ -191,7 +192,14 @@ struct GpuExecutor::Impl {
            !options.checkOps &&
            !options.checkFinite && !options.profile;
   }
-  std::map<std::string, int> tunedGemms; // GEMM key -> heuristic index
+  GemmPicks tunedGemms; // GEMM key -> the picked algorithm (algoBytes)
+  /// A cuBLASLt algorithm (id and configuration) as hex text.
+  static std::string algoBytes(const cublasLtMatmulAlgo_t &algo);
+  bool tunedGemmsChanged = false; // not yet in the tuning cache
+  /// The tuning cache's section of this device and cuBLASLt version.
+  std::string tuningCacheSection() const;
+  void loadTuningCache();
+  void saveTuningCache();
   bool faultInjected = false;
   CUdeviceptr gemmWorkspace = 0;
 

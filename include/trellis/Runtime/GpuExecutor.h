@@ -58,9 +58,16 @@ struct GpuOptions {
   /// ones without split-K, and only when its first has none: every output
   /// element is one CTA's K loop in the same k order whichever wins, so the
   /// pick changes the time, not the bits (checked on the H100: both stages'
-  /// latents bit-identical with and without). Costs a few ms per shape at
-  /// the first run.
+  /// latents bit-identical with and without). Costs 0.2–0.8 s per stage at
+  /// its first run (mostly loading the candidates' kernels), unless
+  /// gemmTuningCache already holds the shapes.
   bool tuneGemms = true;
+  /// A JSON file that keeps the tuned picks across processes, per device,
+  /// cuBLASLt version and GEMM (read at creation, merged and rewritten after
+  /// a run that timed new shapes; an unreadable file is ignored and
+  /// replaced). Empty: none. A cached pick is one of the same split-K-free
+  /// candidates, so it changes no bits either.
+  std::string gemmTuningCache;
   /// Attention kernel configuration by name (runtime/kernels/attention.h),
   /// for benchmarks; empty: the measured default per head dim.
   std::string attentionConfig;
