@@ -919,8 +919,6 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     int32_t kvol = int32_t(k * k * k), cin32 = int32_t(cin);
     int64_t kdim = kvol * cin;
     size_t elem = dtypeSize(x.dtype);
-    if (Status s = checkAddressable(p, node); !s)
-      return Error{s.message()};
     const ConvPlan plan =
         convPlan(instr, x, w, rows, attentionFamily == TRELLIS_ATTN_SM90A);
     if (plan.path == ConvPlan::Path::Implicit) {
@@ -958,6 +956,9 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
       };
       return true;
     }
+    // The other paths run generated kernels (32-bit indices).
+    if (Status s = checkAddressable(p, node); !s)
+      return Error{s.message()};
     if (plan.path == ConvPlan::Path::TapsFirst) {
       // y[o] = x · W_oᵀ for the k³ taps at once (W_o: columns o·Cin.. of
       // W [Cout, k³·Cin]), f32; then each row sums its neighbours' products.
