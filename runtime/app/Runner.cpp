@@ -266,7 +266,7 @@ class PipelineRun {
 public:
   PipelineRun(const LoadedBundle &b, const PipelineRequest &req,
               PipelineObserver &obs)
-      : b_(b), req_(req), obs_(obs),
+      : b_(b), req_(req), obs_(obs), created_(std::chrono::steady_clock::now()),
         session_(b.program,
                  req.weights ? req.weights
                              : modelDirectoryWeights(b.weights, req.modelDir),
@@ -317,6 +317,7 @@ private:
       }
       obs_.message(line.str());
       obs_.stageEnd(name, title, s);
+      stageSeconds_ += s;
     }
     return r;
   }
@@ -342,8 +343,12 @@ private:
   const LoadedBundle &b_;
   const PipelineRequest &req_;
   PipelineObserver &obs_;
+  // Set before session_ (which initializes the GPU): the run's wall clock
+  // starts there.
+  std::chrono::steady_clock::time_point created_;
   Session session_;
   std::vector<std::pair<int64_t, int64_t>> ranges_;
+  double stageSeconds_ = 0; // the stages' calls, summed
 };
 
 Result<PipelineResult> PipelineRun::run() {
@@ -460,8 +465,17 @@ Result<PipelineResult> PipelineRun::run() {
   if (req_.mesh)
     if (Status s = decodeMesh(res); !s)
       return Error{s.message()};
-  if (!req_.outDir.empty())
-    obs_.message("outputs written to " + req_.outDir);
+  if (!req_.outDir.empty()) {
+    double total = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - created_)
+                       .count();
+    std::ostringstream line;
+    line << "outputs written to " << req_.outDir << "; " << total
+         << " s in all: " << stageSeconds_ << " s in the stages, "
+         << total - stageSeconds_
+         << " s starting the backends, extracting and writing outputs";
+    obs_.message(line.str());
+  }
   return res;
 }
 
