@@ -100,14 +100,18 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
       !s)
     return s;
   const auto loadStart = std::chrono::steady_clock::now();
-  // Generated kernels: on Hopper trellisc's sm_90a cubin (no JIT), else its
-  // PTX; the portable PTX elsewhere.
-  const std::string &image = sm != 90                     ? images.ptxCompute75
-                             : !images.cubinSm90a.empty() ? images.cubinSm90a
-                             : !images.ptxSm90a.empty()   ? images.ptxSm90a
-                                                          : images.ptxCompute75;
-  if (!image.empty())
-    if (Status s = loadModule(generated, image, "generated-kernel"); !s)
+  // Generated kernels: on Hopper trellisc's sm_90a cubin (no JIT; where the
+  // driver refuses it, e.g. one older than the toolkit that assembled it, the
+  // PTX it came from), else its PTX; the portable PTX elsewhere.
+  bool cubinLoaded = false;
+  if (sm == 90 && !images.cubinSm90a.empty())
+    cubinLoaded =
+        bool(loadModule(generated, images.cubinSm90a, "generated-kernel"));
+  const std::string &ptx = sm == 90 && !images.ptxSm90a.empty()
+                               ? images.ptxSm90a
+                               : images.ptxCompute75;
+  if (!cubinLoaded && !ptx.empty())
+    if (Status s = loadModule(generated, ptx, "generated-kernel"); !s)
       return s;
   // Attention: the wgmma cubin on sm_90, else the mma.sync PTX.
   if (sm == 90 && !images.attnSm90a.empty()) {
