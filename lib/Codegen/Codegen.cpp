@@ -42,6 +42,7 @@ constexpr StringLiteral kLaunchAttr = "trellis.launch";
 constexpr StringLiteral kUpdateAttr = "trellis.update";
 constexpr StringLiteral kScratchAttr = "trellis.scratch_bytes";
 constexpr StringLiteral kTapSumAttr = "trellis.tap_sum";
+constexpr StringLiteral kWindowRowsAttr = "trellis.window_rows";
 constexpr StringLiteral kTapsScratchAttr = "trellis.taps_scratch_bytes";
 
 bool isCudaFunction(func::FuncOp f) {
@@ -260,6 +261,43 @@ FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
     op->setAttr(kTapSumAttr, launchAttr(ctx, e.tapSum, e.kernels.tapSum));
     op->setAttr(kTapsScratchAttr, ab.getI64IntegerAttr(e.kernels.tapsBytes));
   };
+  // The Swin window attention (a library kernel): its row gathers into
+  // window order and the scatter back are generated kernels, one per row
+  // type, annotated as trellis.window_rows = [q, k, v gathers, the output's
+  // scatter].
+  llvm::StringMap<std::pair<std::string, detail::Launch>> windowRows;
+  auto annotateWindowRows = [&](Operation *op) {
+    if (op->getName().getStringRef() != "trellis.sparse.attention")
+      return;
+    Operation *segments = op->getOperand(3).getDefiningOp();
+    if (!segments ||
+        segments->getName().getStringRef() != "trellis.sparse.window_segments")
+      return;
+    SmallVector<Attribute> launches;
+    for (unsigned i = 0; i < 4; ++i) {
+      const bool scatter = i == 3;
+      Type t =
+          scatter ? op->getResult(0).getType() : op->getOperand(i).getType();
+      std::string key =
+          (scatter ? "window_scatter:" : "window_gather:") + typeString(t);
+      auto it = windowRows.find(key);
+      if (it == windowRows.end()) {
+        std::string name =
+            kernelName(scatter ? "window_scatter" : "window_gather",
+                       getElementTypeOrSelf(t), t, count);
+        FailureOr<detail::Launch> l =
+            detail::emitWindowRowsKernel(op, t, scatter, gpuModule, name);
+        if (failed(l)) {
+          failedAny = true;
+          return;
+        }
+        ++count;
+        it = windowRows.insert({key, {name, *l}}).first;
+      }
+      launches.push_back(launchAttr(ctx, it->second.first, it->second.second));
+    }
+    op->setAttr(kWindowRowsAttr, ArrayAttr::get(ctx, launches));
+  };
   for (func::FuncOp fn : llvm::concat<func::FuncOp>(dense, sparse)) {
     llvm::DenseSet<Operation *> onHost = hostEvaluatedOps(fn);
     fn.walk<WalkOrder::PreOrder>([&](Operation *op) {
@@ -268,6 +306,8 @@ FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
       OpClass cls = onHost.contains(op) ? OpClass::Host : classify(op);
       switch (cls) {
       case OpClass::Library:
+        annotateWindowRows(op);
+        return;
       case OpClass::View:
       case OpClass::Host:
         return;

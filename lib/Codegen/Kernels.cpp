@@ -1388,12 +1388,13 @@ FailureOr<Launch> emitRowIndexKernel(Operation *op, StringRef n,
   return l;
 }
 
-/// The elementwise half of trellis.sparse.group_norm: parameters (x,
-/// coords, γ, β, out, stats, rows). The runtime's reduction kernels write
-/// stats f32 [B · G, 2] = (mean, 1/√(var + eps)) per (sample, group) first;
-/// then y = (x − mean) · rstd · γ[c] + β[c] in f32, one rounding, the row's
-/// sample from the coordinates' batch column (coords int32 [N, 4]). V
-/// channels per thread, V dividing the group width (one statistics pair).
+/// The elementwise half of trellis.sparse.group_norm: parameters (x,/// The
+/// elementwise half of trellis.sparse.group_norm: parameters (x, coords, γ, β,
+/// out, stats, rows). The runtime's reduction kernels write stats f32 [B · G,
+/// 2] = (mean, 1/√(var + eps)) per (sample, group) first; then y = (x − mean) ·
+/// rstd · γ[c] + β[c] in f32, one rounding, the row's sample from the
+/// coordinates' batch column (coords int32 [N, 4]). V channels per thread, V
+/// dividing the group width (one statistics pair).
 FailureOr<Launch> emitGroupNormApplyKernel(Operation *op,
                                            gpu::GPUModuleOp module,
                                            StringRef name) {
@@ -1594,6 +1595,57 @@ FailureOr<Launch> emitPixelShuffle(Operation *op, KernelBuilder &kb) {
 }
 
 } // namespace
+
+FailureOr<Launch> emitWindowRowsKernel(Operation *attention, Type rowsType,
+                                       bool scatter, gpu::GPUModuleOp module,
+                                       StringRef name) {
+  auto rt = dyn_cast<RankedTensorType>(rowsType);
+  if (!rt || rt.getRank() < 2 || !rt.isDynamicDim(0))
+    return attention->emitError()
+           << "has no GPU implementation of its window rows for " << rowsType;
+  if (failed(checkKernelTensor(attention, rt, ownRows(rt))))
+    return failure();
+  MLIRContext *ctx = attention->getContext();
+  Type et = rt.getElementType(), i64 = IntegerType::get(ctx, 64);
+  const int64_t rows = ownRows(rt), width = product(rt.getShape().drop_front());
+  auto index = MemRefType::get({rows}, IntegerType::get(ctx, 32));
+  // The gather's source may be a strided view of a wider packed row (the q,
+  // k or v columns of a qkv projection): addressed up to 2^31 elements, the
+  // runtime checks its extent.
+  auto dense = flatMemRef(rt, rows);
+  auto source = scatter ? dense : MemRefType::get({kMaxElements}, et);
+  SmallVector<Type> args = {source, index, dense};
+  if (!scatter)
+    args.push_back(i64); // the source's row stride in elements
+  args.push_back(i64);   // rows
+  KernelBuilder kb(module, name, args, attention->getLoc());
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  kb.bindRows(scatter ? 3 : 4, rows);
+  const int64_t v = pow2Divisor(width, 16 / elemBytes(et));
+  const int64_t perRow = width / v;
+  Value gid = kb.globalId();
+  kb.guard(kb.ult(gid, kb.rowsTimes(perRow)));
+  Value r = kb.div(gid, perRow);
+  Value e = kb.mul(kb.rem(gid, perRow), v);
+  Value other = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(),
+      memref::LoadOp::create(b, loc, kb.arg(1), ValueRange{r}));
+  if (scatter) {
+    // out[rows[r]] = x[r]
+    Value x = kb.load(kb.arg(0), kb.add(kb.mul(r, width), e), v);
+    kb.store(x, kb.arg(2), kb.add(kb.mul(other, width), e));
+  } else {
+    // out[r] = x[rows[r] · stride]
+    Value stride =
+        arith::IndexCastOp::create(b, loc, b.getIndexType(), kb.arg(3));
+    Value at = kb.add(arith::MulIOp::create(b, loc, other, stride), e);
+    kb.store(kb.load(kb.arg(0), at, v), kb.arg(2), kb.add(kb.mul(r, width), e));
+  }
+  Launch l = launch1d(rows * perRow);
+  l.threadsPerRow = perRow;
+  return l;
+}
 
 OpClass classify(Operation *op) {
   StringRef n = op->getName().getStringRef();

@@ -75,6 +75,18 @@ mlir::FailureOr<SparseConvKernels>
 emitSparseConvKernels(mlir::Operation *conv, mlir::gpu::GPUModuleOp module,
                       llvm::StringRef gatherName, llvm::StringRef tapSumName);
 
+/// The row movement of a trellis.sparse.attention over Swin windows (its
+/// segments from trellis.sparse.window_segments, whose rows are not in window
+/// order), for rows of `rowsType` ([?, H, d]): the gather of q, k or v into
+/// window order, parameters (x, window rows, out, x_row_stride: i64,
+/// rows: i64) — x may be a strided view of a packed qkv — or (`scatter`) the
+/// output back, parameters (x, window rows, out, rows):
+/// out[window_rows[r]] = x[r].
+mlir::FailureOr<Launch> emitWindowRowsKernel(mlir::Operation *attention,
+                                             mlir::Type rowsType, bool scatter,
+                                             mlir::gpu::GPUModuleOp module,
+                                             llvm::StringRef name);
+
 /// The update kernel of a trellis.flow_sample: parameters (x, v_cond,
 /// v_uncond, x_next: f32*, strength: f32, dt: f32, guided: i32), then
 /// `rows: i64` for a sample with dynamic rows.

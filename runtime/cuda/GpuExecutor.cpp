@@ -1000,14 +1000,21 @@ GpuExecutor::Impl::rowsLaunch(const Instr &instr, const char *attr,
   if (a == instr.attrs.end() || !a->is_object())
     return Error{std::string("has no GPU implementation (no ") + attr +
                  " annotation from the compiler)"};
-  auto l = resolveLaunch(*a);
+  return rowsLaunch(*a, rows);
+}
+
+Result<GpuExecutor::Impl::Launch>
+GpuExecutor::Impl::rowsLaunch(const json &annotation, int64_t rows) {
+  auto l = resolveLaunch(annotation);
   if (!l)
     return l;
-  auto tpr = a->find("threads_per_row");
-  if (tpr == a->end())
-    return Error{std::string("the ") + attr +
-                 " annotation lacks threads_per_row (dynamic rows)"};
-  int64_t threads = rows * tpr->get<int64_t>();
+  auto tpr = annotation.find("threads_per_row");
+  if (tpr == annotation.end() || !tpr->is_number_integer() ||
+      tpr->get<int64_t>() < 1)
+    return Error{"kernel annotation without threads_per_row (dynamic rows): " +
+                 annotation.dump()};
+  l->threadsPerRow = tpr->get<int64_t>();
+  int64_t threads = rows * l->threadsPerRow;
   l->grid[0] = unsigned(
       std::max<int64_t>(1, (threads + l->block[0] - 1) / int64_t(l->block[0])));
   return l;

@@ -305,11 +305,13 @@ struct GpuExecutor::Impl {
   struct Launch {
     CUfunction fn = nullptr;
     unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
+    int64_t threadsPerRow = 0; // dynamic-row kernels (rowsLaunch)
   };
   Result<Launch> resolveLaunch(const json &annotation);
   /// The dynamic-row kernel of `instr`'s annotation `attr`, its grid
   /// covering `rows` · threads_per_row threads.
   Result<Launch> rowsLaunch(const Instr &instr, const char *attr, int64_t rows);
+  Result<Launch> rowsLaunch(const json &annotation, int64_t rows);
   /// Fails, naming the op and the tensor, when an operand or result of
   /// `node` has 2^31 or more elements: the generated kernels index with 32
   /// bits (a dynamic tensor's kernel is built for the rows that allow,

@@ -865,35 +865,6 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
   const int64_t rows = out.shape.at(0);
   const int32_t c = int32_t(rowElems(out));
 
-  // Elements per thread of the gather kernels: 16 bytes when the row width,
-  // the source row stride and both base addresses are multiples of 16 bytes.
-  auto vectorWidth = [&](int64_t width, int64_t srcStride, CUdeviceptr src,
-                         CUdeviceptr dst) -> int32_t {
-    const int64_t elem = int64_t(dtypeSize(x.dtype));
-    bool ok = (width * elem) % 16 == 0 && (srcStride * elem) % 16 == 0 &&
-              (src | dst) % 16 == 0;
-    return ok ? int32_t(16 / elem) : 1;
-  };
-  // out[r] = x[index[r]], or out[index[r]] = x[r] with `scatter` (the
-  // window attention's rows); x's rows `srcStride` elements apart (0: dense).
-  auto gather = [&](CUdeviceptr src, CUdeviceptr index, CUdeviceptr dst,
-                    int64_t n, int32_t width, int32_t scatter,
-                    int64_t srcStride = 0) -> Result<std::function<Status()>> {
-    auto f = kernel("trellis_sparse_gather_rows");
-    if (!f)
-      return f.takeError();
-    if (!srcStride)
-      srcStride = width;
-    int32_t vec = vectorWidth(width, srcStride, src, dst);
-    return std::function<Status()>([this, f = *f, src, srcStride, index, dst, n,
-                                    width, scatter, vec,
-                                    &instr]() mutable -> Status {
-      void *params[] = {&src, &srcStride, &index,   &dst,
-                        &n,   &width,     &scatter, &vec};
-      return launch1d(f, n * (width / vec), params, instr, "a row gather");
-    });
-  };
-
   if (op == "trellis.sparse.conv3d") {
     const ValueType &w = type(node.in[1]);
     int bias = -1, neighbors = -1;
@@ -1179,22 +1150,47 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     if (qGamma >= 0)
       params.q_gamma = reinterpret_cast<const float *>(ptr(node.in[qGamma]));
     if (onDevice || !isIdentity(**segments)) {
+      // Into window order and back: the generated kernels of the op's
+      // trellis.window_rows (q, k, v gathers, the output's scatter).
+      auto kernels = instr.attrs.find("trellis.window_rows");
+      if (kernels == instr.attrs.end() || !kernels->is_array() ||
+          kernels->size() != 4)
+        return opError(instr, "its window rows have no generated kernels "
+                              "(trellis.window_rows from the compiler)");
       CUdeviceptr rowsPtr =
           onDevice ? ptr(node.in[3]) : p.slots[root(p, node.in[3])].ptr;
       CUdeviceptr *dst[4] = {&q, &kp, &vp, &o};
       int64_t strides[4] = {qStride, kStride, vStride, 0};
       int widthSlots[4] = {node.in[0], node.in[1], node.in[2], node.out[0]};
       for (int i = 0; i < 4; ++i) {
+        auto l = rowsLaunch((*kernels)[size_t(i)], rows);
+        if (!l)
+          return opError(instr, l.message());
         CUdeviceptr src = *dst[i];
         *dst[i] = at;
         at += alignUp(bytesOf(type(widthSlots[i])));
-        int32_t width = int32_t(rowElems(type(widthSlots[i])));
-        auto g = i < 3
-                     ? gather(src, rowsPtr, *dst[i], rows, width, 0, strides[i])
-                     : gather(*dst[i], rowsPtr, src, rows, width, 1);
-        if (!g)
-          return g.takeError();
-        (i < 3 ? before : after).push_back(*g);
+        CUdeviceptr window = *dst[i];
+        // The kernel moves width / threads_per_row elements per thread as
+        // one vector: a strided source must keep them aligned.
+        int64_t vec = rowElems(type(widthSlots[i])) / l->threadsPerRow,
+                bytes = vec * int64_t(dtypeSize(x.dtype));
+        if (i < 3 && (strides[i] % vec != 0 || src % CUdeviceptr(bytes) != 0))
+          return opError(instr, "the window gather of operand " +
+                                    std::to_string(i) +
+                                    " needs rows aligned to " +
+                                    std::to_string(bytes) + " bytes");
+        int64_t stride = strides[i], n = rows;
+        const bool scatter = i == 3;
+        (scatter ? after : before)
+            .push_back([this, l = *l, src, rowsPtr, window, stride, n, scatter,
+                        &instr]() mutable -> Status {
+              if (scatter) { // out[rows[r]] = the window-order output[r]
+                void *params[] = {&window, &rowsPtr, &src, &n};
+                return launch(l, params, instr, "the window scatter");
+              }
+              void *params[] = {&src, &rowsPtr, &window, &stride, &n};
+              return launch(l, params, instr, "the window gather");
+            });
       }
       qStride = rowElems(x);
       kStride = rowElems(k);

@@ -1,7 +1,11 @@
-// Gather/scatter kernels of the sparse stages (docs/design/gpu-backend.md,
-// "Sparse stages"): the runtime builds the index arrays on the host once per
-// coordinate set and these kernels move feature rows by them. Compiled into
-// the same modules as the attention kernels (every family), launched by
+// The sparse stages' index-building and reduction kernels
+// (docs/design/gpu-backend.md, "Sparse stages"): the occupancy compaction,
+// neighbour maps (a dense index volume, then a k³ lookup), Swin window
+// partitions (a stable counting sort by window id) and the group norm's
+// statistics. Every feature gather / scatter (the conv's neighbour rows and
+// tap sum, resampling, subdivide, the window attention's rows) and the group
+// norm's normalization are generated kernels (lib/Codegen). Compiled into the
+// same modules as the attention kernels (every family), launched by
 // runtime/cuda/SparseCommands.cpp with 256-thread blocks.
 //
 // T is __half or float; sums are f32 and every result is rounded once, as the
@@ -10,7 +14,6 @@
 
 #include <cuda_fp16.h>
 #include <stdint.h>
-#include <type_traits>
 
 namespace trellis_sparse {
 
@@ -252,29 +255,6 @@ __device__ void occupancyWrite(const float *logits, int64_t n,
   }
 }
 
-// out[r] = x[index[r]]; with scatter set, out[index[r]] = x[r] instead (the
-// window attention's rows into window order and back). Rows of c elements;
-// x's rows are x_stride elements apart (a strided view: q, k or v of a packed
-// qkv), out's are dense. Vec elements per thread (16 bytes when the host
-// checked that c, x_stride and both base addresses allow it, else 1).
-template <typename T, int Vec>
-__device__ void gatherRows(const T *x, int64_t x_stride, const int32_t *index,
-                           T *out, int64_t rows, int32_t c, int32_t scatter) {
-  using V = typename std::conditional<Vec == 1, T, uint4>::type;
-  const int64_t chunks = c / Vec;
-  const int64_t t = globalThread();
-  if (t >= rows * chunks)
-    return;
-  const int64_t r = t / chunks, ch = (t % chunks) * Vec;
-  const int64_t other = index[r];
-  if (scatter)
-    *reinterpret_cast<V *>(out + other * c + ch) =
-        *reinterpret_cast<const V *>(x + r * x_stride + ch);
-  else
-    *reinterpret_cast<V *>(out + r * c + ch) =
-        *reinterpret_cast<const V *>(x + other * x_stride + ch);
-}
-
 // Group norm statistics (spec §7.4), deterministic and coalesced in two
 // passes over x. chunks [K, 3] = (sample, first row, end row), each chunk
 // inside one sample. Pass 1: per (chunk, channel) the sum of x (thread =
@@ -411,16 +391,6 @@ trellis_window_offsets(const int32_t *base, int32_t blocks, int64_t segments,
 
 // Entry points, one per element type (f16, f32).
 #define TRELLIS_SPARSE_ENTRIES(T, S)                                           \
-  extern "C" __global__ void trellis_sparse_gather_rows_##S(                   \
-      const T *x, int64_t x_stride, const int32_t *index, T *out,              \
-      int64_t rows, int32_t c, int32_t scatter, int32_t vec) {                 \
-    if (vec > 1)                                                               \
-      trellis_sparse::gatherRows<T, 16 / sizeof(T)>(x, x_stride, index, out,   \
-                                                    rows, c, scatter);         \
-    else                                                                       \
-      trellis_sparse::gatherRows<T, 1>(x, x_stride, index, out, rows, c,       \
-                                       scatter);                               \
-  }                                                                            \
   extern "C" __global__ void trellis_sparse_group_norm_partial_##S(            \
       const T *x, const int32_t *chunks, const float *stats, float *partial,   \
       int32_t c, int32_t groups, int32_t centered) {                           \

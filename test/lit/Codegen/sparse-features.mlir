@@ -107,3 +107,38 @@ func.func @huge(%h: tensor<?x192xf16, #trellis.bounds<[2097152]>>) attributes {t
 // KERNEL: arith.addf
 // KERNEL: arith.truncf
 // KERNEL: vector.store {{.*}}, %[[GO]]
+
+// A Swin window attention: the library kernel, with its rows moved into
+// window order and back by generated kernels (q, k, v gathers, the output's
+// scatter); a batch-segment attention reads its rows in place (no kernels).
+// CHECK-LABEL: func.func @windows
+// CHECK: trellis.sparse.attention {{.*}}trellis.window_rows = [{{{.*}}kernel = "window_gather_f16_dx2x64_k[[G:[0-9]+]]"{{.*}}threads_per_row = 16 : i64}, {{{.*}}kernel = "window_gather_f16_dx2x64_k[[G]]"{{.*}}}, {{{.*}}kernel = "window_gather_f16_dx2x64_k[[G]]"{{.*}}}, {{{.*}}kernel = "window_scatter_f16_dx2x64_k{{[0-9]+}}"{{.*}}threads_per_row = 16 : i64}]
+// CHECK: trellis.sparse.attention
+// CHECK-NOT: trellis.window_rows
+// CHECK-SAME: -> tensor
+func.func @windows(%c: !trellis.coords<resolution = 16, bound = 4096>, %q: tensor<?x2x64xf16, #trellis.bounds<[4096]>>)
+    attributes {trellis.device = "cuda"} {
+  %w = trellis.sparse.window_segments %c {window = 8 : i64} : (!trellis.coords<resolution = 16, bound = 4096>) -> !trellis.segments<max_length = 512, bound = 4096>
+  %a = trellis.sparse.attention %q, %q, %q, %w {scale = 1.250000e-01 : f64} : (tensor<?x2x64xf16, #trellis.bounds<[4096]>>, tensor<?x2x64xf16, #trellis.bounds<[4096]>>, tensor<?x2x64xf16, #trellis.bounds<[4096]>>, !trellis.segments<max_length = 512, bound = 4096>) -> tensor<?x2x64xf16, #trellis.bounds<[4096]>>
+  %s = trellis.sparse.batch_segments %c : (!trellis.coords<resolution = 16, bound = 4096>) -> !trellis.segments<max_length = 4096, bound = 4096>
+  %b = trellis.sparse.attention %a, %a, %a, %s {scale = 1.250000e-01 : f64} : (tensor<?x2x64xf16, #trellis.bounds<[4096]>>, tensor<?x2x64xf16, #trellis.bounds<[4096]>>, tensor<?x2x64xf16, #trellis.bounds<[4096]>>, !trellis.segments<max_length = 4096, bound = 4096>) -> tensor<?x2x64xf16, #trellis.bounds<[4096]>>
+  return
+}
+// The gather: (x, window rows, out, x's row stride, rows); x addressed up to
+// 2^31 elements (a strided view of a packed qkv).
+// KERNEL-LABEL: gpu.func @window_gather_f16_dx2x64
+// KERNEL-SAME: (%[[WX:.*]]: memref<2147483647xf16>, %[[WI:.*]]: memref<4096xi32>, %[[WO:.*]]: memref<524288xf16>, %[[STRIDE:.*]]: i64, %{{.*}}: i64)
+// KERNEL: %[[SRC:.*]] = memref.load %[[WI]]
+// KERNEL: %[[ROW:.*]] = arith.index_cast %[[SRC]]
+// KERNEL: %[[S:.*]] = arith.index_cast %[[STRIDE]]
+// KERNEL: %[[AT:.*]] = arith.muli %[[ROW]], %[[S]]
+// KERNEL: vector.load %[[WX]]
+// KERNEL: vector.store {{.*}}, %[[WO]]
+// The scatter: (x, window rows, out, rows): out[rows[r]] = x[r].
+// KERNEL-LABEL: gpu.func @window_scatter_f16_dx2x64
+// KERNEL-SAME: (%[[SX:.*]]: memref<524288xf16>, %[[SI:.*]]: memref<4096xi32>, %[[SO:.*]]: memref<524288xf16>, %{{.*}}: i64)
+// KERNEL: %[[DST:.*]] = memref.load %[[SI]]
+// KERNEL: %[[D:.*]] = arith.index_cast %[[DST]]
+// KERNEL: vector.load %[[SX]]
+// KERNEL: arith.muli %[[D]], %c128
+// KERNEL: vector.store {{.*}}, %[[SO]]
