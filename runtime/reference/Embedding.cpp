@@ -61,21 +61,26 @@ Result<HostTensor> ape(const HostTensor &pos, int64_t channels) {
   }
   HostTensor out(DType::F32, {L, channels}); // zero-filled: the end padding
   float *o = out.mutableData<float>();
-  for (int64_t l = 0; l < L; ++l) {
-    for (int axis = 0; axis < 3; ++axis) {
-      int64_t c = pos.dtype() == DType::I32 ? pos.data<int32_t>()[l * 3 + axis]
-                                            : pos.data<int64_t>()[l * 3 + axis];
-      float x = float(c);
-      float *dst = o + l * channels + axis * 2 * F;
-      for (int64_t j = 0; j < F; ++j) {
-        float arg = x * omega[size_t(j)]; // the f32 outer product
-        // §3.6 [quirk]: per axis SINE first, then cosine; padding stays zero
-        // (C = 1024: F = 170, 1020 values + 4 zeros).
-        dst[j] = float(std::sin(double(arg)));
-        dst[F + j] = float(std::cos(double(arg)));
+  // Rows in parallel (each row alone: the same values for any split); the
+  // GPU runtime evaluates this at every binding of a sparse stage.
+  parallelFor(L, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t l = begin; l < end; ++l) {
+      for (int axis = 0; axis < 3; ++axis) {
+        int64_t c = pos.dtype() == DType::I32
+                        ? pos.data<int32_t>()[l * 3 + axis]
+                        : pos.data<int64_t>()[l * 3 + axis];
+        float x = float(c);
+        float *dst = o + l * channels + axis * 2 * F;
+        for (int64_t j = 0; j < F; ++j) {
+          float arg = x * omega[size_t(j)]; // the f32 outer product
+          // §3.6 [quirk]: per axis SINE first, then cosine; padding stays
+          // zero (C = 1024: F = 170, 1020 values + 4 zeros).
+          dst[j] = float(std::sin(double(arg)));
+          dst[F + j] = float(std::cos(double(arg)));
+        }
       }
     }
-  }
+  });
   return out;
 }
 
