@@ -549,6 +549,14 @@ Status PipelineRun::decodeMesh(PipelineResult &res) {
   res.hasMesh = true;
   res.meshCubes = tensorAt(*r, 0);
   res.meshFields = tensorAt(*r, 1);
+  // Seconds since the previous lap: the host side of the mesh outputs is
+  // reported by part (it can take longer than the decoder itself).
+  auto lap = [t = std::chrono::steady_clock::now()]() mutable {
+    auto now = std::chrono::steady_clock::now();
+    double s = std::chrono::duration<double>(now - t).count();
+    t = now;
+    return s;
+  };
   if (!req_.outDir.empty())
     if (Status s = writeNpz(
             outPath("mesh_fields.npz"),
@@ -558,6 +566,7 @@ Status PipelineRun::decodeMesh(PipelineResult &res) {
   // FlexiCubes over the candidate cubes (first sample), then PLY + GLB: on
   // the GPU when the mesh decoder ran there (the same mesh as the CPU
   // reference, runtime/cuda/FlexiCubesGpu.cpp), else on the CPU.
+  const double fieldsSeconds = lap();
   int resolution = int(b_.meta.value("slat_resolution", 64)) * 4;
   auto start = std::chrono::steady_clock::now();
   GpuExecutor *gpu = session_.gpuExecutor();
@@ -595,19 +604,28 @@ Status PipelineRun::decodeMesh(PipelineResult &res) {
   }
   res.meshVertices = extracted->vertices;
   res.meshFaces = extracted->faces;
+  lap();
   auto mesh = output::meshFromExtractResult(
       extracted->vertices, extracted->faces, extracted->vertexAttrs);
   if (!mesh)
     return Error{mesh.message()};
+  const double buildSeconds = lap();
   if (auto report = output::analyzeMesh(*mesh))
     obs_.message("  mesh: " + output::formatMeshReport(*report));
+  const double reportSeconds = lap();
   if (req_.outDir.empty())
     return Status::ok();
   if (Status s = output::writeMeshPly(outPath("mesh.ply"), *mesh); !s)
     return s;
+  const double plySeconds = lap();
   auto glb = output::writeMeshGlb(outPath("mesh.glb"), *mesh, {});
   if (!glb)
     return Error{glb.message()};
+  std::ostringstream times;
+  times << "  mesh outputs: mesh_fields.npz " << fieldsSeconds << " s, mesh "
+        << buildSeconds << " s, report " << reportSeconds << " s, mesh.ply "
+        << plySeconds << " s, mesh.glb " << lap() << " s";
+  obs_.message(times.str());
   return Status::ok();
 }
 
