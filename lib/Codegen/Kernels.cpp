@@ -174,6 +174,21 @@ public:
   /// rows · perRow (the number of active threads, or kernel rows).
   Value rowsTimes(int64_t perRow) { return mul(rows, perRow); }
 
+  /// One thread per group of `v` elements, `groups` groups per row of
+  /// `numRows`: moves the insertion point into `if (thread < numRows ·
+  /// groups)` and returns (the thread's row, the first element of its group).
+  std::pair<Value, Value> rowGroup(Value numRows, int64_t groups, int64_t v) {
+    Value gid = globalId();
+    guard(ult(gid, mul(numRows, groups)));
+    return {div(gid, groups), mul(rem(gid, groups), v)};
+  }
+
+  /// Element `at` of an integer buffer, as an index.
+  Value loadIndex(Value mem, Value at) {
+    Value i = memref::LoadOp::create(b, loc, mem, ValueRange{at});
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), i);
+  }
+
   /// blockIdx.x · 256 + threadIdx.x.
   Value globalId() {
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
@@ -1340,13 +1355,9 @@ FailureOr<Launch> emitRowIndexKernel(Operation *op, StringRef n,
   } else {
     rows = kb.idx(outShape[0]);
   }
-  Value gid = kb.globalId();
-  kb.guard(kb.ult(gid, kb.mul(rows, perRow)));
-  Value r = kb.div(gid, perRow);
-  Value e = kb.mul(kb.rem(gid, perRow), v);
+  auto [r, e] = kb.rowGroup(rows, perRow, v);
   auto indexAt = [&](unsigned arg, Value at) {
-    Value i = memref::LoadOp::create(b, loc, kb.arg(arg), ValueRange{at});
-    return Value(arith::IndexCastOp::create(b, loc, b.getIndexType(), i));
+    return kb.loadIndex(kb.arg(arg), at);
   };
   auto rowStart = [&](Value row) { return kb.mul(row, rowElems); };
   Value result;
@@ -1432,13 +1443,8 @@ FailureOr<Launch> emitGroupNormApplyKernel(Operation *op,
   const int64_t width = c / groups;
   const int64_t v = pow2Divisor(width, 16 / elemBytes(et));
   const int64_t perRow = c / v;
-  Value gid = kb.globalId();
-  kb.guard(kb.ult(gid, kb.rowsTimes(perRow)));
-  Value r = kb.div(gid, perRow);
-  Value e = kb.mul(kb.rem(gid, perRow), v);
-  Value sample = arith::IndexCastOp::create(
-      b, loc, b.getIndexType(),
-      memref::LoadOp::create(b, loc, kb.arg(1), ValueRange{kb.mul(r, 4)}));
+  auto [r, e] = kb.rowGroup(kb.rows, perRow, v);
+  Value sample = kb.loadIndex(kb.arg(1), kb.mul(r, 4));
   Value item = kb.add(kb.mul(sample, groups), kb.div(e, width));
   Value mean =
       memref::LoadOp::create(b, loc, kb.arg(5), ValueRange{kb.mul(item, 2)});
@@ -1624,13 +1630,8 @@ FailureOr<Launch> emitWindowRowsKernel(Operation *attention, Type rowsType,
   kb.bindRows(scatter ? 3 : 4, rows);
   const int64_t v = pow2Divisor(width, 16 / elemBytes(et));
   const int64_t perRow = width / v;
-  Value gid = kb.globalId();
-  kb.guard(kb.ult(gid, kb.rowsTimes(perRow)));
-  Value r = kb.div(gid, perRow);
-  Value e = kb.mul(kb.rem(gid, perRow), v);
-  Value other = arith::IndexCastOp::create(
-      b, loc, b.getIndexType(),
-      memref::LoadOp::create(b, loc, kb.arg(1), ValueRange{r}));
+  auto [r, e] = kb.rowGroup(kb.rows, perRow, v);
+  Value other = kb.loadIndex(kb.arg(1), r);
   if (scatter) {
     // out[rows[r]] = x[r]
     Value x = kb.load(kb.arg(0), kb.add(kb.mul(r, width), e), v);
@@ -2092,10 +2093,8 @@ FailureOr<SparseConvKernels> emitSparseConvKernels(Operation *conv,
         arith::IndexCastOp::create(b, loc, b.getIndexType(), kb.arg(3));
     const int64_t v = pow2Divisor(cin, 16 / elemBytes(et));
     const int64_t perRow = kvol * cin / v;
-    Value gid = kb.globalId();
-    kb.guard(kb.ult(gid, kb.rowsTimes(perRow)));
-    Value ro = kb.div(gid, cin / v); // r·k³ + o
-    Value e = kb.mul(kb.rem(gid, cin / v), v);
+    // Rows of col: (r, o) pairs, ro = r·k³ + o.
+    auto [ro, e] = kb.rowGroup(kb.mul(kb.rows, kvol), cin / v, v);
     Value src = memref::LoadOp::create(
         b, loc, kb.arg(1), ValueRange{kb.add(kb.mul(row0, kvol), ro)});
     Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, src,
@@ -2137,10 +2136,7 @@ FailureOr<SparseConvKernels> emitSparseConvKernels(Operation *conv,
                                               kb.arg(rowsArg + 1));
     const int64_t v = pow2Divisor(cout, 4);
     const int64_t perRow = cout / v;
-    Value gid = kb.globalId();
-    kb.guard(kb.ult(gid, kb.rowsTimes(perRow)));
-    Value p = kb.div(gid, perRow);
-    Value c = kb.mul(kb.rem(gid, perRow), v);
+    auto [p, c] = kb.rowGroup(kb.rows, perRow, v);
     Type accTy = v == 1 ? Type(b.getF32Type())
                         : Type(VectorType::get({v}, b.getF32Type()));
     Value sum = hasBias ? kb.toF32(kb.load(kb.arg(2), c, v)) : kb.zeroOf(accTy);

@@ -1386,25 +1386,21 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
                           "annotation from the compiler)");
   if (Status s = checkAddressable(p, node); !s)
     return s;
-  auto kernel = resolveLaunch(*launch);
+  // Dynamic rows (gpu-backend.md, "Sparse stages"): the kernel was generated
+  // for the bound; it takes the actual row count last and the grid covers
+  // rows · threads_per_row threads (rowsLaunch).
+  std::shared_ptr<int64_t> rows;
+  if (launch->contains("threads_per_row"))
+    rows = std::make_shared<int64_t>(type(node.out[0]).shape.at(0));
+  auto kernel = rows ? rowsLaunch(*launch, *rows) : resolveLaunch(*launch);
   if (!kernel)
     return opError(instr, kernel.message());
+  Launch l = *kernel;
   auto args = std::make_shared<std::vector<CUdeviceptr>>();
   for (int s : node.in)
     args->push_back(ptr(s));
   for (int s : node.out)
     args->push_back(ptr(s));
-  // Dynamic rows (gpu-backend.md, "Sparse stages"): the kernel was generated
-  // for the bound; it takes the actual row count last and the grid covers
-  // rows · threads_per_row threads.
-  Launch l = *kernel;
-  std::shared_ptr<int64_t> rows;
-  if (auto tpr = launch->find("threads_per_row"); tpr != launch->end()) {
-    rows = std::make_shared<int64_t>(type(node.out[0]).shape.at(0));
-    int64_t threads = *rows * tpr->get<int64_t>();
-    l.grid[0] = unsigned(std::max<int64_t>(
-        1, (threads + l.block[0] - 1) / int64_t(l.block[0])));
-  }
   // Test hook for the error path (bench/ss_gpu/run_device.sh faults): the
   // first generated kernel of op TRELLIS_GPU_INJECT_FAULT gets an invalid
   // input address, so the GPU faults asynchronously inside it.
