@@ -10,7 +10,11 @@
 // At exit it prints, for the activities (kernels, copies, sets) that start
 // within the last KERNEL_TRACE_WINDOW_MS of GPU time (default: all): the span,
 // the busy time, the idle time between consecutive activities (total,
-// median, p90) and the kernels by total time. Build: bench/tools/build.sh.
+// median, p90) and the kernels by total time, with each kernel's share of the
+// busy time (an interval where k activities run is split k ways, so the shares
+// add up to the busy time even when streams overlap). KERNEL_TRACE_CSV=FILE
+// also writes every activity of the window (start_ns, end_ns, name) for
+// offline analysis. Build: bench/tools/build.sh.
 #include <cupti.h>
 
 #include <algorithm>
@@ -112,6 +116,42 @@ void report() {
     e.first += a->end - a->start;
     e.second += 1;
   }
+  // Each activity's share of the busy time: sweep the start/end events.
+  std::map<std::string, double> share;
+  {
+    std::vector<std::pair<uint64_t, int>> events; // (time, +index+1 / -index-1)
+    for (size_t i = 0; i < win.size(); ++i) {
+      events.push_back({win[i]->start, int(i) + 1});
+      events.push_back({win[i]->end, -int(i) - 1});
+    }
+    std::sort(events.begin(), events.end(), [](const auto &a, const auto &b) {
+      return a.first != b.first ? a.first < b.first : a.second < b.second;
+    });
+    std::vector<int> active;
+    uint64_t prev = events.empty() ? 0 : events.front().first;
+    for (const auto &[t, id] : events) {
+      if (!active.empty() && t > prev)
+        for (int i : active)
+          share[win[i]->name.substr(0, 80)] +=
+              double(t - prev) / double(active.size());
+      prev = t;
+      if (id > 0)
+        active.push_back(id - 1);
+      else
+        active.erase(std::find(active.begin(), active.end(), -id - 1));
+    }
+  }
+  if (const char *csv = std::getenv("KERNEL_TRACE_CSV")) {
+    if (FILE *f = std::fopen(csv, "w")) {
+      std::fprintf(f, "start_ns,end_ns,name\n");
+      for (const Activity *a : win)
+        std::fprintf(f, "%llu,%llu,\"%s\"\n",
+                     (unsigned long long)(a->start - win.front()->start),
+                     (unsigned long long)(a->end - win.front()->start),
+                     a->name.c_str());
+      std::fclose(f);
+    }
+  }
   std::sort(gaps.begin(), gaps.end());
   const double span = double(frontier - win.front()->start) / 1e6;
   std::printf("\nkernel_trace: %zu GPU activities in the window: span %.2f ms, "
@@ -125,10 +165,12 @@ void report() {
   std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
     return a.second.first > b.second.first;
   });
-  std::printf("| ms | calls | us/call | kernel |\n|---|---|---|---|\n");
-  for (size_t i = 0; i < rows.size() && i < 30; ++i)
-    std::printf("| %.2f | %d | %.2f | %s |\n",
-                double(rows[i].second.first) / 1e6, rows[i].second.second,
+  std::printf("| ms | share of busy ms | calls | us/call | kernel |\n"
+              "|---|---|---|---|---|\n");
+  for (size_t i = 0; i < rows.size() && i < 40; ++i)
+    std::printf("| %.2f | %.2f | %d | %.2f | %s |\n",
+                double(rows[i].second.first) / 1e6, share[rows[i].first] / 1e6,
+                rows[i].second.second,
                 double(rows[i].second.first) / 1e3 / rows[i].second.second,
                 rows[i].first.c_str());
   std::fflush(stdout);

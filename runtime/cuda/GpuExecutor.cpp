@@ -1516,6 +1516,12 @@ void GpuExecutor::Impl::release(Prepared &p) {
     api->cublasLtMatmulDescDestroy(d);
   p.layouts.clear();
   p.descs.clear();
+  if (p.pinnedTau) {
+    api->cuStreamSynchronize(stream);
+    api->cuMemFreeHost(p.pinnedTau);
+    p.pinnedTau = nullptr;
+    p.pinnedTauBytes = 0;
+  }
   for (CUdeviceptr *m :
        {&p.arena, &p.weightPool, &p.constantPool, &p.boundPool})
     if (*m) {
@@ -1938,19 +1944,22 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
     return fail(s.message());
   int64_t batch =
       condBody.args.size() > 1 ? p.slots[condBody.args[1]].type.shape.at(0) : 1;
-  // τ for every (step, branch), in pinned memory that outlives the copies.
-  void *pinnedTau = nullptr;
-  if (Status s =
-          check(api->cuMemAllocHost(&pinnedTau, size_t(n) * 3 * batch * 4),
-                "cuMemAllocHost");
-      !s)
-    return fail(s.message());
-  std::unique_ptr<void, std::function<void(void *)>> tauGuard(
-      pinnedTau, [this](void *q) {
-        api->cuStreamSynchronize(stream);
-        api->cuMemFreeHost(q);
-      });
-  float *taus = static_cast<float *>(pinnedTau);
+  // τ for every (step, branch), in pinned memory that outlives the copies
+  // (Prepared::pinnedTau; a run's copies finish before the run returns).
+  if (size_t bytes = size_t(n) * 3 * batch * 4; bytes > p.pinnedTauBytes) {
+    if (p.pinnedTau) {
+      api->cuStreamSynchronize(stream);
+      api->cuMemFreeHost(p.pinnedTau);
+      p.pinnedTau = nullptr;
+      p.pinnedTauBytes = 0;
+    }
+    if (Status s =
+            check(api->cuMemAllocHost(&p.pinnedTau, bytes), "cuMemAllocHost");
+        !s)
+      return fail(s.message());
+    p.pinnedTauBytes = bytes;
+  }
+  float *taus = static_cast<float *>(p.pinnedTau);
 
   // τ into a region's argument (slot 0: cond, 1: uncond, 2: shared).
   auto setTau = [&](Body &body, float tau, int slotIndex,
@@ -1991,6 +2000,20 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
     return check(api->cuMemcpyDtoDAsync(into, address(p, body.yields.at(0)),
                                         stateBytes, stream),
                  "cuMemcpyDtoDAsync (velocity)");
+  };
+
+  CUevent stepEvents[2] = {nullptr, nullptr};
+  if (onStep) {
+    stepEvents[0] = nextEvent();
+    stepEvents[1] = nextEvent();
+  }
+  auto reportStep = [&](int64_t step) -> Status {
+    if (Status s = check(api->cuEventSynchronize(stepEvents[size_t(step % 2)]),
+                         "the GPU stream");
+        !s)
+      return fail(s.message());
+    onStep(p.name, step + 1, n);
+    return Status::ok();
   };
 
   std::vector<double> grid_ = ref::timeGrid(int(n), *rescale);
@@ -2047,13 +2070,19 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
                       std::to_string(i + 1) + " (--check-finite)");
     }
     if (onStep) {
-      // The callback reports progress: wait for the step to finish.
-      if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream");
-          !s)
-        return fail(s.message());
-      onStep(p.name, i + 1, n);
+      // Progress: report a step once it has finished on the GPU, one step
+      // behind the launches, so that the next step is always queued and the
+      // GPU does not idle while the host reports.
+      CUevent done = stepEvents[size_t(i % 2)];
+      api->cuEventRecord(done, stream);
+      if (i > 0) {
+        if (Status s = reportStep(i - 1); !s)
+          return s;
+      }
     }
   }
+  if (onStep && n > 0)
+    return reportStep(n - 1);
   return Status::ok();
 }
 

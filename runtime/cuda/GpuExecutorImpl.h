@@ -244,6 +244,11 @@ struct GpuExecutor::Impl {
     // slot): trellis.time_row resolves its table row on the host.
     std::map<int, HostTensor> timeGrids;
     std::map<int, float> stepTau;
+    // The sampler's τ for every (step, branch), in pinned host memory that
+    // the asynchronous copies read: allocated once and kept (pinning and
+    // unpinning cost ~1 ms each, which a per-run buffer paid every run).
+    void *pinnedTau = nullptr;
+    size_t pinnedTauBytes = 0;
     // trellis.sparse.window_segments, computed on the device (by result slot;
     // the slot holds int32 rows [N] then offsets [S + 1]): the row count, the
     // window grid n_x, n_y, n_z of the binding's coordinates, the segment

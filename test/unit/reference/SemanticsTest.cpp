@@ -493,6 +493,23 @@ TEST(Semantics, CoordSetValidation) {
       msg(CoordSet::create(tensorI32({2, 4}, {0, 1, 1, 1, 0, 1, 1, 1}), 4))
           .find("repeats voxel"),
       std::string::npos);
+  // A duplicate after rows out of (x, y, z) order, and one far from its twin
+  // once the order broke: both found (the ascending fast path does not
+  // build the hash set until the first row out of order).
+  EXPECT_NE(msg(CoordSet::create(
+                    tensorI32({3, 4}, {0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0}), 4))
+                .find("row 2 repeats voxel (0, 1, 0, 0)"),
+            std::string::npos);
+  EXPECT_NE(msg(CoordSet::create(tensorI32({4, 4}, {0, 0, 0, 1, 0, 3, 0, 0, 0,
+                                                    2, 0, 0, 0, 0, 0, 1}),
+                                 4))
+                .find("row 3 repeats voxel (0, 0, 0, 1)"),
+            std::string::npos);
+  // Rows out of order but distinct are valid (and kept in their order).
+  CoordSet unsorted = ok(CoordSet::create(
+      tensorI32({3, 4}, {0, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0}), 4));
+  EXPECT_EQ(unsorted.size(), 3);
+  EXPECT_EQ(unsorted.row(1)[1], 1);
   EXPECT_NE(
       msg(CoordSet::create(tensorI32({2, 4}, {1, 1, 1, 1, 0, 1, 1, 2}), 4))
           .find("ascending"),
