@@ -432,8 +432,10 @@ LogicalResult GatedResidualNormOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> location,
     GatedResidualNormOp::Adaptor adaptor,
     SmallVectorImpl<Type> &inferredReturnTypes) {
-  inferredReturnTypes.push_back(adaptor.getInput().getType());
-  inferredReturnTypes.push_back(adaptor.getInput().getType());
+  auto x = cast<RankedTensorType>(adaptor.getInput().getType());
+  inferredReturnTypes.push_back(x);
+  inferredReturnTypes.push_back(
+      adaptor.getF32Result() ? x.clone(Float32Type::get(context)) : x);
   return success();
 }
 
@@ -450,6 +452,11 @@ LogicalResult GatedResidualNormOp::verify() {
     return emitOpError("affine needs both weight and bias");
   if (getShift() && getWeight())
     return emitOpError("takes modulate or affine, not both");
+  if (getF32Result() && getShift())
+    return emitOpError("f32_result takes the LayerNorm form, not modulate");
+  if (getF32Result() && !x.getElementType().isF16() &&
+      !x.getElementType().isBF16())
+    return emitOpError("f32_result needs an f16 or bf16 input, found ") << x;
   if (failed(verifyPositive(*this, "eps", getEpsAttr().getValueAsDouble())) ||
       failed(verifyPerSample(*this, "gate", x, getGate().getType())))
     return failure();

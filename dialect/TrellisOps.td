@@ -631,11 +631,15 @@ def Trellis_GatedResidualNormOp : Trellis_PureOp<"gated_residual_norm",
     for bit on the CPU reference (which runs them); the GPU kernel uses the
     unfused kernels' expressions. Made by `trellis-fuse-residual-norm`.
     `gate`, `plus`, `shift` and `scale` are x-shaped or, for x [B, L, C],
-    per-sample [B, C] vectors. Both results have x's type.
+    per-sample [B, C] vectors. Both results have x's type, except that with
+    `f32_result` the LayerNorm reads the residual widened to f32 and its
+    result is f32 (a flow model's f32 output layer: `trellis.cast` to f32,
+    then the norm).
 
     Verifier: h has x's type; eps > 0; not both `modulate` and `affine`;
     gate, plus, shift and scale each x-shaped or [B, C] for x [B, L, C];
-    weight and bias f32 [C].
+    weight and bias f32 [C]; `f32_result` only for the LayerNorm form of a
+    narrower x.
 
     ```mlir
     %r, %y = trellis.gated_residual_norm %x, %h, %gate modulate %shift, %scale {eps = 1.0e-06 : f64}
@@ -654,7 +658,8 @@ def Trellis_GatedResidualNormOp : Trellis_PureOp<"gated_residual_norm",
                        Optional<Trellis_FloatTensor>:$shift,
                        Optional<Trellis_FloatTensor>:$scale,
                        Optional<Trellis_F32Tensor>:$weight,
-                       Optional<Trellis_F32Tensor>:$bias, F64Attr:$eps);
+                       Optional<Trellis_F32Tensor>:$bias, F64Attr:$eps,
+                       UnitAttr:$f32_result);
   let results = (outs Trellis_FloatTensor:$residual,
                       Trellis_FloatTensor:$result);
   let assemblyFormat = [{

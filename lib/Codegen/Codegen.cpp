@@ -41,6 +41,7 @@ constexpr StringLiteral kDeviceAttr = "trellis.device";
 constexpr StringLiteral kLaunchAttr = "trellis.launch";
 constexpr StringLiteral kUpdateAttr = "trellis.update";
 constexpr StringLiteral kScratchAttr = "trellis.scratch_bytes";
+constexpr StringLiteral kDirectConvAttr = "trellis.conv_direct";
 constexpr StringLiteral kTapSumAttr = "trellis.tap_sum";
 constexpr StringLiteral kWindowRowsAttr = "trellis.window_rows";
 constexpr StringLiteral kTapsScratchAttr = "trellis.taps_scratch_bytes";
@@ -333,6 +334,8 @@ FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
       std::string key;
       if (cls == OpClass::Sampler)
         key = (prefix + typeString(op->getOperand(0).getType())).str();
+      else if (cls == OpClass::Conv && isDirectConv(op))
+        key = kernelKey(op, "conv3d_direct:");
       else if (cls == OpClass::Conv)
         key = convKey(op, prefix);
       else
@@ -347,7 +350,12 @@ FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
           return failure(); // on to the enclosing handler
         });
         FailureOr<Launch> l = failure();
-        if (cls == OpClass::Conv) {
+        if (cls == OpClass::Conv && isDirectConv(op)) {
+          e.name = kernelName("conv3d_direct",
+                              getElementTypeOrSelf(op->getOperand(0)),
+                              op->getOperand(0).getType(), count);
+          l = emitDirectConvKernel(op, gpuModule, e.name);
+        } else if (cls == OpClass::Conv) {
           e.name = kernelName("im2col", getElementTypeOrSelf(op->getOperand(0)),
                               op->getOperand(0).getType(), count);
           l = emitIm2colKernel(op, gpuModule, e.name, e.scratch);
@@ -387,7 +395,9 @@ FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
         return;
       }
       op->setAttr(kLaunchAttr, attr);
-      if (cls == OpClass::Conv)
+      if (cls == OpClass::Conv && isDirectConv(op))
+        op->setAttr(kDirectConvAttr, UnitAttr::get(ctx));
+      else if (cls == OpClass::Conv)
         op->setAttr(kScratchAttr, Builder(ctx).getI64IntegerAttr(e.scratch));
     });
   }

@@ -69,6 +69,9 @@ constexpr int64_t kMaxElements = (int64_t(1) << 31) - 1;
 /// taps-first order only where the products fit (annotated on the op).
 constexpr int64_t kSparseConvGatherBytes = int64_t(128) << 20;
 constexpr int64_t kSparseConvTapsBytes = int64_t(512) << 20;
+/// Dense convs with at most this many output channels run as one direct
+/// kernel (emitDirectConvKernel) instead of im2col + GEMM.
+constexpr int64_t kMaxDirectConvOutputs = 4;
 /// Elementwise kernels of at least this many vector groups take 4 per thread
 /// (2^18 groups: 4 MiB of f16 at 8 elements a group).
 constexpr int64_t kUnrollMinGroups = int64_t(1) << 18;
@@ -2032,6 +2035,98 @@ FailureOr<Launch> emitIm2colKernel(Operation *conv, gpu::GPUModuleOp module,
                            b, loc, VectorType::get({v}, et), elems));
   kb.store(out, kb.arg(1), flat);
   return launch1d(groups);
+}
+
+bool isDirectConv(Operation *conv) {
+  auto w = dyn_cast<RankedTensorType>(conv->getOperand(1).getType());
+  return w && w.getRank() == 5 && w.getDimSize(0) <= kMaxDirectConvOutputs;
+}
+
+FailureOr<Launch> emitDirectConvKernel(Operation *conv, gpu::GPUModuleOp module,
+                                       StringRef name) {
+  if (failed(checkStatic(conv)))
+    return failure();
+  ArrayRef<int64_t> x = shapeOf(conv->getOperand(0));
+  ArrayRef<int64_t> w = shapeOf(conv->getOperand(1));
+  ArrayRef<int64_t> y = shapeOf(conv->getResult(0));
+  Type et = elemOf(conv->getOperand(0));
+  const int64_t batch = x[0], cin = x[1], d = x[2], h = x[3], wd = x[4];
+  const int64_t cout = w[0], k = w[2], pad = intAttrOr(conv, "padding", 1);
+  const int64_t od = y[2], oh = y[3], ow = y[4];
+  const int64_t taps = k * k * k, plane = od * oh * ow, volume = d * h * wd;
+  if (product(x) > kMaxElements || product(y) > kMaxElements)
+    return conv->emitError() << "has no GPU implementation: a tensor has "
+                                "2^31 or more elements";
+  KernelBuilder kb(module, name,
+                   {MemRefType::get({product(x)}, et),
+                    MemRefType::get({product(w)}, et),
+                    MemRefType::get({product(y)}, et)},
+                   conv->getLoc());
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  // out[b, o, z, y, x] = Σ_ci Σ_taps w[o, ci, a, β, γ] · in[b, ci, z+a−p,
+  // y+β−p, x+γ−p], in f32, one thread per output position (all Cout). The
+  // taps' offsets and bounds are the same for every input channel: computed
+  // once, then the channel loop reads x at base + offset.
+  Value gid = kb.globalId();
+  kb.guard(kb.ult(gid, batch * plane));
+  Value ox = kb.rem(gid, ow);
+  Value r = kb.div(gid, ow);
+  Value oy = kb.rem(r, oh);
+  r = kb.div(r, oh);
+  Value oz = kb.rem(r, od);
+  Value bIdx = kb.div(r, od);
+  Value pos = kb.rem(gid, plane);
+  auto inside = [&](Value c, int64_t size) {
+    Value ge =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, c, kb.idx(0));
+    Value lt = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, c,
+                                     kb.idx(size));
+    return arith::AndIOp::create(b, loc, ge, lt);
+  };
+  auto shifted = [&](Value o, int64_t t) {
+    return arith::SubIOp::create(b, loc, o, kb.idx(pad - t));
+  };
+  SmallVector<Value> tapOk, tapOff;
+  for (int64_t a = 0; a < k; ++a)
+    for (int64_t be = 0; be < k; ++be)
+      for (int64_t g = 0; g < k; ++g) {
+        Value iz = shifted(oz, a), iy = shifted(oy, be), ix = shifted(ox, g);
+        Value ok = arith::AndIOp::create(
+            b, loc, inside(iz, d),
+            arith::AndIOp::create(b, loc, inside(iy, h), inside(ix, wd)));
+        Value off = kb.add(kb.mul(iz, h * wd), kb.add(kb.mul(iy, wd), ix));
+        tapOk.push_back(ok);
+        // A clamped, always valid address; zero is selected outside.
+        tapOff.push_back(arith::SelectOp::create(b, loc, ok, off, kb.idx(0)));
+      }
+  Value zero = kb.f32(0.0, b.getF32Type());
+  SmallVector<Value> init(cout, zero);
+  Value xBatch = kb.mul(bIdx, cin * volume);
+  auto loop = scf::ForOp::create(
+      b, loc, kb.idx(0), kb.idx(cin), kb.idx(1), init,
+      [&](OpBuilder &nb, Location l, Value ci, ValueRange acc) {
+        OpBuilder::InsertionGuard ig(kb.b);
+        kb.b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        Value xBase = kb.add(xBatch, kb.mul(ci, volume));
+        Value wBase = kb.mul(ci, taps);
+        SmallVector<Value> sums(acc.begin(), acc.end());
+        for (int64_t t = 0; t < taps; ++t) {
+          Value v = kb.toF32(kb.load(kb.arg(0), kb.add(xBase, tapOff[t]), 1));
+          v = arith::SelectOp::create(kb.b, l, tapOk[t], v, zero);
+          for (int64_t o = 0; o < cout; ++o) {
+            Value wv = kb.toF32(kb.load(
+                kb.arg(1), kb.add(wBase, kb.idx(o * cin * taps + t)), 1));
+            sums[o] = arith::AddFOp::create(
+                kb.b, l, sums[o], arith::MulFOp::create(kb.b, l, wv, v));
+          }
+        }
+        scf::YieldOp::create(kb.b, l, sums);
+      });
+  for (int64_t o = 0; o < cout; ++o)
+    kb.store(kb.fromF32(loop.getResult(o), et), kb.arg(2),
+             kb.add(kb.mul(kb.add(kb.mul(bIdx, cout), kb.idx(o)), plane), pos));
+  return launch1d(batch * plane);
 }
 
 FailureOr<SparseConvKernels> emitSparseConvKernels(Operation *conv,

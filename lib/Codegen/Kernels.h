@@ -57,6 +57,16 @@ mlir::FailureOr<Launch> emitIm2colKernel(mlir::Operation *conv,
                                          llvm::StringRef name,
                                          int64_t &scratchBytes);
 
+/// Whether a trellis.conv3d runs as one direct kernel (few output channels:
+/// the SS decoder's f32 output conv, 32 -> 1) instead of im2col + GEMM.
+bool isDirectConv(mlir::Operation *conv);
+
+/// The direct kernel of such a conv: parameters (x, w, out); one thread per
+/// output position computes its Cout sums in f32 (no scratch).
+mlir::FailureOr<Launch> emitDirectConvKernel(mlir::Operation *conv,
+                                             mlir::gpu::GPUModuleOp module,
+                                             llvm::StringRef name);
+
 /// The two generated kernels of a 3×3×3 trellis.sparse.conv3d (the runtime
 /// picks between them and its implicit-GEMM kernel per binding,
 /// docs/design/gpu-backend.md "Sparse convolution"):

@@ -99,12 +99,28 @@ struct LinearResidual : OpRewritePattern<AddOp> {
 /// norm(gated_residual(x, h, g) [+ plus]) for a LayerNorm-modulate or a
 /// last-axis LayerNorm → gated_residual_norm, whose first result replaces
 /// the residual's other uses. The fused op goes where the norm was, so every
-/// other user of the residual must come after the norm in its block.
+/// other user of the residual must come after the norm in its block. A
+/// LayerNorm of the residual cast to f32 (a flow model's f32 output layer)
+/// takes the cast in too (`f32_result`).
 template <typename NormOp> struct ResidualNorm : OpRewritePattern<NormOp> {
   using OpRewritePattern<NormOp>::OpRewritePattern;
   LogicalResult matchAndRewrite(NormOp norm,
                                 PatternRewriter &rewriter) const override {
     Value residual = norm.getInput();
+    CastOp widen;
+    if constexpr (std::is_same_v<NormOp, LayerNormOp>) {
+      widen = residual.getDefiningOp<CastOp>();
+      auto narrow = [](Type t) {
+        Type e = getElementTypeOrSelf(t);
+        return e.isF16() || e.isBF16();
+      };
+      if (widen &&
+          (!widen->hasOneUse() || !narrow(widen.getInput().getType()) ||
+           !getElementTypeOrSelf(widen.getType()).isF32()))
+        return failure();
+      if (widen)
+        residual = widen.getInput();
+    }
     auto xType = cast<RankedTensorType>(residual.getType());
     // An added row (the folded unconditional cross-attention, spec §2.1).
     AddOp add = residual.getDefiningOp<AddOp>();
@@ -129,8 +145,9 @@ template <typename NormOp> struct ResidualNorm : OpRewritePattern<NormOp> {
     if (!gated || gated.getResult().getType() != xType)
       return failure();
     for (Operation *user : residual.getUsers())
-      if (user != norm && (user->getBlock() != norm->getBlock() ||
-                           !norm->isBeforeInBlock(user)))
+      if (user != norm && user != widen &&
+          (user->getBlock() != norm->getBlock() ||
+           !norm->isBeforeInBlock(user)))
         return failure();
     Value shift, scale, weight, bias;
     if constexpr (std::is_same_v<NormOp, LayerNormModulateOp>) {
@@ -146,12 +163,16 @@ template <typename NormOp> struct ResidualNorm : OpRewritePattern<NormOp> {
     SmallVector<Location> locs{gated.getLoc()};
     if (add)
       locs.push_back(add.getLoc());
+    if (widen)
+      locs.push_back(widen.getLoc());
     locs.push_back(norm.getLoc());
     auto fused = GatedResidualNormOp::create(
         rewriter, FusedLoc::get(norm.getContext(), locs), gated.getInput(),
         gated.getH(), gated.getGate(), plus, shift, scale, weight, bias,
-        norm.getEpsAttr());
+        norm.getEpsAttr(), widen ? rewriter.getUnitAttr() : UnitAttr());
     rewriter.replaceOp(norm, fused.getResult());
+    if (widen)
+      rewriter.eraseOp(widen);
     if (add) {
       rewriter.replaceOp(add, fused.getResidual());
       rewriter.eraseOp(gated);

@@ -505,7 +505,8 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
         node.scratch = newSlot(p, t);
         p.slots[node.scratch].where = SlotInfo::Where::Arena;
       }
-      if (instr.op == "trellis.conv3d" && instr.hasAttr("trellis.launch")) {
+      if (instr.op == "trellis.conv3d" && instr.hasAttr("trellis.launch") &&
+          !instr.hasAttr("trellis.conv_direct")) {
         auto bytes = instr.intAttr("trellis.scratch_bytes");
         if (!bytes)
           return opError(instr, "the im2col annotation lacks "
@@ -1245,6 +1246,20 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     const ValueType &x = type(node.in[0]), &w = type(node.in[1]);
     if (x.shape[0] != 1)
       return opError(instr, "the GPU conv3d handles batch 1 only");
+    if (instr.hasAttr("trellis.conv_direct")) {
+      // Few output channels: one generated kernel (x, w, out), no GEMM.
+      auto direct = resolveLaunch(*launch);
+      if (!direct)
+        return opError(instr, direct.message());
+      CUdeviceptr xp = ptr(node.in[0]), wp = ptr(node.in[1]),
+                  yp = ptr(node.out[0]);
+      node.command = [this, l = *direct, xp, wp, yp, &instr]() -> Status {
+        CUdeviceptr args[3] = {xp, wp, yp};
+        void *params[3] = {&args[0], &args[1], &args[2]};
+        return this->launch(l, params, instr, "the direct conv");
+      };
+      return Status::ok();
+    }
     int64_t cout = w.shape[0];
     int64_t k = w.shape[1] * w.shape[2] * w.shape[3] * w.shape[4];
     const ValueType &o = type(node.out[0]);
@@ -1510,6 +1525,9 @@ void GpuExecutor::Impl::release(Prepared &p) {
   for (auto &[body, exec] : p.graphs)
     api->cuGraphExecDestroy(exec);
   p.graphs.clear();
+  for (auto &[first, exec] : p.segmentGraphs)
+    api->cuGraphExecDestroy(exec);
+  p.segmentGraphs.clear();
   for (auto l : p.layouts)
     api->cublasLtMatrixLayoutDestroy(l);
   for (auto d : p.descs)
@@ -1836,9 +1854,77 @@ Status GpuExecutor::Impl::runNode(Prepared &p, Node &node) {
   return Status::ok();
 }
 
-Status GpuExecutor::Impl::runBody(Prepared &p, Body &body, bool allowGraph) {
-  bool graphs = allowGraph && options.cudaGraphs && !options.checkOps &&
-                !options.checkFinite && !options.profile && !options.syncEachOp;
+/// Ops whose command is plain device work with fixed arguments (kernels,
+/// cuBLASLt, device copies): a run of them can be replayed from a graph. The
+/// others read or write host memory per run, synchronize, or drive regions.
+static bool graphSafe(const Node &node) {
+  const std::string &op = node.instr->op;
+  return !node.bound && node.regions.empty() && op != "trellis.occupancy" &&
+         op != "trellis.time_grid" && op != "trellis.time_row" &&
+         op.rfind("trellis.sparse.", 0) != 0;
+}
+
+bool GpuExecutor::Impl::graphsAllowed() const {
+  return options.cudaGraphs && !options.checkOps && !options.checkFinite &&
+         !options.profile && !options.syncEachOp;
+}
+
+Status GpuExecutor::Impl::runSegments(Prepared &p, Body &body) {
+  // Launching ~100 commands one by one costs the host 5-20 us each (the
+  // sparse-structure stage's prologue: the hoisted K/V and time tables, and
+  // its decoder); a graph replays them back to back. Only for functions of
+  // static shapes (a sparse stage's commands are rebuilt per binding).
+  constexpr size_t kMinRun = 8;
+  std::vector<Node> &nodes = body.nodes;
+  size_t i = 0;
+  while (i < nodes.size()) {
+    size_t end = i;
+    if (graphsAllowed() && !p.dynamic)
+      while (end < nodes.size() && graphSafe(nodes[end]))
+        ++end;
+    if (end - i < kMinRun) {
+      if (Status s = runNode(p, nodes[i]); !s)
+        return s;
+      ++i;
+      continue;
+    }
+    auto it = p.segmentGraphs.find(&nodes[i]);
+    if (it == p.segmentGraphs.end()) {
+      if (Status s = check(api->cuStreamBeginCapture(
+                               stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                           "cuStreamBeginCapture");
+          !s)
+        return s;
+      Status recorded = Status::ok();
+      for (size_t j = i; j < end && recorded; ++j)
+        recorded = runNode(p, nodes[j]);
+      CUgraph graph = nullptr;
+      CUresult endCapture = api->cuStreamEndCapture(stream, &graph);
+      if (!recorded)
+        return recorded;
+      if (Status s = check(endCapture, "cuStreamEndCapture"); !s)
+        return s;
+      CUgraphExec exec = nullptr;
+      CUresult inst = api->cuGraphInstantiate(&exec, graph, 0);
+      api->cuGraphDestroy(graph);
+      if (Status s = check(inst, "cuGraphInstantiate"); !s)
+        return s;
+      it = p.segmentGraphs.emplace(&nodes[i], exec).first;
+    } else {
+      for (size_t j = i; j < end; ++j)
+        report.commands += nodes[j].command ? 1 : 0;
+    }
+    if (Status s =
+            check(api->cuGraphLaunch(it->second, stream), "cuGraphLaunch");
+        !s)
+      return s;
+    i = end;
+  }
+  return Status::ok();
+}
+
+Status GpuExecutor::Impl::runBody(Prepared &p, Body &body) {
+  bool graphs = graphsAllowed();
   // The leading time_row nodes (trellis-hoist-time puts them first) copy
   // the step's rows ahead of the graph: what varies per step stays out of
   // it. Any other time_row would be baked into the graph: no graph then.
@@ -1995,7 +2081,7 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
             !s)
           return fail(s.message());
     }
-    if (Status s = runBody(p, body, true); !s)
+    if (Status s = runBody(p, body); !s)
       return s;
     return check(api->cuMemcpyDtoDAsync(into, address(p, body.yields.at(0)),
                                         stateBytes, stream),
@@ -2024,7 +2110,7 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
     if (sharedBody) { // before either branch, on the main stream
       if (Status s = setTau(*sharedBody, tau, 2, i); !s)
         return s;
-      if (Status s = runBody(p, *sharedBody, true); !s)
+      if (Status s = runBody(p, *sharedBody); !s)
         return s;
     }
     if (guided && specialized && concurrentBranches()) {
@@ -2311,7 +2397,7 @@ Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
   m.lastResults.clear();
   m.timings.clear();
   m.eventsUsed = 0;
-  Status ran = m.runBody(p, p.body, /*allowGraph=*/false);
+  Status ran = m.runSegments(p, p.body);
   api.cuEventRecord(stop, m.stream);
   CUresult sync = api.cuStreamSynchronize(m.stream);
   float ms = 0;

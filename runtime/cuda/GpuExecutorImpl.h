@@ -260,6 +260,9 @@ struct GpuExecutor::Impl {
     };
     std::map<int, WindowPartition> windows;
     std::map<const Body *, CUgraphExec> graphs;
+    // Runs of plain device commands in the function body (not a sampler
+    // step), captured once as graphs, by their first node (runSegments).
+    std::map<const Node *, CUgraphExec> segmentGraphs;
     // --gpu-check-ops: a hash of each checked result as its op wrote it (by
     // slot): every input must still hold what its producer wrote when it is
     // read.
@@ -423,7 +426,11 @@ struct GpuExecutor::Impl {
                    const GemmLayout &layout = {});
 
   // -- running --------------------------------------------------------------
-  Status runBody(Prepared &p, Body &body, bool allowGraph);
+  /// A sampler region: one graph per body (captured at its first run).
+  Status runBody(Prepared &p, Body &body);
+  /// The function body: its runs of graph-safe commands as graphs.
+  Status runSegments(Prepared &p, Body &body);
+  bool graphsAllowed() const;
   Status runNode(Prepared &p, Node &node);
   Status runSampler(Prepared &p, Node &node);
   Status checkNode(Prepared &p, const Node &node);

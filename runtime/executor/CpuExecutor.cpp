@@ -415,7 +415,13 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
         w = wt;
         b = bt;
       }
-      TRY(normed, ref::layerNorm(residual, -1, float(eps), w ? &*w : nullptr,
+      // f32_result: the norm of the residual widened to the result's dtype.
+      HostTensor normIn = residual;
+      if (instr.types.at(1).dtype != residual.dtype()) {
+        TRY(wide, ref::cast(residual, instr.types.at(1).dtype));
+        normIn = wide;
+      }
+      TRY(normed, ref::layerNorm(normIn, -1, float(eps), w ? &*w : nullptr,
                                  b ? &*b : nullptr));
       out.push_back(residual);
       out.push_back(normed);

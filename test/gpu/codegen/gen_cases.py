@@ -79,6 +79,9 @@ def build_cases():
              [T(s, F16), T(s, F16)], "{eps = 1.0e-06 : f64}", form="modulate")
         case("gated_residual_norm", [T(s, F16), T(s, F16), T(v, F16), T([1024], F32), T([1024], F32)],
              [T(s, F16), T(s, F16)], "{eps = 1.0e-06 : f64}", form="affine")
+    # The SS flow's f32 output layer (the residual widened, its norm in f32).
+    case("gated_residual_norm", [T(X1, F16), T(X1, F16), T([1, 1024], F16)],
+         [T(X1, F16), T(X1, F32)], "{eps = 1.0e-05 : f64, f32_result}")
     case("layer_norm", [T([1, 512, 128], F32)], [T([1, 512, 128], F32)], "{eps = 1.0e-05 : f64}")
     case("layer_norm", [T([3, 1374], F16)], [T([3, 1374], F16)], "{eps = 1.0e-05 : f64}")
     case("layer_norm", [T([2, 16384], F32)], [T([2, 16384], F32)], "{eps = 1.0e-05 : f64}")
@@ -107,13 +110,17 @@ def build_cases():
     case("timestep_embedding", [T([2], F32)], [T([2, 256], F32)],
          "{dim = 256 : i64, max_period = 1.000000e+04 : f64}")
     case("broadcast_rows", [T([1, 1024], F16)], [T([2, 1374, 1024], F16)])
-    # conv3d: the codegen's part is the im2col kernel (the GEMM is cuBLASLt).
+    # conv3d: the codegen's part is the im2col kernel (the GEMM is cuBLASLt),
+    # or with at most 4 output channels the whole conv (a direct kernel): the
+    # SS decoder's f32 output conv, and the small f32 ones below.
     case("conv3d", [T([1, 512, 16, 16, 16], F16), T([1024, 512, 3, 3, 3], F16)],
          [T([1, 1024, 16, 16, 16], F16)], "{padding = 1 : i64}")
     case("conv3d", [T([1, 32, 64, 64, 64], F16), T([32, 32, 3, 3, 3], F16)], [T([1, 32, 64, 64, 64], F16)])
     case("conv3d", [T([2, 8, 8, 8, 8], F32), T([4, 8, 3, 3, 3], F32)], [T([2, 4, 8, 8, 8], F32)])
     case("conv3d", [T([1, 3, 5, 6, 7], F32), T([4, 3, 3, 3, 3], F32)], [T([1, 4, 3, 4, 5], F32)],
          "{padding = 0 : i64}")
+    case("conv3d", [T([1, 32, 64, 64, 64], F32), T([1, 32, 3, 3, 3], F32)], [T([1, 1, 64, 64, 64], F32)])
+    case("conv3d", [T([2, 8, 8, 8, 8], F32), T([5, 8, 3, 3, 3], F32)], [T([2, 5, 8, 8, 8], F32)])
     # Dynamic rows (the SLat flow at image-large width, its decoders): built
     # for the bound, launched for ROWS.
     N = BOUND

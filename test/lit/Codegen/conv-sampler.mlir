@@ -10,9 +10,19 @@
 // CHECK: arith.select
 // CHECK: vector.from_elements {{.*}} : vector<8xf16>
 // CHECK: vector.store {{.*}} : memref<56623104xf16>, vector<8xf16>
-// CHECK-LABEL: gpu.func @im2col_f32_2x8x16x16x16_k1
+// A conv with at most 4 output channels is one direct kernel (x, w, out):
+// the 27 taps' offsets once, then a loop over the input channels carrying
+// the Cout f32 sums; no scratch.
+// CHECK-LABEL: gpu.func @conv3d_direct_f32_2x8x16x16x16_k1
+// CHECK-SAME: (%{{.*}}: memref<65536xf32>, %{{.*}}: memref<864xf32>, %{{.*}}: memref<32768xf32>)
+// CHECK-COUNT-27: arith.select {{.*}} : index
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32)
+// CHECK-COUNT-108: arith.mulf
+// CHECK: scf.yield
+// CHECK-COUNT-4: memref.store
+// CHECK-LABEL: gpu.func @im2col_f32_2x8x16x16x16_k2
 // CHECK-SAME: (%{{.*}}: memref<65536xf32>, %{{.*}}: memref<1769472xf32>)
-// CHECK-LABEL: gpu.func @flow_update_f32_1x8x16x16x16_k2
+// CHECK-LABEL: gpu.func @flow_update_f32_1x8x16x16x16_k3
 // CHECK-SAME: (%{{.*}}: memref<32768xf32>, %{{.*}}: memref<32768xf32>, %{{.*}}: memref<32768xf32>, %{{.*}}: memref<32768xf32>, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: i32)
 // CHECK: arith.cmpi ne
 // CHECK: scf.if {{.*}} -> (vector<4xf32>)
@@ -28,19 +38,23 @@
 // ANN: trellis.conv3d {{.*}}trellis.launch = {block = array<i64: 256, 1, 1>, grid = array<i64: 27648, 1, 1>, kernel = "im2col_f16_1x512x16x16x16_k0", smem = 0 : i64}, trellis.scratch_bytes = 113246208 : i64
 // Same input, kernel size and padding: the same im2col (other Cout).
 // ANN: trellis.conv3d {{.*}}kernel = "im2col_f16_1x512x16x16x16_k0"{{.*}}trellis.scratch_bytes = 113246208 : i64
-// ANN: trellis.conv3d {{.*}}kernel = "im2col_f32_2x8x16x16x16_k1"{{.*}}trellis.scratch_bytes = 7077888 : i64
+// ANN: trellis.conv3d {{.*}}trellis.conv_direct, trellis.launch = {block = array<i64: 256, 1, 1>, grid = array<i64: 32, 1, 1>, kernel = "conv3d_direct_f32_2x8x16x16x16_k1", smem = 0 : i64}}
+// ANN-NOT: scratch_bytes
+// ANN: trellis.conv3d {{.*}}kernel = "im2col_f32_2x8x16x16x16_k2"{{.*}}trellis.scratch_bytes = 7077888 : i64
 // ANN-LABEL: func.func @sampler
 // ANN: trellis.flow_sample
-// ANN-SAME: trellis.update = {block = array<i64: 256, 1, 1>, grid = array<i64: 32, 1, 1>, kernel = "flow_update_f32_1x8x16x16x16_k2", smem = 0 : i64}
+// ANN-SAME: trellis.update = {block = array<i64: 256, 1, 1>, grid = array<i64: 32, 1, 1>, kernel = "flow_update_f32_1x8x16x16x16_k3", smem = 0 : i64}
 // ANN: func.call @velocity
 // ANN-NOT: trellis.launch
 // ANN: trellis.yield
 func.func @decoder(%x: tensor<1x512x16x16x16xf16>, %w: tensor<1024x512x3x3x3xf16>, %b: tensor<1024xf16>,
-                   %w2: tensor<32x512x3x3x3xf16>, %y: tensor<2x8x16x16x16xf32>, %w3: tensor<4x8x3x3x3xf32>)
+                   %w2: tensor<32x512x3x3x3xf16>, %y: tensor<2x8x16x16x16xf32>, %w3: tensor<4x8x3x3x3xf32>,
+                   %w4: tensor<5x8x3x3x3xf32>)
     attributes {trellis.device = "cuda"} {
   %0 = trellis.conv3d %x, %w, %b {padding = 1 : i64} : (tensor<1x512x16x16x16xf16>, tensor<1024x512x3x3x3xf16>, tensor<1024xf16>) -> tensor<1x1024x16x16x16xf16>
   %1 = trellis.conv3d %x, %w2 : (tensor<1x512x16x16x16xf16>, tensor<32x512x3x3x3xf16>) -> tensor<1x32x16x16x16xf16>
   %2 = trellis.conv3d %y, %w3 : (tensor<2x8x16x16x16xf32>, tensor<4x8x3x3x3xf32>) -> tensor<2x4x16x16x16xf32>
+  %3 = trellis.conv3d %y, %w4 : (tensor<2x8x16x16x16xf32>, tensor<5x8x3x3x3xf32>) -> tensor<2x5x16x16x16xf32>
   return
 }
 

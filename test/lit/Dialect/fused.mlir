@@ -48,6 +48,11 @@ func.func @residual_norm(%x: tensor<2x4096x1024xf16>, %h: tensor<2x4096x1024xf16
   %r3, %p = trellis.gated_residual_norm %x, %h, %gate plus %shift {eps = 1.0e-05 : f64}
               : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>, tensor<2x1024xf16>)
               -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>)
+  // A flow model's f32 output layer: the norm of the residual widened to f32.
+  // CHECK: trellis.gated_residual_norm %{{.*}}, %{{.*}}, %{{.*}} {eps = 1.000000e-05 : f64, f32_result} : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>) -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf32>)
+  %r4, %w32 = trellis.gated_residual_norm %x, %h, %gate {eps = 1.0e-05 : f64, f32_result}
+                : (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x1024xf16>)
+                -> (tensor<2x4096x1024xf16>, tensor<2x4096x1024xf32>)
   return %r, %y, %n, %p, %r3 : tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>
 }
 

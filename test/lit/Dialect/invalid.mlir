@@ -2362,6 +2362,22 @@ func.func @residual_norm_plus(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>, %p: t
 
 // -----
 
+func.func @residual_norm_f32_modulate(%x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>) {
+  // expected-error @+1 {{f32_result takes the LayerNorm form, not modulate}}
+  %r, %y = trellis.gated_residual_norm %x, %x, %s modulate %s, %s {eps = 1.0e-06 : f64, f32_result} : (tensor<2x16x8xf16>, tensor<2x16x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf32>)
+  return
+}
+
+// -----
+
+func.func @residual_norm_f32_input(%x: tensor<2x16x8xf32>, %s: tensor<2x8xf32>) {
+  // expected-error @+1 {{f32_result needs an f16 or bf16 input, found 'tensor<2x16x8xf32>'}}
+  %r, %y = trellis.gated_residual_norm %x, %x, %s {eps = 1.0e-06 : f64, f32_result} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x8xf32>) -> (tensor<2x16x8xf32>, tensor<2x16x8xf32>)
+  return
+}
+
+// -----
+
 func.func @linear_activation(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) {
   // expected-error @+1 {{activation must be "gelu_tanh", found "relu"}}
   %y = trellis.linear %x, %w {activation = "relu"} : (tensor<4x8xf16>, tensor<16x8xf16>) -> tensor<4x16xf16>

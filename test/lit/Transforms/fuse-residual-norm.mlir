@@ -51,6 +51,34 @@ func.func @affine_and_plus(%x: tensor<1x16x8xf16>, %h: tensor<1x16x8xf16>, %g: t
   return %n, %r, %m, %s : tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x16x8xf16>
 }
 
+// A flow model's f32 output layer (spec §3: the final LayerNorm in f32): the
+// cast to f32 goes into the fused op, whose normalized result is f32.
+// CHECK-LABEL: func.func @f32_output_layer
+// CHECK-NEXT: %{{.*}}, %[[Y:.*]] = trellis.gated_residual_norm %{{.*}}, %{{.*}}, %{{.*}} {eps = 1.000000e-05 : f64, f32_result} : (tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x8xf16>) -> (tensor<1x16x8xf16>, tensor<1x16x8xf32>)
+// CHECK-NEXT: return %[[Y]]
+func.func @f32_output_layer(%x: tensor<1x16x8xf16>, %h: tensor<1x16x8xf16>, %g: tensor<1x8xf16>) -> tensor<1x16x8xf32> {
+  %r = trellis.gated_residual %x, %h, %g : (tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x8xf16>) -> tensor<1x16x8xf16>
+  %w = trellis.cast %r : (tensor<1x16x8xf16>) -> tensor<1x16x8xf32>
+  %y = trellis.layer_norm %w {eps = 1.0e-05 : f64} : (tensor<1x16x8xf32>) -> tensor<1x16x8xf32>
+  return %y : tensor<1x16x8xf32>
+}
+
+// Negative: the widened residual has another user; a cast of an f32 residual
+// to f16 (not a widening).
+// CHECK-LABEL: func.func @cast_not_fused
+// CHECK-NOT: gated_residual_norm
+// CHECK: return
+func.func @cast_not_fused(%x: tensor<1x16x8xf16>, %g: tensor<1x8xf16>, %x32: tensor<1x16x8xf32>, %g32: tensor<1x8xf32>)
+    -> (tensor<1x16x8xf32>, tensor<1x16x8xf32>, tensor<1x16x8xf16>) {
+  %r = trellis.gated_residual %x, %x, %g : (tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x8xf16>) -> tensor<1x16x8xf16>
+  %w = trellis.cast %r : (tensor<1x16x8xf16>) -> tensor<1x16x8xf32>
+  %y = trellis.layer_norm %w {eps = 1.0e-05 : f64} : (tensor<1x16x8xf32>) -> tensor<1x16x8xf32>
+  %r2 = trellis.gated_residual %x32, %x32, %g32 : (tensor<1x16x8xf32>, tensor<1x16x8xf32>, tensor<1x8xf32>) -> tensor<1x16x8xf32>
+  %n = trellis.cast %r2 : (tensor<1x16x8xf32>) -> tensor<1x16x8xf16>
+  %z = trellis.layer_norm %n {eps = 1.0e-05 : f64} : (tensor<1x16x8xf16>) -> tensor<1x16x8xf16>
+  return %y, %w, %z : tensor<1x16x8xf32>, tensor<1x16x8xf32>, tensor<1x16x8xf16>
+}
+
 // Negative: a user of the residual before the norm (the fused op, placed at
 // the norm, would not dominate it); a norm of something else; a LayerNorm of
 // another axis; an added row whose gated residual has another user.

@@ -582,13 +582,22 @@ TEST_F(FusionNumeric, FuseResidualNormIsExact) {
   fuse.addPass(mlir::trellis::createTrellisFuseResidualNorm());
   fuse.addPass(mlir::trellis::createTrellisVerifyLocations());
   ASSERT_TRUE(mlir::succeeded(fuse.run(*module)));
-  // Per stage, two sampler regions of 2 blocks, 4 gated residuals each: all
-  // fuse but the last block's MLP residual, which reaches the output layer
-  // through a cast.
-  for (const char *stage : {"ss_stage", "slat_stage"}) {
+  // Per stage, two sampler regions of 2 blocks, 4 gated residuals each. In
+  // the SS flow all fuse, the last block's MLP residual with the f32 output
+  // layer's cast and LayerNorm (f32_result); in the SLat flow that residual
+  // feeds the output blocks (convs) and stays.
+  for (auto [stage, fused, wide] :
+       {std::tuple("ss_stage", 8, 2), std::tuple("slat_stage", 6, 0)}) {
     mlir::Operation *fn = module->lookupSymbol(stage);
-    EXPECT_GE(count(fn, "trellis.gated_residual_norm"), 6) << stage;
-    EXPECT_LE(count(fn, "trellis.gated_residual"), 2) << stage;
+    EXPECT_EQ(count(fn, "trellis.gated_residual_norm"), fused) << stage;
+    EXPECT_EQ(count(fn, "trellis.gated_residual"), 8 - fused) << stage;
+    int f32Results = 0;
+    fn->walk([&](mlir::Operation *op) {
+      f32Results +=
+          op->getName().getStringRef() == "trellis.gated_residual_norm" &&
+          op->hasAttr("f32_result");
+    });
+    EXPECT_EQ(f32Results, wide) << stage;
   }
   HostTensor ssAfter = runSsStage(*module, 1);
   HostTensor slatAfter = runSlatStage(*module, 1);
