@@ -163,8 +163,9 @@ def TrellisFuseResidualNorm : Pass<"trellis-fuse-residual-norm", "ModuleOp"> {
     reads the residual back, and the added row needs no kernel of its own.
     The residual keeps its other users (the residual path onwards) through
     the fused op's first result, so it applies when they all follow the norm
-    in its block. Exact: both results are the unfused ops'. Runs after
-    trellis-fuse-norm-modulate.
+    in its block. A LayerNorm of the residual cast to f32 (the SS flow's f32
+    output layer) takes the cast in too (`f32_result`). Exact: both results
+    are the unfused ops'. Runs after trellis-fuse-norm-modulate.
   }];
 }
 
