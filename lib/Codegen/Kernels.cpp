@@ -165,6 +165,15 @@ public:
   Value ult(Value x, Value y) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
   }
+  /// 0 <= c < size for a signed coordinate (a conv tap's input position:
+  /// index arithmetic wraps below zero, so compare as signed).
+  Value inRange(Value c, int64_t size) {
+    Value ge =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, c, idx(0));
+    Value lt =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, c, idx(size));
+    return arith::AndIOp::create(b, loc, ge, lt);
+  }
 
   /// Dynamic rows: reads the trailing `i64 rows` argument `argNo` as an index
   /// (clamped to `bound`, so that the 32-bit index math cannot wrap).
@@ -2004,26 +2013,19 @@ FailureOr<Launch> emitIm2colKernel(Operation *conv, gpu::GPUModuleOp module,
   Value bc = kb.div(r, taps); // b·Cin + ci
   Value ka = kb.div(tap, k * k), kbeta = kb.rem(kb.div(tap, k), k),
         kg = kb.rem(tap, k);
-  // Signed coordinates: index arithmetic wraps, compare as signed.
   auto shifted = [&](Value o, Value kk) {
     return arith::SubIOp::create(b, loc, kb.add(o, kk), kb.idx(pad));
   };
-  auto inside = [&](Value c, int64_t size) {
-    Value ge =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, c, kb.idx(0));
-    Value lt = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, c,
-                                     kb.idx(size));
-    return arith::AndIOp::create(b, loc, ge, lt);
-  };
   Value iz = shifted(oz, ka), iy = shifted(oy, kbeta);
-  Value rowOk = arith::AndIOp::create(b, loc, inside(iz, d), inside(iy, h));
+  Value rowOk =
+      arith::AndIOp::create(b, loc, kb.inRange(iz, d), kb.inRange(iy, h));
   Value rowBase = kb.add(kb.mul(bc, d * h * wd),
                          kb.add(kb.mul(iz, h * wd), kb.mul(iy, wd)));
   Value zero = kb.zeroOf(et);
   SmallVector<Value> elems;
   for (int64_t i = 0; i < v; ++i) {
     Value ix = shifted(kb.add(ox, kb.idx(i)), kg);
-    Value ok = arith::AndIOp::create(b, loc, rowOk, inside(ix, wd));
+    Value ok = arith::AndIOp::create(b, loc, rowOk, kb.inRange(ix, wd));
     // Read a clamped, always valid address; select zero outside.
     Value off =
         arith::SelectOp::create(b, loc, ok, kb.add(rowBase, ix), kb.idx(0));
@@ -2077,13 +2079,6 @@ FailureOr<Launch> emitDirectConvKernel(Operation *conv, gpu::GPUModuleOp module,
   Value oz = kb.rem(r, od);
   Value bIdx = kb.div(r, od);
   Value pos = kb.rem(gid, plane);
-  auto inside = [&](Value c, int64_t size) {
-    Value ge =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, c, kb.idx(0));
-    Value lt = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, c,
-                                     kb.idx(size));
-    return arith::AndIOp::create(b, loc, ge, lt);
-  };
   auto shifted = [&](Value o, int64_t t) {
     return arith::SubIOp::create(b, loc, o, kb.idx(pad - t));
   };
@@ -2093,8 +2088,9 @@ FailureOr<Launch> emitDirectConvKernel(Operation *conv, gpu::GPUModuleOp module,
       for (int64_t g = 0; g < k; ++g) {
         Value iz = shifted(oz, a), iy = shifted(oy, be), ix = shifted(ox, g);
         Value ok = arith::AndIOp::create(
-            b, loc, inside(iz, d),
-            arith::AndIOp::create(b, loc, inside(iy, h), inside(ix, wd)));
+            b, loc, kb.inRange(iz, d),
+            arith::AndIOp::create(b, loc, kb.inRange(iy, h),
+                                  kb.inRange(ix, wd)));
         Value off = kb.add(kb.mul(iz, h * wd), kb.add(kb.mul(iy, wd), ix));
         tapOk.push_back(ok);
         // A clamped, always valid address; zero is selected outside.

@@ -1522,12 +1522,9 @@ GpuExecutor::Impl::prepare(const std::string &name,
 
 void GpuExecutor::Impl::release(Prepared &p) {
   lastResults.clear();
-  for (auto &[body, exec] : p.graphs)
+  for (auto &[first, exec] : p.graphs)
     api->cuGraphExecDestroy(exec);
   p.graphs.clear();
-  for (auto &[first, exec] : p.segmentGraphs)
-    api->cuGraphExecDestroy(exec);
-  p.segmentGraphs.clear();
   for (auto l : p.layouts)
     api->cublasLtMatrixLayoutDestroy(l);
   for (auto d : p.descs)
@@ -1869,6 +1866,39 @@ bool GpuExecutor::Impl::graphsAllowed() const {
          !options.profile && !options.syncEachOp;
 }
 
+Status GpuExecutor::Impl::launchGraph(Prepared &p, std::vector<Node> &nodes,
+                                      size_t from, size_t to) {
+  if (from == to)
+    return Status::ok();
+  auto it = p.graphs.find(&nodes[from]);
+  if (it == p.graphs.end()) {
+    if (Status s = check(api->cuStreamBeginCapture(
+                             stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                         "cuStreamBeginCapture");
+        !s)
+      return s;
+    Status recorded = Status::ok();
+    for (size_t i = from; i < to && recorded; ++i)
+      recorded = runNode(p, nodes[i]);
+    CUgraph graph = nullptr;
+    CUresult end = api->cuStreamEndCapture(stream, &graph);
+    if (!recorded)
+      return recorded;
+    if (Status s = check(end, "cuStreamEndCapture"); !s)
+      return s;
+    CUgraphExec exec = nullptr;
+    CUresult inst = api->cuGraphInstantiate(&exec, graph, 0);
+    api->cuGraphDestroy(graph);
+    if (Status s = check(inst, "cuGraphInstantiate"); !s)
+      return s;
+    it = p.graphs.emplace(&nodes[from], exec).first;
+  } else {
+    for (size_t i = from; i < to; ++i) // as runNode counts them
+      report.commands += nodes[i].command ? 1 : 0;
+  }
+  return check(api->cuGraphLaunch(it->second, stream), "cuGraphLaunch");
+}
+
 Status GpuExecutor::Impl::runSegments(Prepared &p, Body &body) {
   // Launching ~100 commands one by one costs the host 5-20 us each (the
   // sparse-structure stage's prologue: the hoisted K/V and time tables, and
@@ -1888,35 +1918,7 @@ Status GpuExecutor::Impl::runSegments(Prepared &p, Body &body) {
       ++i;
       continue;
     }
-    auto it = p.segmentGraphs.find(&nodes[i]);
-    if (it == p.segmentGraphs.end()) {
-      if (Status s = check(api->cuStreamBeginCapture(
-                               stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                           "cuStreamBeginCapture");
-          !s)
-        return s;
-      Status recorded = Status::ok();
-      for (size_t j = i; j < end && recorded; ++j)
-        recorded = runNode(p, nodes[j]);
-      CUgraph graph = nullptr;
-      CUresult endCapture = api->cuStreamEndCapture(stream, &graph);
-      if (!recorded)
-        return recorded;
-      if (Status s = check(endCapture, "cuStreamEndCapture"); !s)
-        return s;
-      CUgraphExec exec = nullptr;
-      CUresult inst = api->cuGraphInstantiate(&exec, graph, 0);
-      api->cuGraphDestroy(graph);
-      if (Status s = check(inst, "cuGraphInstantiate"); !s)
-        return s;
-      it = p.segmentGraphs.emplace(&nodes[i], exec).first;
-    } else {
-      for (size_t j = i; j < end; ++j)
-        report.commands += nodes[j].command ? 1 : 0;
-    }
-    if (Status s =
-            check(api->cuGraphLaunch(it->second, stream), "cuGraphLaunch");
-        !s)
+    if (Status s = launchGraph(p, nodes, i, end); !s)
       return s;
     i = end;
   }
@@ -1938,32 +1940,7 @@ Status GpuExecutor::Impl::runBody(Prepared &p, Body &body) {
     for (size_t i = 0; i < lead; ++i)
       if (Status s = runNode(p, body.nodes[i]); !s)
         return s;
-    auto it = p.graphs.find(&body);
-    if (it == p.graphs.end()) {
-      if (Status s = check(api->cuStreamBeginCapture(
-                               stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                           "cuStreamBeginCapture");
-          !s)
-        return s;
-      Status recorded = Status::ok();
-      for (size_t i = lead; i < body.nodes.size() && recorded; ++i)
-        recorded = runNode(p, body.nodes[i]);
-      CUgraph graph = nullptr;
-      CUresult end = api->cuStreamEndCapture(stream, &graph);
-      if (!recorded)
-        return recorded;
-      if (Status s = check(end, "cuStreamEndCapture"); !s)
-        return s;
-      CUgraphExec exec = nullptr;
-      CUresult inst = api->cuGraphInstantiate(&exec, graph, 0);
-      api->cuGraphDestroy(graph);
-      if (Status s = check(inst, "cuGraphInstantiate"); !s)
-        return s;
-      it = p.graphs.emplace(&body, exec).first;
-    } else {
-      report.commands += int64_t(body.nodes.size() - lead);
-    }
-    return check(api->cuGraphLaunch(it->second, stream), "cuGraphLaunch");
+    return launchGraph(p, body.nodes, lead, body.nodes.size());
   }
   for (Node &node : body.nodes)
     if (Status s = runNode(p, node); !s)

@@ -259,10 +259,10 @@ struct GpuExecutor::Impl {
       int32_t window = 0, shift = 0, n[3] = {0, 0, 0}, blocks = 0;
     };
     std::map<int, WindowPartition> windows;
-    std::map<const Body *, CUgraphExec> graphs;
-    // Runs of plain device commands in the function body (not a sampler
-    // step), captured once as graphs, by their first node (runSegments).
-    std::map<const Node *, CUgraphExec> segmentGraphs;
+    // CUDA graphs by their first node: each sampler region's body after its
+    // leading time rows (runBody), and the function body's runs of plain
+    // device commands (runSegments).
+    std::map<const Node *, CUgraphExec> graphs;
     // --gpu-check-ops: a hash of each checked result as its op wrote it (by
     // slot): every input must still hold what its producer wrote when it is
     // read.
@@ -431,6 +431,9 @@ struct GpuExecutor::Impl {
   /// The function body: its runs of graph-safe commands as graphs.
   Status runSegments(Prepared &p, Body &body);
   bool graphsAllowed() const;
+  /// Launches nodes[from, to) as one CUDA graph, captured at the first call.
+  Status launchGraph(Prepared &p, std::vector<Node> &nodes, size_t from,
+                     size_t to);
   Status runNode(Prepared &p, Node &node);
   Status runSampler(Prepared &p, Node &node);
   Status checkNode(Prepared &p, const Node &node);
