@@ -169,6 +169,32 @@ def TrellisFuseResidualNorm : Pass<"trellis-fuse-residual-norm", "ModuleOp"> {
   }];
 }
 
+def TrellisFuseLinearNorm : Pass<"trellis-fuse-linear-norm", "ModuleOp"> {
+  let summary = "linear + residual + LayerNorm(-modulate) → linear_residual_norm";
+  let description = [{
+    The GEMM before a residual-stream norm goes into the norm's op, so that
+    the GPU runs the projection, the residual and the LayerNorm as one
+    kernel (a GEMM with the row op as its epilogue):
+
+    * `trellis.gated_residual_norm(x, h, gate, …)` without `f32_result`,
+      where h (of x's type) is a `trellis.linear` with a bias, no activation
+      and no residual whose only user is this op, becomes
+      `trellis.linear_residual_norm(a, W, b, residual x, gate, …)` (plus,
+      modulate or affine kept);
+    * a `trellis.layer_norm_modulate` or last-axis `trellis.layer_norm` of a
+      `trellis.linear … residual x` (bias, no activation) becomes the
+      ungated form; the linear's other users (the residual path onwards)
+      read the fused op's first result, so it applies when they all follow
+      the norm in its block. A norm of a cast of the sum does not fuse.
+
+    The fused op goes where the norm was, at the fused location of the
+    merged ops. Exact: both results are the unfused ops'. Meant to run
+    after trellis-fuse-residual-norm and before
+    trellis-share-guidance-prefix; not in the fusion pipeline yet (the
+    runtime has no command for the op: bench/gemm_norm/README.md).
+  }];
+}
+
 def TrellisShareGuidancePrefix
     : Pass<"trellis-share-guidance-prefix", "ModuleOp"> {
   let summary = "Compute what both guidance branches compute alike once per step";

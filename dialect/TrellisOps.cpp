@@ -365,15 +365,16 @@ bool mlir::trellis::detail::isPerSampleOf(RankedTensorType x,
 }
 
 /// `value` (shift, scale or gate) has x's element type and is x's per-sample
-/// vector (isPerSampleOf).
+/// vector (isPerSampleOf); `xName` names x in the messages.
 static LogicalResult verifyPerSample(Operation *op, StringRef name,
-                                     RankedTensorType x,
-                                     RankedTensorType value) {
-  if (failed(verifySameElementType(op, name, value, "input", x)))
+                                     RankedTensorType x, RankedTensorType value,
+                                     StringRef xName = "input") {
+  if (failed(verifySameElementType(op, name, value, xName, x)))
     return failure();
   if (isPerSampleOf(x, value))
     return success();
-  auto diag = op->emitOpError() << name << " must have the input's type " << x;
+  auto diag = op->emitOpError()
+              << name << " must have the " << xName << "'s type " << x;
   if (x.getRank() == 3)
     diag << " or be a per-sample [B, C] = [" << dimToString(x.getDimSize(0))
          << ", " << dimToString(x.getDimSize(2)) << "]";
@@ -475,6 +476,75 @@ LogicalResult GatedResidualNormOp::verify() {
       auto t = cast<RankedTensorType>(v.getType());
       if (t.getRank() != 1 || t.getDimSize(0) != c)
         return emitOpError(name) << " must be [" << c << "], found " << t;
+    }
+  }
+  return success();
+}
+
+LogicalResult LinearResidualNormOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location,
+    LinearResidualNormOp::Adaptor adaptor,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  Type x = adaptor.getX().getType();
+  inferredReturnTypes.append({x, x});
+  return success();
+}
+
+LogicalResult LinearResidualNormOp::verify() {
+  auto a = getInput().getType();
+  auto weight = getWeight().getType();
+  auto bias = getBias().getType();
+  auto x = getX().getType();
+  if (a.getRank() < 1)
+    return emitOpError("input must have rank >= 1, found ") << a;
+  if (weight.getRank() != 2)
+    return emitOpError("weight must be [N, K], found ") << weight;
+  if (failed(verifySameElementType(*this, "weight", weight, "input", a)) ||
+      failed(verifySameElementType(*this, "bias", bias, "input", a)) ||
+      failed(verifySameElementType(*this, "residual", x, "input", a)))
+    return failure();
+  int64_t k = a.getShape().back(), n = weight.getDimSize(0);
+  if (!dimsAgree(k, weight.getDimSize(1)))
+    return emitOpError("input has ")
+           << dimToString(k) << " features but the weight expects "
+           << dimToString(weight.getDimSize(1)) << " (weight " << weight << ")";
+  if (bias.getRank() != 1 || !dimsAgree(bias.getDimSize(0), n))
+    return emitOpError("bias must be [")
+           << dimToString(n) << "], found " << bias;
+  // x is the linear's result type: the input's leading dimensions (and
+  // bounds), then N.
+  ShapeBuilder shape;
+  shape.dims(a, 0, a.getRank() - 1).dim(weight, 0);
+  RankedTensorType product = shape.get(a.getElementType());
+  if (x != product)
+    return emitOpError("residual must have the linear's result type ")
+           << product
+           << " (the input's leading dimensions, then N = " << dimToString(n)
+           << "), found " << x;
+  if (!getShift() != !getScale())
+    return emitOpError("modulate needs both shift and scale");
+  if (!getNormWeight() != !getNormBias())
+    return emitOpError("affine needs both weight and bias");
+  if (getShift() && getNormWeight())
+    return emitOpError("takes modulate or affine, not both");
+  if (getPlus() && !getGate())
+    return emitOpError("plus needs a gate");
+  if (failed(verifyPositive(*this, "eps", getEpsAttr().getValueAsDouble())))
+    return failure();
+  for (auto [name, v] :
+       {std::pair("gate", getGate()), std::pair("plus", getPlus()),
+        std::pair("shift", getShift()), std::pair("scale", getScale())})
+    if (v &&
+        failed(verifyPerSample(
+            *this, name, x, cast<RankedTensorType>(v.getType()), "residual")))
+      return failure();
+  if (getNormWeight()) {
+    for (auto [name, v] : {std::pair("norm weight", getNormWeight()),
+                           std::pair("norm bias", getNormBias())}) {
+      auto t = cast<RankedTensorType>(v.getType());
+      if (t.getRank() != 1 || !dimsAgree(t.getDimSize(0), n))
+        return emitOpError(name)
+               << " must be [" << dimToString(n) << "], found " << t;
     }
   }
   return success();

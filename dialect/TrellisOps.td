@@ -669,6 +669,78 @@ def Trellis_GatedResidualNormOp : Trellis_PureOp<"gated_residual_norm",
   let hasVerifier = 1;
 }
 
+def Trellis_LinearResidualNormOp : Trellis_PureOp<"linear_residual_norm",
+    [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+  let summary = "Linear into the residual stream, then a LayerNorm of the sum";
+  let description = [{
+    A sub-layer's output projection, the residual addition (gated or not,
+    plus a row) and the LayerNorm that reads the residual stream next (spec
+    §3.6): `trellis.linear` followed by `trellis.gated_residual_norm` (or
+    `trellis.linear … residual` followed by the norm) as one op. For input
+    a [..., K], weight [N, K], bias [N] and the residual stream x [..., N]
+    (a's leading dimensions):
+
+        h        = trellis.linear(a, weight, bias)
+        residual = trellis.gated_residual(x, h, gate)          (with `gate`), or
+                   trellis.add(x, h)                            (without)
+        residual = trellis.add(residual, plus)                  (with `plus`)
+        result   = trellis.layer_norm_modulate(residual, shift, scale) {eps}
+                     (with `modulate`), or
+                   trellis.layer_norm(residual[, norm_weight, norm_bias]) {eps}
+                     (last axis; `affine` gives the f32 weight and bias)
+
+    Each step rounds to x's element type as the unfused op does (h included:
+    the GEMM's f32 accumulator plus bias is rounded before the residual),
+    and the norm reads the rounded residual, so both results equal the
+    unfused ops' bit for bit on the CPU reference (which runs them). Made by
+    `trellis-fuse-linear-norm` from a `gated_residual_norm` whose h is a
+    linear's result, or from a `linear … residual` and the norm that reads
+    it; `plus` comes only with a gate. The GPU runtime runs it as one GEMM
+    whose epilogue does the residual and the LayerNorm (sm_90a), elsewhere as
+    the cuBLASLt GEMM and a row kernel. `gate`, `plus`, `shift` and `scale`
+    are x-shaped or per-sample vectors as for `gated_residual_norm`. Both
+    results have x's type.
+
+    Verifier: input, weight, bias and x share one element type; weight
+    [N, K] with K the input's last dimension; bias [N]; x has the input's
+    shape (and bounds) with the last dimension N; not both `modulate` and
+    `affine`; `plus` needs a gate; eps > 0; gate, plus, shift and scale each
+    x-shaped or [B, N] for x [B, L, N] ([1, N] for x [M, N]); norm weight
+    and bias f32 [N].
+
+    ```mlir
+    %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x gate %gate
+               modulate %shift, %scale {eps = 1.0e-06 : f64}
+               : (tensor<1x4096x4096xf16>, tensor<1024x4096xf16>, tensor<1024xf16>,
+                  tensor<1x4096x1024xf16>, tensor<1x1024xf16>, tensor<1x1024xf16>,
+                  tensor<1x1024xf16>)
+               -> (tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>)
+    %r2, %n = trellis.linear_residual_norm %a2, %w2, %b residual %r
+                modulate %shift, %scale {eps = 1.0e-06 : f64}
+                : (tensor<1x4096x1024xf16>, tensor<1024x1024xf16>, tensor<1024xf16>,
+                   tensor<1x4096x1024xf16>, tensor<1x1024xf16>, tensor<1x1024xf16>)
+                -> (tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>)
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$input, Trellis_FloatTensor:$weight,
+                       Trellis_FloatTensor:$bias, Trellis_FloatTensor:$x,
+                       Optional<Trellis_FloatTensor>:$gate,
+                       Optional<Trellis_FloatTensor>:$plus,
+                       Optional<Trellis_FloatTensor>:$shift,
+                       Optional<Trellis_FloatTensor>:$scale,
+                       Optional<Trellis_F32Tensor>:$norm_weight,
+                       Optional<Trellis_F32Tensor>:$norm_bias, F64Attr:$eps);
+  let results = (outs Trellis_FloatTensor:$residual,
+                      Trellis_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias `residual` $x (`gate` $gate^)?
+    (`plus` $plus^)? (`modulate` $shift^ `,` $scale)?
+    (`affine` $norm_weight^ `,` $norm_bias)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 } // Trellis_LinalgGroup
 
 //===----------------------------------------------------------------------===//

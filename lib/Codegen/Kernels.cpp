@@ -1668,6 +1668,10 @@ OpClass classify(Operation *op) {
     return OpClass::Unsupported;
   if (n == "linear" || n == "matmul" || n == "attention")
     return OpClass::Library;
+  // A GEMM with the residual and the LayerNorm as its epilogue: the
+  // runtime's in-tree kernel (or cuBLASLt and a row kernel).
+  if (n == "linear_residual_norm")
+    return OpClass::Library;
   // The time tables of trellis-hoist-time: runtime commands (the grid
   // written from the host, a row copied at the table offset of the step).
   if (n == "time_grid" || n == "time_row")

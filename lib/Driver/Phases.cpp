@@ -22,7 +22,7 @@ static constexpr PhaseInfo kPhases[] = {
     {Phase::Fusion, "fusion",
      "specialize guidance, hoist cond-only work out of the sampler, fold "
      "zero conditioning, fuse LayerNorm+modulation, GEMM activations, "
-     "attention head norms",
+     "attention head norms, GEMM residuals, residual+LayerNorm",
      true, false, true, true},
     {Phase::Tiling, "tiling",
      "(no passes yet: attention tiles are chosen per head dim by the "

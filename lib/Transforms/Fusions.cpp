@@ -1,8 +1,9 @@
 //===- Fusions.cpp - Producer/consumer fusions into fused trellis ops -----===//
 //
 // trellis-fuse-norm-modulate, trellis-fuse-linear-activation,
-// trellis-fuse-linear-residual, trellis-fuse-residual-norm and
-// trellis-form-attention: each merges a producer into its consumer
+// trellis-fuse-linear-residual, trellis-fuse-residual-norm,
+// trellis-fuse-linear-norm and trellis-form-attention: each merges a
+// producer into its consumer
 // (docs/design/gpu-backend.md, "Fused ops"), at the fused location of both.
 //
 //===----------------------------------------------------------------------===//
@@ -18,6 +19,7 @@ namespace mlir::trellis {
 #define GEN_PASS_DEF_TRELLISFUSELINEARACTIVATION
 #define GEN_PASS_DEF_TRELLISFUSELINEARRESIDUAL
 #define GEN_PASS_DEF_TRELLISFUSERESIDUALNORM
+#define GEN_PASS_DEF_TRELLISFUSELINEARNORM
 #define GEN_PASS_DEF_TRELLISFORMATTENTION
 #include "dialect/Passes.h.inc"
 } // namespace mlir::trellis
@@ -183,6 +185,81 @@ template <typename NormOp> struct ResidualNorm : OpRewritePattern<NormOp> {
   }
 };
 
+/// A linear with a bias, no activation and no residual whose only user is
+/// `user`, in `user`'s block (the fused op runs where `user` is: a GEMM
+/// hoisted out of a loop stays there).
+LinearOp plainLinear(Value h, Operation *user) {
+  auto linear = h.getDefiningOp<LinearOp>();
+  if (!linear || !linear->hasOneUse() || !linear.getBias() ||
+      linear.getActivation() || linear.getResidual() ||
+      linear->getBlock() != user->getBlock())
+    return {};
+  return linear;
+}
+
+/// gated_residual_norm(x, linear(a, W, b), gate, …) (not f32_result) →
+/// linear_residual_norm(a, W, b, residual x, gate, …).
+struct GatedLinearNorm : OpRewritePattern<GatedResidualNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GatedResidualNormOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getF32Result())
+      return failure();
+    LinearOp linear = plainLinear(op.getH(), op);
+    if (!linear || linear.getResult().getType() != op.getInput().getType())
+      return failure();
+    auto fused = LinearResidualNormOp::create(
+        rewriter, fuse(linear, op), linear.getInput(), linear.getWeight(),
+        linear.getBias(), op.getInput(), op.getGate(), op.getPlus(),
+        op.getShift(), op.getScale(), op.getWeight(), op.getBias(),
+        op.getEpsAttr());
+    rewriter.replaceOp(op, fused.getResults());
+    rewriter.eraseOp(linear);
+    return success();
+  }
+};
+
+/// norm(linear(a, W, b) residual x) for a LayerNorm-modulate or a last-axis
+/// LayerNorm → linear_residual_norm(a, W, b, residual x) (no gate), whose
+/// first result replaces the linear's other uses. As in ResidualNorm, the
+/// fused op goes where the norm was, so those must follow the norm in its
+/// block.
+template <typename NormOp>
+struct ResidualLinearNorm : OpRewritePattern<NormOp> {
+  using OpRewritePattern<NormOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(NormOp norm,
+                                PatternRewriter &rewriter) const override {
+    Value sum = norm.getInput();
+    auto linear = sum.template getDefiningOp<LinearOp>();
+    if (!linear || !linear.getResidual() || !linear.getBias() ||
+        linear.getActivation() || linear->getBlock() != norm->getBlock() ||
+        llvm::count(norm->getOperands(), sum) != 1)
+      return failure();
+    for (Operation *user : sum.getUsers())
+      if (user != norm && (user->getBlock() != norm->getBlock() ||
+                           !norm->isBeforeInBlock(user)))
+        return failure();
+    Value shift, scale, weight, bias;
+    if constexpr (std::is_same_v<NormOp, LayerNormModulateOp>) {
+      shift = norm.getShift();
+      scale = norm.getScale();
+    } else {
+      int64_t axis = norm.getAxisAttr().getInt();
+      if (axis != -1 && axis != norm.getInput().getType().getRank() - 1)
+        return failure();
+      weight = norm.getWeight();
+      bias = norm.getBias();
+    }
+    auto fused = LinearResidualNormOp::create(
+        rewriter, fuse(linear, norm), linear.getInput(), linear.getWeight(),
+        linear.getBias(), linear.getResidual(), /*gate=*/Value(),
+        /*plus=*/Value(), shift, scale, weight, bias, norm.getEpsAttr());
+    rewriter.replaceOp(norm, fused.getResult());
+    rewriter.replaceOp(linear, fused.getResidual());
+    return success();
+  }
+};
+
 /// attention(head_rms_norm(q), head_rms_norm(k), v) (dense, or sparse within
 /// segments): the norms become the op's gains.
 template <typename Op> struct AttentionNorms : OpRewritePattern<Op> {
@@ -254,6 +331,16 @@ struct FuseResidualNormPass
   void runOnOperation() override {
     if (failed(applyOne<ResidualNorm<LayerNormModulateOp>,
                         ResidualNorm<LayerNormOp>>(getOperation())))
+      signalPassFailure();
+  }
+};
+
+struct FuseLinearNormPass
+    : trellis::impl::TrellisFuseLinearNormBase<FuseLinearNormPass> {
+  void runOnOperation() override {
+    if (failed(
+            applyOne<GatedLinearNorm, ResidualLinearNorm<LayerNormModulateOp>,
+                     ResidualLinearNorm<LayerNormOp>>(getOperation())))
       signalPassFailure();
   }
 };

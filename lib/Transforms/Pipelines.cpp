@@ -31,6 +31,11 @@ void mlir::trellis::buildFusionPipeline(OpPassManager &pm,
   // After the chunking: the gated residuals of unchunked linears only.
   pm.addPass(createTrellisFuseLinearResidual());
   pm.addPass(createTrellisFuseResidualNorm());
+  // Not yet here: trellis-fuse-linear-norm (the GEMM before each
+  // residual-stream norm into one linear_residual_norm). Its sm_90a kernel
+  // (runtime/kernels/gemm_norm_sm90.cuh) is measured in bench/gemm_norm but
+  // not yet a runtime command: it loses to cuBLASLt + the row kernel at 4096
+  // rows (two waves of 30 co-resident clusters). The pass is in trellis-opt.
   pm.addPass(createCSEPass());
   // Last: the two branches' common prefix (of fused ops) computed once.
   if (sharePrefix)

@@ -427,6 +427,59 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
       out.push_back(normed);
       return Status::ok();
     }
+    if (op == "trellis.linear_residual_norm") {
+      // The unfused ops in turn, each rounded to x's dtype: linear, gated
+      // residual (or add), plus, then the norm of the rounded residual.
+      // Operands: input, weight, bias, x, then the optional gate, plus,
+      // shift + scale, norm weight + bias (told apart by the operand segment
+      // sizes).
+      TRY(a, in.tensor(0));
+      TRY(w, in.tensor(1));
+      TRY(bias, in.tensor(2));
+      TRY(x, in.tensor(3));
+      TRY(eps, instr.floatAttr("eps"));
+      TRY(sizes, instr.intArrayAttr("operandSegmentSizes"));
+      if (sizes.size() != 10)
+        return Error{"linear_residual_norm: operandSegmentSizes must have 10 "
+                     "entries"};
+      TRY(h, ref::linear(a, w, &bias));
+      size_t next = 4;
+      HostTensor residual;
+      if (sizes[4]) {
+        TRY(gate, in.tensor(next++));
+        TRY(gated, ref::gatedResidual(x, h, gate));
+        residual = gated;
+      } else {
+        // As trellis.linear … residual x: the rounded product plus x.
+        TRY(sum, ref::binary(ref::BinaryKind::Add, h, x));
+        residual = sum;
+      }
+      if (sizes[5]) {
+        TRY(plus, in.tensor(next++));
+        TRY(sum, ref::binary(ref::BinaryKind::Add, residual, plus));
+        residual = sum;
+      }
+      if (sizes[6]) {
+        TRY(shift, in.tensor(next));
+        TRY(scale, in.tensor(next + 1));
+        TRY(normed, ref::layerNormModulate(residual, shift, scale, float(eps)));
+        out.push_back(residual);
+        out.push_back(normed);
+        return Status::ok();
+      }
+      std::optional<HostTensor> nw, nb;
+      if (sizes[8]) {
+        TRY(wt, in.tensor(next));
+        TRY(bt, in.tensor(next + 1));
+        nw = wt;
+        nb = bt;
+      }
+      TRY(normed, ref::layerNorm(residual, -1, float(eps), nw ? &*nw : nullptr,
+                                 nb ? &*nb : nullptr));
+      out.push_back(residual);
+      out.push_back(normed);
+      return Status::ok();
+    }
     if (op == "trellis.layer_norm") {
       TRY(x, in.tensor(0));
       auto w = optTensor(1), b = optTensor(2);

@@ -90,3 +90,59 @@ func.func @linear_residual(%h: tensor<1x4096x1024xf16>, %w: tensor<1024x1024xf16
               tensor<1x4096x1024xf16>) -> tensor<1x4096x1024xf16>
   return %r : tensor<1x4096x1024xf16>
 }
+
+// A GEMM into the residual stream and the norm after it
+// (trellis-fuse-linear-norm): the gated forms with modulate (plus a row) or
+// affine, the ungated form of `linear … residual` with modulate or a plain
+// LayerNorm, and voxel rows.
+// CHECK-LABEL: func.func @linear_residual_norm
+func.func @linear_residual_norm(%a: tensor<1x4096x4096xf16>, %w: tensor<1024x4096xf16>, %b: tensor<1024xf16>,
+                                %a2: tensor<1x4096x1024xf16>, %w2: tensor<1024x1024xf16>,
+                                %x: tensor<1x4096x1024xf16>, %gate: tensor<1x1024xf16>,
+                                %shift: tensor<1x1024xf16>, %scale: tensor<1x1024xf16>,
+                                %nw: tensor<1024xf32>, %nb: tensor<1024xf32>,
+                                %ar: tensor<?x256xf16, #trellis.bounds<[64]>>, %wr: tensor<128x256xf16>, %br: tensor<128xf16>,
+                                %xr: tensor<?x128xf16, #trellis.bounds<[64]>>, %gr: tensor<1x128xf16>)
+    -> (tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>,
+        tensor<1x4096x1024xf16>, tensor<?x128xf16, #trellis.bounds<[64]>>, tensor<?x128xf16, #trellis.bounds<[64]>>) {
+  // CHECK: %[[R:.*]], %[[Y:.*]] = trellis.linear_residual_norm %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} gate %{{.*}} modulate %{{.*}}, %{{.*}} {eps = 9.9999999999999995E-7 : f64} : (tensor<1x4096x4096xf16>, tensor<1024x4096xf16>, tensor<1024xf16>, tensor<1x4096x1024xf16>, tensor<1x1024xf16>, tensor<1x1024xf16>, tensor<1x1024xf16>) -> (tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>)
+  // CHECK: trellis.linear_residual_norm %{{.*}}, %{{.*}}, %{{.*}} residual %[[R]] modulate %{{.*}}, %{{.*}} {eps = 9.9999999999999995E-7 : f64} : (tensor<1x4096x1024xf16>, tensor<1024x1024xf16>, tensor<1024xf16>, tensor<1x4096x1024xf16>, tensor<1x1024xf16>, tensor<1x1024xf16>) -> (tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>)
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x gate %gate
+             modulate %shift, %scale {eps = 1.0e-06 : f64}
+             : (tensor<1x4096x4096xf16>, tensor<1024x4096xf16>, tensor<1024xf16>,
+                tensor<1x4096x1024xf16>, tensor<1x1024xf16>, tensor<1x1024xf16>,
+                tensor<1x1024xf16>)
+             -> (tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>)
+  %r2, %n = trellis.linear_residual_norm %a2, %w2, %b residual %r
+              modulate %shift, %scale {eps = 1.0e-06 : f64}
+              : (tensor<1x4096x1024xf16>, tensor<1024x1024xf16>, tensor<1024xf16>,
+                 tensor<1x4096x1024xf16>, tensor<1x1024xf16>, tensor<1x1024xf16>)
+              -> (tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>)
+  // CHECK: trellis.linear_residual_norm %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} gate %{{.*}} affine %{{.*}}, %{{.*}} {eps = 9.9999999999999995E-7 : f64} : (tensor<1x4096x1024xf16>, tensor<1024x1024xf16>, tensor<1024xf16>, tensor<1x4096x1024xf16>, tensor<1x1024xf16>, tensor<1024xf32>, tensor<1024xf32>) -> (tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>)
+  %r3, %y3 = trellis.linear_residual_norm %a2, %w2, %b residual %x gate %gate affine %nw, %nb {eps = 1.0e-06 : f64}
+               : (tensor<1x4096x1024xf16>, tensor<1024x1024xf16>, tensor<1024xf16>, tensor<1x4096x1024xf16>,
+                  tensor<1x1024xf16>, tensor<1024xf32>, tensor<1024xf32>)
+               -> (tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>)
+  // CHECK: trellis.linear_residual_norm %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} gate %{{.*}} plus %{{.*}} modulate %{{.*}}, %{{.*}} {eps = 9.9999999999999995E-7 : f64} : (tensor<1x4096x1024xf16>, tensor<1024x1024xf16>, tensor<1024xf16>, tensor<1x4096x1024xf16>, tensor<1x1024xf16>, tensor<1x1024xf16>, tensor<1x1024xf16>, tensor<1x1024xf16>) -> (tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>)
+  %r4, %y4 = trellis.linear_residual_norm %a2, %w2, %b residual %x gate %gate plus %gate modulate %shift, %scale {eps = 1.0e-06 : f64}
+               : (tensor<1x4096x1024xf16>, tensor<1024x1024xf16>, tensor<1024xf16>, tensor<1x4096x1024xf16>,
+                  tensor<1x1024xf16>, tensor<1x1024xf16>, tensor<1x1024xf16>, tensor<1x1024xf16>)
+               -> (tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>)
+  // CHECK: trellis.linear_residual_norm %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} gate %{{.*}} plus %{{.*}} {eps = 1.000000e-05 : f64} : (tensor<1x4096x1024xf16>, tensor<1024x1024xf16>, tensor<1024xf16>, tensor<1x4096x1024xf16>, tensor<1x1024xf16>, tensor<1x4096x1024xf16>) -> (tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>)
+  %r5, %y5 = trellis.linear_residual_norm %a2, %w2, %b residual %x gate %gate plus %x {eps = 1.0e-05 : f64}
+               : (tensor<1x4096x1024xf16>, tensor<1024x1024xf16>, tensor<1024xf16>, tensor<1x4096x1024xf16>,
+                  tensor<1x1024xf16>, tensor<1x4096x1024xf16>)
+               -> (tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>)
+  // CHECK: trellis.linear_residual_norm %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} {eps = 1.000000e-05 : f64} : (tensor<?x256xf16, #trellis.bounds<[64]>>, tensor<128x256xf16>, tensor<128xf16>, tensor<?x128xf16, #trellis.bounds<[64]>>) -> (tensor<?x128xf16, #trellis.bounds<[64]>>, tensor<?x128xf16, #trellis.bounds<[64]>>)
+  %r6, %y6 = trellis.linear_residual_norm %ar, %wr, %br residual %xr {eps = 1.0e-05 : f64}
+               : (tensor<?x256xf16, #trellis.bounds<[64]>>, tensor<128x256xf16>, tensor<128xf16>,
+                  tensor<?x128xf16, #trellis.bounds<[64]>>)
+               -> (tensor<?x128xf16, #trellis.bounds<[64]>>, tensor<?x128xf16, #trellis.bounds<[64]>>)
+  // CHECK: trellis.linear_residual_norm %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} gate %{{.*}} modulate %{{.*}}, %{{.*}} {eps = 9.9999999999999995E-7 : f64} : (tensor<?x256xf16, #trellis.bounds<[64]>>, tensor<128x256xf16>, tensor<128xf16>, tensor<?x128xf16, #trellis.bounds<[64]>>, tensor<1x128xf16>, tensor<1x128xf16>, tensor<1x128xf16>)
+  %r7, %y7 = trellis.linear_residual_norm %ar, %wr, %br residual %xr gate %gr modulate %gr, %gr {eps = 1.0e-06 : f64}
+               : (tensor<?x256xf16, #trellis.bounds<[64]>>, tensor<128x256xf16>, tensor<128xf16>,
+                  tensor<?x128xf16, #trellis.bounds<[64]>>, tensor<1x128xf16>, tensor<1x128xf16>, tensor<1x128xf16>)
+               -> (tensor<?x128xf16, #trellis.bounds<[64]>>, tensor<?x128xf16, #trellis.bounds<[64]>>)
+  return %y, %n, %y3, %y4, %y5, %y6, %y7 : tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>, tensor<1x4096x1024xf16>,
+        tensor<1x4096x1024xf16>, tensor<?x128xf16, #trellis.bounds<[64]>>, tensor<?x128xf16, #trellis.bounds<[64]>>
+}

@@ -2378,6 +2378,166 @@ func.func @residual_norm_f32_input(%x: tensor<2x16x8xf32>, %s: tensor<2x8xf32>) 
 
 // -----
 
+func.func @linear_residual_norm_input_rank(%a: tensor<f16>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<8xf16>, %g: tensor<1x8xf16>) {
+  // expected-error @+1 {{input must have rank >= 1, found 'tensor<f16>'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x {eps = 1.0e-06 : f64} : (tensor<f16>, tensor<8x4xf16>, tensor<8xf16>, tensor<8xf16>) -> (tensor<8xf16>, tensor<8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_weight_rank(%a: tensor<2x16x4xf16>, %w: tensor<8xf16>, %b: tensor<8xf16>, %x: tensor<2x16x8xf16>) {
+  // expected-error @+1 {{weight must be [N, K], found 'tensor<8xf16>'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8xf16>, tensor<8xf16>, tensor<2x16x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_weight_type(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf32>, %b: tensor<8xf16>, %x: tensor<2x16x8xf16>) {
+  // expected-error @+1 {{weight element type 'f32' differs from input element type 'f16'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8x4xf32>, tensor<8xf16>, tensor<2x16x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_bias_type(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<8xf32>, %x: tensor<2x16x8xf16>) {
+  // expected-error @+1 {{bias element type 'f32' differs from input element type 'f16'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<8xf32>, tensor<2x16x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_residual_type(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<2x16x8xf32>) {
+  // expected-error @+1 {{residual element type 'f32' differs from input element type 'f16'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<8xf16>, tensor<2x16x8xf32>) -> (tensor<2x16x8xf32>, tensor<2x16x8xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_features(%a: tensor<2x16x4xf16>, %w: tensor<8x5xf16>, %b: tensor<8xf16>, %x: tensor<2x16x8xf16>) {
+  // expected-error @+1 {{input has 4 features but the weight expects 5 (weight 'tensor<8x5xf16>')}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8x5xf16>, tensor<8xf16>, tensor<2x16x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_bias_shape(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<4xf16>, %x: tensor<2x16x8xf16>) {
+  // expected-error @+1 {{bias must be [8], found 'tensor<4xf16>'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<4xf16>, tensor<2x16x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_residual_shape(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<2x8x8xf16>) {
+  // expected-error @+1 {{residual must have the linear's result type 'tensor<2x16x8xf16>' (the input's leading dimensions, then N = 8), found 'tensor<2x8x8xf16>'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<8xf16>, tensor<2x8x8xf16>) -> (tensor<2x8x8xf16>, tensor<2x8x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_residual_bounds(%a: tensor<?x4xf16, #trellis.bounds<[64]>>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<?x8xf16, #trellis.bounds<[32]>>) {
+  // expected-error @+1 {{residual must have the linear's result type 'tensor<?x8xf16, #trellis.bounds<[64]>>' (the input's leading dimensions, then N = 8), found 'tensor<?x8xf16, #trellis.bounds<[32]>>'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x {eps = 1.0e-06 : f64} : (tensor<?x4xf16, #trellis.bounds<[64]>>, tensor<8x4xf16>, tensor<8xf16>, tensor<?x8xf16, #trellis.bounds<[32]>>) -> (tensor<?x8xf16, #trellis.bounds<[32]>>, tensor<?x8xf16, #trellis.bounds<[32]>>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_shift_only(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>) {
+  // expected-error @+1 {{modulate needs both shift and scale}}
+  %r, %y = "trellis.linear_residual_norm"(%a, %w, %b, %x, %s) <{eps = 1.0e-06 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1, 0, 0, 0>}> : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<8xf16>, tensor<2x16x8xf16>, tensor<2x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_weight_only(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<2x16x8xf16>, %nw: tensor<8xf32>) {
+  // expected-error @+1 {{affine needs both weight and bias}}
+  %r, %y = "trellis.linear_residual_norm"(%a, %w, %b, %x, %nw) <{eps = 1.0e-06 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0, 0, 1, 0>}> : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<8xf16>, tensor<2x16x8xf16>, tensor<8xf32>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_both(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>, %nw: tensor<8xf32>) {
+  // expected-error @+1 {{takes modulate or affine, not both}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x modulate %s, %s affine %nw, %nw {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<8xf16>, tensor<2x16x8xf16>, tensor<2x8xf16>, tensor<2x8xf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_plus_without_gate(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>) {
+  // expected-error @+1 {{plus needs a gate}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x plus %s {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<8xf16>, tensor<2x16x8xf16>, tensor<2x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_eps(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<2x16x8xf16>) {
+  // expected-error @+1 {{eps must be > 0, found 0}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x {eps = 0.0 : f64} : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<8xf16>, tensor<2x16x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_gate(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<2x16x8xf16>, %g: tensor<3x8xf16>) {
+  // expected-error @+1 {{gate must have the residual's type 'tensor<2x16x8xf16>' or be a per-sample [B, C] = [2, 8], found 'tensor<3x8xf16>'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x gate %g {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<8xf16>, tensor<2x16x8xf16>, tensor<3x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_gate_type(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<2x16x8xf16>, %g: tensor<2x8xf32>) {
+  // expected-error @+1 {{gate element type 'f32' differs from residual element type 'f16'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x gate %g {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<8xf16>, tensor<2x16x8xf16>, tensor<2x8xf32>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_plus(%a: tensor<?x4xf16, #trellis.bounds<[64]>>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<?x8xf16, #trellis.bounds<[64]>>, %g: tensor<1x8xf16>, %p: tensor<2x8xf16>) {
+  // expected-error @+1 {{plus must have the residual's type 'tensor<?x8xf16, #trellis.bounds<[64]>>' or be one row [1, 8], found 'tensor<2x8xf16>'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x gate %g plus %p {eps = 1.0e-06 : f64} : (tensor<?x4xf16, #trellis.bounds<[64]>>, tensor<8x4xf16>, tensor<8xf16>, tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<1x8xf16>, tensor<2x8xf16>) -> (tensor<?x8xf16, #trellis.bounds<[64]>>, tensor<?x8xf16, #trellis.bounds<[64]>>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_shift(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>, %c: tensor<2x4xf16>) {
+  // expected-error @+1 {{shift must have the residual's type 'tensor<2x16x8xf16>' or be a per-sample [B, C] = [2, 8], found 'tensor<2x4xf16>'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x modulate %c, %s {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<8xf16>, tensor<2x16x8xf16>, tensor<2x4xf16>, tensor<2x8xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_scale(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<2x16x8xf16>, %s: tensor<2x8xf16>, %c: tensor<2x16x4xf16>) {
+  // expected-error @+1 {{scale must have the residual's type 'tensor<2x16x8xf16>' or be a per-sample [B, C] = [2, 8], found 'tensor<2x16x4xf16>'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x modulate %s, %c {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<8xf16>, tensor<2x16x8xf16>, tensor<2x8xf16>, tensor<2x16x4xf16>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
+func.func @linear_residual_norm_norm_weight(%a: tensor<2x16x4xf16>, %w: tensor<8x4xf16>, %b: tensor<8xf16>, %x: tensor<2x16x8xf16>, %g: tensor<2x8xf16>, %nw: tensor<8xf32>, %nb: tensor<4xf32>) {
+  // expected-error @+1 {{norm bias must be [8], found 'tensor<4xf32>'}}
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x gate %g affine %nw, %nb {eps = 1.0e-06 : f64} : (tensor<2x16x4xf16>, tensor<8x4xf16>, tensor<8xf16>, tensor<2x16x8xf16>, tensor<2x8xf16>, tensor<8xf32>, tensor<4xf32>) -> (tensor<2x16x8xf16>, tensor<2x16x8xf16>)
+  return
+}
+
+// -----
+
 func.func @linear_activation(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) {
   // expected-error @+1 {{activation must be "gelu_tanh", found "relu"}}
   %y = trellis.linear %x, %w {activation = "relu"} : (tensor<4x8xf16>, tensor<16x8xf16>) -> tensor<4x16xf16>

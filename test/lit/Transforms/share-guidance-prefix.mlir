@@ -81,3 +81,38 @@ func.func @sparse_state(%noise: tensor<?x8xf32, #trellis.bounds<[64]>>, %cond: t
   }
   return %r : tensor<?x8xf32, #trellis.bounds<[64]>>
 }
+
+// Fused ops with optional operand groups (trellis-fuse-linear-norm's, as in
+// the first flow block): the same operands and segments are shared; the same
+// operand values in other groups (gate + plus against modulate) are not.
+// CHECK-LABEL: func.func @operand_segments
+func.func @operand_segments(%noise: tensor<1x8xf32>, %cond: tensor<1x4x8xf32>, %neg: tensor<1x4x8xf32>,
+                            %w: tensor<8x8xf32>, %b: tensor<8xf32>, %c: tensor<1x8xf32>) -> tensor<1x8xf32> {
+  // CHECK: trellis.flow_sample
+  // CHECK-NEXT: ^bb0(%{{.*}}: tensor<1x8xf32>, %{{.*}}: tensor<1xf32>, %[[R:.*]]: tensor<1x8xf32>, %[[Y:.*]]: tensor<1x8xf32>):
+  // CHECK-NEXT: trellis.linear_residual_norm %[[Y]], %{{.*}}, %{{.*}} residual %[[R]] gate %{{.*}} plus %{{.*}} {eps
+  // CHECK: } uncond {
+  // CHECK-NEXT: ^bb0(%{{.*}}: tensor<1x8xf32>, %{{.*}}: tensor<1xf32>, %[[RU:.*]]: tensor<1x8xf32>, %[[YU:.*]]: tensor<1x8xf32>):
+  // CHECK-NEXT: trellis.linear_residual_norm %[[YU]], %{{.*}}, %{{.*}} residual %[[RU]] modulate %{{.*}}, %{{.*}} {eps
+  // CHECK: } shared {
+  // CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<1x8xf32>, %{{.*}}: tensor<1xf32>):
+  // CHECK-NEXT: %[[SR:.*]], %[[SY:.*]] = trellis.linear_residual_norm %[[X]], %{{.*}}, %{{.*}} residual %[[X]] gate %{{.*}} modulate %{{.*}}, %{{.*}} {eps
+  // CHECK-NEXT: trellis.shared_yield %[[SR]], %[[SY]] : tensor<1x8xf32>, tensor<1x8xf32>
+  %r = trellis.flow_sample %noise, %cond, %neg
+         {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64,
+          rescale_t = 3.000000e+00 : f64, steps = 25 : i64}
+         : (tensor<1x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x8xf32> {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>):
+    %r1, %y1 = trellis.linear_residual_norm %x, %w, %b residual %x gate %c modulate %c, %c {eps = 1.0e-06 : f64} : (tensor<1x8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>) -> (tensor<1x8xf32>, tensor<1x8xf32>)
+    %r2, %y2 = trellis.linear_residual_norm %y1, %w, %b residual %r1 gate %c plus %c {eps = 1.0e-06 : f64} : (tensor<1x8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>) -> (tensor<1x8xf32>, tensor<1x8xf32>)
+    %v = trellis.add %y2, %r2 : (tensor<1x8xf32>, tensor<1x8xf32>) -> tensor<1x8xf32>
+    trellis.yield %v : tensor<1x8xf32>
+  } uncond {
+  ^bb0(%x: tensor<1x8xf32>, %tau: tensor<1xf32>):
+    %r1, %y1 = trellis.linear_residual_norm %x, %w, %b residual %x gate %c modulate %c, %c {eps = 1.0e-06 : f64} : (tensor<1x8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>) -> (tensor<1x8xf32>, tensor<1x8xf32>)
+    %r2, %y2 = trellis.linear_residual_norm %y1, %w, %b residual %r1 modulate %c, %c {eps = 1.0e-06 : f64} : (tensor<1x8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>) -> (tensor<1x8xf32>, tensor<1x8xf32>)
+    %v = trellis.add %y2, %r2 : (tensor<1x8xf32>, tensor<1x8xf32>) -> tensor<1x8xf32>
+    trellis.yield %v : tensor<1x8xf32>
+  }
+  return %r : tensor<1x8xf32>
+}

@@ -37,6 +37,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <functional>
@@ -607,6 +608,54 @@ TEST_F(FusionNumeric, FuseResidualNormIsExact) {
   EXPECT_EQ(relativeL2(slatAfter, slatBefore), 0.0);
 }
 
+// The GEMM before each residual-stream norm into the norm's op, against the
+// program with the fusions before it in the pipeline (the norm-modulate,
+// linear-residual and residual-norm fusions): bit for bit, dense and sparse
+// (the CPU reference runs the unfused ops in turn).
+TEST_F(FusionNumeric, FuseLinearNormIsExact) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = graphModule(1);
+  mlir::PassManager pm(&context_);
+  specialize(pm);
+  pm.addPass(mlir::trellis::createTrellisFoldZeroConditioning());
+  pm.addPass(mlir::trellis::createTrellisFuseNormModulate());
+  pm.addPass(mlir::trellis::createTrellisFuseLinearResidual());
+  pm.addPass(mlir::trellis::createTrellisFuseResidualNorm());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  HostTensor ssBefore = runSsStage(*module, 1);
+  HostTensor slatBefore = runSlatStage(*module, 1);
+  mlir::PassManager fuse(&context_);
+  fuse.addPass(mlir::trellis::createTrellisFuseLinearNorm());
+  fuse.addPass(mlir::trellis::createTrellisVerifyLocations());
+  ASSERT_TRUE(mlir::succeeded(fuse.run(*module)));
+  // Per stage, two sampler regions of 2 blocks. Every gated_residual_norm
+  // (its h is the output projection or fc2, a linear of its own) takes its
+  // linear in, except the SS flow's 2 f32_result ones (the f32 output
+  // layer): SS 8 - 2 = 6, SLat 6 (FuseResidualNormIsExact's counts).
+  // `linear … residual` + norm: the conditional region's cross-attention
+  // projection and its LayerNorm-modulate, once per block (the
+  // unconditional region's is the folded row, a `plus`): 2 per stage; in
+  // the SLat flow also each region's output block (skip linear + the conv's
+  // residual, then the output LayerNorm): 2 more. SS 6 + 2 = 8, SLat
+  // 6 + 2 + 2 = 10; no gated_residual_norm but the f32_result ones is left.
+  for (auto [stage, fused, ungated, left] :
+       {std::tuple("ss_stage", 8, 2, 2), std::tuple("slat_stage", 10, 4, 0)}) {
+    mlir::Operation *fn = module->lookupSymbol(stage);
+    EXPECT_EQ(count(fn, "trellis.linear_residual_norm"), fused) << stage;
+    EXPECT_EQ(count(fn, "trellis.gated_residual_norm"), left) << stage;
+    int64_t noGate = 0;
+    fn->walk([&](mlir::trellis::LinearResidualNormOp op) {
+      noGate += !op.getGate();
+    });
+    EXPECT_EQ(noGate, ungated) << stage;
+  }
+  HostTensor ssAfter = runSsStage(*module, 1);
+  HostTensor slatAfter = runSlatStage(*module, 1);
+  ASSERT_GT(ssBefore.numel(), 0);
+  ASSERT_GT(slatBefore.numel(), 0);
+  EXPECT_EQ(relativeL2(ssAfter, ssBefore), 0.0);
+  EXPECT_EQ(relativeL2(slatAfter, slatBefore), 0.0);
+}
+
 TEST_F(FusionNumeric, FormAttentionIsExact) {
   mlir::OwningOpRef<mlir::ModuleOp> after;
   EXPECT_EQ(compare(
@@ -763,6 +812,175 @@ TEST(FusedOpKernels, BroadcastRowsLike) {
     ASSERT_EQ(y.shape(), (Shape{n, 2, 3}));
     for (int64_t i = 0; i < y.numel(); ++i)
       EXPECT_EQ(y.data<uint16_t>()[i], uint16_t(0x3c00 + i % 6)) << i;
+  }
+}
+
+/// trellis.linear_residual_norm on the CPU reference against the unfused ops
+/// it stands for, in every form (gate or not, plus, modulate / affine /
+/// plain LayerNorm), f16 and f32: both results bit for bit. (`E` is the
+/// element type; a reshape to the same type stands for "no plus"; `plus` is
+/// x-shaped: the reference's add broadcasts a [B, C] row only for B = 1.)
+TEST(FusedOpKernels, LinearResidualNorm) {
+  const std::string text = R"mlir(
+!a = tensor<2x5x24xE>
+!w = tensor<16x24xE>
+!b = tensor<16xE>
+!x = tensor<2x5x16xE>
+!v = tensor<2x16xE>
+!n = tensor<16xf32>
+func.func @fused_gated_modulate(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x gate %g modulate %s, %c
+             {eps = 1.0e-05 : f64} : (!a, !w, !b, !x, !v, !v, !v) -> (!x, !x)
+  return %r, %y : !x, !x
+}
+func.func @unfused_gated_modulate(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %h = trellis.linear %a, %w, %b : (!a, !w, !b) -> !x
+  %r0 = trellis.gated_residual %x, %h, %g : (!x, !x, !v) -> !x
+  %r = trellis.reshape %r0 : (!x) -> !x
+  %y = trellis.layer_norm_modulate %r, %s, %c {eps = 1.0e-05 : f64} : (!x, !v, !v) -> !x
+  return %r, %y : !x, !x
+}
+func.func @fused_gated_affine(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x gate %g affine %nw, %nb
+             {eps = 1.0e-05 : f64} : (!a, !w, !b, !x, !v, !n, !n) -> (!x, !x)
+  return %r, %y : !x, !x
+}
+func.func @unfused_gated_affine(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %h = trellis.linear %a, %w, %b : (!a, !w, !b) -> !x
+  %r0 = trellis.gated_residual %x, %h, %g : (!x, !x, !v) -> !x
+  %r = trellis.reshape %r0 : (!x) -> !x
+  %y = trellis.layer_norm %r, %nw, %nb {eps = 1.0e-05 : f64} : (!x, !n, !n) -> !x
+  return %r, %y : !x, !x
+}
+func.func @fused_plus_modulate(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x gate %g plus %p modulate %s, %c
+             {eps = 1.0e-05 : f64} : (!a, !w, !b, !x, !v, !x, !v, !v) -> (!x, !x)
+  return %r, %y : !x, !x
+}
+func.func @unfused_plus_modulate(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %h = trellis.linear %a, %w, %b : (!a, !w, !b) -> !x
+  %r0 = trellis.gated_residual %x, %h, %g : (!x, !x, !v) -> !x
+  %r = trellis.add %r0, %p : (!x, !x) -> !x
+  %y = trellis.layer_norm_modulate %r, %s, %c {eps = 1.0e-05 : f64} : (!x, !v, !v) -> !x
+  return %r, %y : !x, !x
+}
+func.func @fused_plus_plain(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x gate %g plus %p
+             {eps = 1.0e-05 : f64} : (!a, !w, !b, !x, !v, !x) -> (!x, !x)
+  return %r, %y : !x, !x
+}
+func.func @unfused_plus_plain(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %h = trellis.linear %a, %w, %b : (!a, !w, !b) -> !x
+  %r0 = trellis.gated_residual %x, %h, %g : (!x, !x, !v) -> !x
+  %r = trellis.add %r0, %p : (!x, !x) -> !x
+  %y = trellis.layer_norm %r {eps = 1.0e-05 : f64} : (!x) -> !x
+  return %r, %y : !x, !x
+}
+func.func @fused_add_modulate(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x modulate %s, %c
+             {eps = 1.0e-05 : f64} : (!a, !w, !b, !x, !v, !v) -> (!x, !x)
+  return %r, %y : !x, !x
+}
+func.func @unfused_add_modulate(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %h = trellis.linear %a, %w, %b : (!a, !w, !b) -> !x
+  %r0 = trellis.add %x, %h : (!x, !x) -> !x
+  %r = trellis.reshape %r0 : (!x) -> !x
+  %y = trellis.layer_norm_modulate %r, %s, %c {eps = 1.0e-05 : f64} : (!x, !v, !v) -> !x
+  return %r, %y : !x, !x
+}
+func.func @fused_add_affine(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x affine %nw, %nb
+             {eps = 1.0e-05 : f64} : (!a, !w, !b, !x, !n, !n) -> (!x, !x)
+  return %r, %y : !x, !x
+}
+func.func @unfused_add_affine(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %h = trellis.linear %a, %w, %b : (!a, !w, !b) -> !x
+  %r0 = trellis.add %x, %h : (!x, !x) -> !x
+  %r = trellis.reshape %r0 : (!x) -> !x
+  %y = trellis.layer_norm %r, %nw, %nb {eps = 1.0e-05 : f64} : (!x, !n, !n) -> !x
+  return %r, %y : !x, !x
+}
+func.func @fused_add_plain(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %r, %y = trellis.linear_residual_norm %a, %w, %b residual %x
+             {eps = 1.0e-05 : f64} : (!a, !w, !b, !x) -> (!x, !x)
+  return %r, %y : !x, !x
+}
+func.func @unfused_add_plain(%a: !a, %w: !w, %b: !b, %x: !x, %g: !v, %p: !x,
+    %s: !v, %c: !v, %nw: !n, %nb: !n) -> (!x, !x) {
+  %h = trellis.linear %a, %w, %b : (!a, !w, !b) -> !x
+  %r0 = trellis.add %x, %h : (!x, !x) -> !x
+  %r = trellis.reshape %r0 : (!x) -> !x
+  %y = trellis.layer_norm %r {eps = 1.0e-05 : f64} : (!x) -> !x
+  return %r, %y : !x, !x
+}
+)mlir";
+  const char *forms[] = {"gated_modulate", "gated_affine", "plus_modulate",
+                         "plus_plain",     "add_modulate", "add_affine",
+                         "add_plain"};
+  for (DType dtype : {DType::F16, DType::F32}) {
+    std::string source = text;
+    for (size_t at = source.find("xE>"); at != std::string::npos;
+         at = source.find("xE>", at + 1))
+      source.replace(at + 1, 1, dtype == DType::F16 ? "f16" : "f32");
+    mlir::MLIRContext ctx;
+    ctx.loadDialect<mlir::trellis::TrellisDialect, mlir::func::FuncDialect>();
+    auto module = mlir::parseSourceString<mlir::ModuleOp>(source, &ctx);
+    ASSERT_TRUE(module);
+    std::vector<std::string> entries;
+    for (const char *form : forms)
+      for (const char *prefix : {"fused_", "unfused_"})
+        entries.push_back(prefix + std::string(form));
+    auto serialized = serializeHostProgram(*module, entries);
+    ASSERT_TRUE(mlir::succeeded(serialized));
+    auto program =
+        Program::parse(serialized->program, serialized->locations, "test");
+    ASSERT_TRUE(program.isOk()) << program.message();
+    CpuExecutor exec(*program, nullptr);
+    // Inputs of a few units (the gates and scales smaller), seeded.
+    std::vector<RtValue> inputs;
+    const std::pair<Shape, double> specs[] = {
+        {{2, 5, 24}, 1.0}, {{16, 24}, 0.3},   {{16}, 0.5},    {{2, 5, 16}, 2.0},
+        {{2, 16}, 0.5},    {{2, 5, 16}, 1.0}, {{2, 16}, 0.5}, {{2, 16}, 0.3},
+        {{16}, 1.0},       {{16}, 0.5}};
+    uint64_t seed = 11;
+    for (auto [shape, scale] : specs) {
+      HostTensor v(DType::F32, shape);
+      for (int64_t i = 0; i < v.numel(); ++i)
+        v.mutableData<float>()[i] =
+            float(scale * mkmodel::syntheticNormal(seed, uint64_t(i)));
+      ++seed;
+      bool normAffine = shape.size() == 1 && inputs.size() >= 8;
+      auto cast = ref::cast(v, normAffine ? DType::F32 : dtype);
+      ASSERT_TRUE(cast.isOk());
+      inputs.push_back(*cast);
+    }
+    for (const char *form : forms) {
+      auto fused = exec.run("fused_" + std::string(form), inputs);
+      auto unfused = exec.run("unfused_" + std::string(form), inputs);
+      ASSERT_TRUE(fused.isOk()) << form << ": " << fused.message();
+      ASSERT_TRUE(unfused.isOk()) << form << ": " << unfused.message();
+      for (int i = 0; i < 2; ++i) {
+        const HostTensor &u = std::get<HostTensor>((*fused)[i]);
+        const HostTensor &v = std::get<HostTensor>((*unfused)[i]);
+        ASSERT_EQ(u.dtype(), dtype) << form;
+        ASSERT_EQ(u.shape(), v.shape()) << form;
+        EXPECT_EQ(std::memcmp(u.raw(), v.raw(), u.nbytes()), 0)
+            << form << " result " << i << " (" << dtypeName(dtype) << ")";
+      }
+    }
   }
 }
 
