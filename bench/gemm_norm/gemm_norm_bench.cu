@@ -119,6 +119,7 @@ struct Case {
   const char *name;
   int rows, k;
   bool gate, plus, modulate, affine;
+  bool concurrent = false; ///< also time two launches on two streams
 };
 
 int main(int argc, char **argv) {
@@ -139,11 +140,11 @@ int main(int argc, char **argv) {
        false},
       {"k = 2048, 4096 rows", 4096, 2048, true, false, true, false},
       {"attn out + gated residual + LN affine", 4096, 1024, true, false, false,
-       true},
+       true, true},
       {"cross out + residual + LN modulate", 4096, 1024, false, false, true,
        false},
       {"MLP down + gated residual + LN modulate", 4096, 4096, true, false, true,
-       false},
+       false, true},
       {"attn out + gate + plus + LN modulate", 4096, 1024, true, true, true,
        false},
       {"MLP down, 2 samples x 4096 rows", 8192, 4096, true, false, true, false},
@@ -305,6 +306,47 @@ int main(int argc, char **argv) {
           rowKernel(q);
         },
         reps);
+    if (cs.concurrent) {
+      // Two branches at once (a guided step's conditional and unconditional
+      // forwards run on two streams): each path launched on two streams.
+      cudaStream_t st[2];
+      cudaEvent_t fork, join;
+      for (auto &x : st)
+        CK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
+      CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+      CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+      auto twice = [&](auto &&launch) {
+        CK(cudaEventRecord(fork, 0));
+        for (int b = 0; b < 2; ++b) {
+          CK(cudaStreamWaitEvent(st[b], fork));
+          launch(st[b]);
+          CK(cudaEventRecord(join, st[b]));
+          CK(cudaStreamWaitEvent(0, join));
+        }
+      };
+      const float t2Fused = medianMs(
+          [&] {
+            twice([&](cudaStream_t s) {
+              kernel<<<grid, TRELLIS_GEMM_NORM_THREADS, TRELLIS_GEMM_NORM_SMEM,
+                       s>>>(mA, mW, mX, p);
+            });
+          },
+          reps);
+      const float t2Both = medianMs(
+          [&] {
+            twice([&](cudaStream_t s) {
+              cublasSetStream(blas, s);
+              gemm();
+              trellis_residual_norm_rows<<<
+                  (rows + 3) / 4, TRELLIS_RESIDUAL_NORM_THREADS, 0, s>>>(q);
+            });
+          },
+          reps);
+      cublasSetStream(blas, 0);
+      std::printf("| %s: two streams at once | %d | %d | | | %.4f | | | | "
+                  "%.4f |\n",
+                  cs.name, rows, K, t2Fused, t2Both);
+    }
     const double flop = 2.0 * rows * double(N) * K;
     std::printf("| %s | %d | %d | %.1f | %.1f | %.4f | %.0f | %.4f | %.0f | "
                 "%.4f |\n",
