@@ -98,6 +98,38 @@ struct LinearResidual : OpRewritePattern<AddOp> {
   }
 };
 
+/// Whether every user of `v` other than `norm` and `except` follows `norm` in
+/// its block: a fused op that replaces `v` goes where the norm was.
+bool usersFollowNorm(Value v, Operation *norm, Operation *except = nullptr) {
+  for (Operation *user : v.getUsers())
+    if (user != norm && user != except &&
+        (user->getBlock() != norm->getBlock() || !norm->isBeforeInBlock(user)))
+      return false;
+  return true;
+}
+
+/// The norm's operands of a residual-norm op: LayerNorm-modulate's shift and
+/// scale, or a last-axis LayerNorm's optional weight and bias (failure for
+/// another axis; `rank` is the normalized value's).
+struct NormOperands {
+  Value shift, scale, weight, bias;
+};
+template <typename NormOp>
+FailureOr<NormOperands> normOperands(NormOp norm, int64_t rank) {
+  NormOperands n;
+  if constexpr (std::is_same_v<NormOp, LayerNormModulateOp>) {
+    n.shift = norm.getShift();
+    n.scale = norm.getScale();
+  } else {
+    int64_t axis = norm.getAxisAttr().getInt();
+    if (axis != -1 && axis != rank - 1)
+      return failure();
+    n.weight = norm.getWeight();
+    n.bias = norm.getBias();
+  }
+  return n;
+}
+
 /// norm(gated_residual(x, h, g) [+ plus]) for a LayerNorm-modulate or a
 /// last-axis LayerNorm → gated_residual_norm, whose first result replaces
 /// the residual's other uses. The fused op goes where the norm was, so every
@@ -146,22 +178,11 @@ template <typename NormOp> struct ResidualNorm : OpRewritePattern<NormOp> {
     }
     if (!gated || gated.getResult().getType() != xType)
       return failure();
-    for (Operation *user : residual.getUsers())
-      if (user != norm && user != widen &&
-          (user->getBlock() != norm->getBlock() ||
-           !norm->isBeforeInBlock(user)))
-        return failure();
-    Value shift, scale, weight, bias;
-    if constexpr (std::is_same_v<NormOp, LayerNormModulateOp>) {
-      shift = norm.getShift();
-      scale = norm.getScale();
-    } else {
-      int64_t axis = norm.getAxisAttr().getInt();
-      if (axis != -1 && axis != xType.getRank() - 1)
-        return failure();
-      weight = norm.getWeight();
-      bias = norm.getBias();
-    }
+    if (!usersFollowNorm(residual, norm, widen))
+      return failure();
+    FailureOr<NormOperands> n = normOperands(norm, xType.getRank());
+    if (failed(n))
+      return failure();
     SmallVector<Location> locs{gated.getLoc()};
     if (add)
       locs.push_back(add.getLoc());
@@ -170,8 +191,9 @@ template <typename NormOp> struct ResidualNorm : OpRewritePattern<NormOp> {
     locs.push_back(norm.getLoc());
     auto fused = GatedResidualNormOp::create(
         rewriter, FusedLoc::get(norm.getContext(), locs), gated.getInput(),
-        gated.getH(), gated.getGate(), plus, shift, scale, weight, bias,
-        norm.getEpsAttr(), widen ? rewriter.getUnitAttr() : UnitAttr());
+        gated.getH(), gated.getGate(), plus, n->shift, n->scale, n->weight,
+        n->bias, norm.getEpsAttr(),
+        widen ? rewriter.getUnitAttr() : UnitAttr());
     rewriter.replaceOp(norm, fused.getResult());
     if (widen)
       rewriter.eraseOp(widen);
@@ -235,25 +257,17 @@ struct ResidualLinearNorm : OpRewritePattern<NormOp> {
         linear.getActivation() || linear->getBlock() != norm->getBlock() ||
         llvm::count(norm->getOperands(), sum) != 1)
       return failure();
-    for (Operation *user : sum.getUsers())
-      if (user != norm && (user->getBlock() != norm->getBlock() ||
-                           !norm->isBeforeInBlock(user)))
-        return failure();
-    Value shift, scale, weight, bias;
-    if constexpr (std::is_same_v<NormOp, LayerNormModulateOp>) {
-      shift = norm.getShift();
-      scale = norm.getScale();
-    } else {
-      int64_t axis = norm.getAxisAttr().getInt();
-      if (axis != -1 && axis != norm.getInput().getType().getRank() - 1)
-        return failure();
-      weight = norm.getWeight();
-      bias = norm.getBias();
-    }
+    if (!usersFollowNorm(sum, norm))
+      return failure();
+    FailureOr<NormOperands> n =
+        normOperands(norm, norm.getInput().getType().getRank());
+    if (failed(n))
+      return failure();
     auto fused = LinearResidualNormOp::create(
         rewriter, fuse(linear, norm), linear.getInput(), linear.getWeight(),
         linear.getBias(), linear.getResidual(), /*gate=*/Value(),
-        /*plus=*/Value(), shift, scale, weight, bias, norm.getEpsAttr());
+        /*plus=*/Value(), n->shift, n->scale, n->weight, n->bias,
+        norm.getEpsAttr());
     rewriter.replaceOp(norm, fused.getResult());
     rewriter.replaceOp(linear, fused.getResidual());
     return success();

@@ -165,6 +165,48 @@ struct Operands {
     return var##OrErr.takeError();                                             \
   auto &var = *var##OrErr;
 
+/// The part gated_residual_norm and linear_residual_norm share, as the
+/// unfused ops: `residual` (already gated or added, rounded) plus the
+/// optional added row, then the LayerNorm-modulate or LayerNorm of the
+/// rounded residual (widened first when the result's dtype is wider:
+/// f32_result). `sizes` are the op's operand segment sizes and `plusSegment`
+/// the index of its plus segment (shift, scale, norm weight and norm bias
+/// follow it); `next` is the operand number of the first optional operand.
+Status residualNorm(const Operands &in, const std::vector<int64_t> &sizes,
+                    size_t plusSegment, size_t next, HostTensor residual,
+                    float eps, DType resultDtype, std::vector<RtValue> &out) {
+  if (sizes[plusSegment]) {
+    TRY(plus, in.tensor(next++));
+    TRY(sum, ref::binary(ref::BinaryKind::Add, residual, plus));
+    residual = sum;
+  }
+  if (sizes[plusSegment + 1]) {
+    TRY(shift, in.tensor(next));
+    TRY(scale, in.tensor(next + 1));
+    TRY(normed, ref::layerNormModulate(residual, shift, scale, eps));
+    out.push_back(residual);
+    out.push_back(normed);
+    return Status::ok();
+  }
+  std::optional<HostTensor> w, b;
+  if (sizes[plusSegment + 3]) {
+    TRY(wt, in.tensor(next));
+    TRY(bt, in.tensor(next + 1));
+    w = wt;
+    b = bt;
+  }
+  HostTensor normIn = residual;
+  if (resultDtype != residual.dtype()) {
+    TRY(wide, ref::cast(residual, resultDtype));
+    normIn = wide;
+  }
+  TRY(normed,
+      ref::layerNorm(normIn, -1, eps, w ? &*w : nullptr, b ? &*b : nullptr));
+  out.push_back(residual);
+  out.push_back(normed);
+  return Status::ok();
+}
+
 int64_t intOr(const Instr &i, const char *name, int64_t fallback) {
   auto v = i.intAttr(name);
   return v ? *v : fallback;
@@ -394,38 +436,8 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
         return Error{"gated_residual_norm: operandSegmentSizes must have 8 "
                      "entries"};
       TRY(residual, ref::gatedResidual(x, h, gate));
-      size_t next = 3;
-      if (sizes[3]) {
-        TRY(plus, in.tensor(next++));
-        TRY(sum, ref::binary(ref::BinaryKind::Add, residual, plus));
-        residual = sum;
-      }
-      if (sizes[4]) {
-        TRY(shift, in.tensor(next));
-        TRY(scale, in.tensor(next + 1));
-        TRY(normed, ref::layerNormModulate(residual, shift, scale, float(eps)));
-        out.push_back(residual);
-        out.push_back(normed);
-        return Status::ok();
-      }
-      std::optional<HostTensor> w, b;
-      if (sizes[6]) {
-        TRY(wt, in.tensor(next));
-        TRY(bt, in.tensor(next + 1));
-        w = wt;
-        b = bt;
-      }
-      // f32_result: the norm of the residual widened to the result's dtype.
-      HostTensor normIn = residual;
-      if (instr.types.at(1).dtype != residual.dtype()) {
-        TRY(wide, ref::cast(residual, instr.types.at(1).dtype));
-        normIn = wide;
-      }
-      TRY(normed, ref::layerNorm(normIn, -1, float(eps), w ? &*w : nullptr,
-                                 b ? &*b : nullptr));
-      out.push_back(residual);
-      out.push_back(normed);
-      return Status::ok();
+      return residualNorm(in, sizes, 3, 3, residual, float(eps),
+                          instr.types.at(1).dtype, out);
     }
     if (op == "trellis.linear_residual_norm") {
       // The unfused ops in turn, each rounded to x's dtype: linear, gated
@@ -454,31 +466,8 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
         TRY(sum, ref::binary(ref::BinaryKind::Add, h, x));
         residual = sum;
       }
-      if (sizes[5]) {
-        TRY(plus, in.tensor(next++));
-        TRY(sum, ref::binary(ref::BinaryKind::Add, residual, plus));
-        residual = sum;
-      }
-      if (sizes[6]) {
-        TRY(shift, in.tensor(next));
-        TRY(scale, in.tensor(next + 1));
-        TRY(normed, ref::layerNormModulate(residual, shift, scale, float(eps)));
-        out.push_back(residual);
-        out.push_back(normed);
-        return Status::ok();
-      }
-      std::optional<HostTensor> nw, nb;
-      if (sizes[8]) {
-        TRY(wt, in.tensor(next));
-        TRY(bt, in.tensor(next + 1));
-        nw = wt;
-        nb = bt;
-      }
-      TRY(normed, ref::layerNorm(residual, -1, float(eps), nw ? &*nw : nullptr,
-                                 nb ? &*nb : nullptr));
-      out.push_back(residual);
-      out.push_back(normed);
-      return Status::ok();
+      return residualNorm(in, sizes, 5, next, residual, float(eps),
+                          instr.types.at(1).dtype, out);
     }
     if (op == "trellis.layer_norm") {
       TRY(x, in.tensor(0));
