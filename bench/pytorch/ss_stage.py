@@ -15,6 +15,7 @@ function, reused by all 24 blocks (one graph per batch size), which keeps compil
 """
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
@@ -113,6 +114,66 @@ def make_dec_weights(cfg, dev, hdt):
               ("up",) + conv(c1, c2 * 8, hdt),      # blocks.5
               res(c2), res(c2)]                     # blocks.6, .7
     return {"in": conv(cfg.cin, c0, f32), "layers": layers, "outln": ln(c2), "out": conv(c2, 1, f32)}
+
+
+def load_model_dir(model_dir, dev, hdt):
+    """The SS flow and decoder weights of a model directory (safetensors, any preset), in the
+    functional model's layout: block GEMM and conv weights in `hdt`, norms, gammas, the t-embedder,
+    the input / output layers and the decoder's first and last conv in fp32 (spec §11) — the same
+    dtypes make_flow_weights / make_dec_weights use. With hdt = fp32 everything is fp32 (parity.py)."""
+    import json
+    from safetensors.torch import load_file
+    with open(os.path.join(model_dir, "pipeline.json")) as f:
+        pipe = json.load(f)["args"]["models"]
+    flow = load_file(os.path.join(model_dir, pipe["sparse_structure_flow_model"] + ".safetensors"))
+    dec = load_file(os.path.join(model_dir, pipe["sparse_structure_decoder"] + ".safetensors"))
+    f32 = {k: v.to(dev, torch.float32) for k, v in flow.items()}
+    d32 = {k: v.to(dev, torch.float32) for k, v in dec.items()}
+    W = {"t0w": f32["t_embedder.mlp.0.weight"], "t0b": f32["t_embedder.mlp.0.bias"],
+         "t2w": f32["t_embedder.mlp.2.weight"], "t2b": f32["t_embedder.mlp.2.bias"],
+         "pos": f32["pos_emb"],
+         "inw": f32["input_layer.weight"], "inb": f32["input_layer.bias"],
+         "outw": f32["out_layer.weight"], "outb": f32["out_layer.bias"]}
+    n = 1 + max(int(k.split(".")[1]) for k in f32 if k.startswith("blocks."))
+    blocks = []
+    for i in range(n):
+        p = f"blocks.{i}."
+
+        def g(s, dt=hdt):
+            return f32[p + s].to(dt)
+        blocks.append((g("norm2.weight", torch.float32), g("norm2.bias", torch.float32),
+                       g("self_attn.to_qkv.weight"), g("self_attn.to_qkv.bias"),
+                       g("self_attn.q_rms_norm.gamma", torch.float32),
+                       g("self_attn.k_rms_norm.gamma", torch.float32),
+                       g("self_attn.to_out.weight"), g("self_attn.to_out.bias"),
+                       g("cross_attn.to_q.weight"), g("cross_attn.to_q.bias"),
+                       g("cross_attn.to_kv.weight"), g("cross_attn.to_kv.bias"),
+                       g("cross_attn.to_out.weight"), g("cross_attn.to_out.bias"),
+                       g("mlp.mlp.0.weight"), g("mlp.mlp.0.bias"),
+                       g("mlp.mlp.2.weight"), g("mlp.mlp.2.bias"),
+                       g("adaLN_modulation.1.weight"), g("adaLN_modulation.1.bias")))
+    W["blocks"] = blocks
+
+    def conv(p, dt=hdt):
+        return (d32[p + ".weight"].to(dt), d32[p + ".bias"].to(dt))
+
+    def res(p):
+        return ("res", d32[p + ".norm1.weight"], d32[p + ".norm1.bias"]) + conv(p + ".conv1") + \
+               (d32[p + ".norm2.weight"], d32[p + ".norm2.bias"]) + conv(p + ".conv2")
+
+    layers = []
+    mids = sorted({int(k.split(".")[1]) for k in d32 if k.startswith("middle_block.")})
+    layers += [res(f"middle_block.{i}") for i in mids]
+    ids = sorted({int(k.split(".")[1]) for k in d32 if k.startswith("blocks.")})
+    for i in ids:
+        if f"blocks.{i}.conv1.weight" in d32:
+            layers.append(res(f"blocks.{i}"))
+        else:
+            layers.append(("up",) + conv(f"blocks.{i}.conv"))
+    D = {"in": conv("input_layer", torch.float32), "layers": layers,
+         "outln": (d32["out_layer.0.weight"], d32["out_layer.0.bias"]),
+         "out": conv("out_layer.2", torch.float32)}
+    return W, D, pipe
 
 
 # ----------------------------------------------------------------------------- flow model
@@ -362,6 +423,8 @@ def main():
     ap.add_argument("--stage-reps", type=int, default=5)
     ap.add_argument("--fwd-reps", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--model", help="time on this model directory's weights and cond.npy (the ones trellis.exe "
+                    "runs on) instead of random ones; the power-capped GPU's speed depends on the values")
     ap.add_argument("--autotune-extra", action="store_true",
                     help="after the table, also try mode max-autotune-no-cudagraphs if time allows")
     ap.add_argument("--autotune-if-below-s", type=float, default=150.0)
@@ -396,14 +459,23 @@ def main():
     cfg = Cfg(tiny=args.tiny)
     torch.manual_seed(args.seed)
     t0 = time.perf_counter()
-    W = make_flow_weights(cfg, dev, hdt)
-    D = make_dec_weights(cfg, dev, hdt)
     B = 1
-    cond = torch.randn(B, cfg.Lc, cfg.Cc, device=dev)
+    if args.model:
+        W, D, _ = load_model_dir(args.model, dev, hdt)
+        cond = torch.from_numpy(np.load(os.path.join(args.model, "cond.npy"))).to(dev, torch.float32)
+        if W["pos"].shape[0] != cfg.L or W["blocks"][0][2].shape != (3 * cfg.C, cfg.C) or \
+                cond.shape != (B, cfg.Lc, cfg.Cc):
+            sys.exit(f"error: {args.model}: expected the {'tiny' if args.tiny else 'image-large'} shapes "
+                     f"(pos_emb [{cfg.L}, {cfg.C}], cond [{B}, {cfg.Lc}, {cfg.Cc}]); found pos_emb "
+                     f"{list(W['pos'].shape)}, cond {list(cond.shape)}")
+    else:
+        W = make_flow_weights(cfg, dev, hdt)
+        D = make_dec_weights(cfg, dev, hdt)
+        cond = torch.randn(B, cfg.Lc, cfg.Cc, device=dev)
     neg = torch.zeros_like(cond)
     noise = torch.randn(B, 8, cfg.R, cfg.R, cfg.R, generator=torch.Generator().manual_seed(42)).to(dev)
     nparam = sum(t.numel() * t.element_size() for b in W["blocks"] for t in b)
-    print(f"weights built in {time.perf_counter()-t0:.1f} s; flow block weights {nparam/1e9:.3f} GB", flush=True)
+    print(f"weights {'of ' + args.model if args.model else 'random'} in {time.perf_counter()-t0:.1f} s; flow block weights {nparam/1e9:.3f} GB", flush=True)
 
     per_block, blk, fwd_flops = flow_flops_per_sample(cfg)
     print("FLOPs per block per sample (GFLOP): " +
@@ -448,7 +520,8 @@ def report(out, cfg, args, dev, B, fwd_flops, gms, gtf):
         print(f"eager vs compile final logits rel L2 {rel:.3e}, occupancy sign agreement {agree:.5f}")
     fwd2 = 2 * B * fwd_flops
     stage_flops = None
-    print("\n=== SS stage baseline (PyTorch), B=1, image-large shapes" + (" [TINY]" if args.tiny else "") + " ===")
+    print("\n=== SS stage baseline (PyTorch), B=1, image-large shapes" + (" [TINY]" if args.tiny else "") +
+          (f", weights and cond of {args.model}" if args.model else ", random weights") + " ===")
     print(f"device: {torch.cuda.get_device_name() if dev.type == 'cuda' else 'cpu'}; torch {torch.__version__}; "
           f"compile: block fn compiled once (fullgraph, dynamic=False) reused by all blocks; decoder compiled; "
           f"'compile' = mode {args.compile_mode!r} (first mode run), 'compile-mat' = max-autotune-no-cudagraphs extra")

@@ -29,57 +29,6 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pytorch"))
 import ss_stage as ref  # noqa: E402
-from safetensors.torch import load_file  # noqa: E402
-
-
-def load_dir(model_dir, dev):
-    with open(os.path.join(model_dir, "pipeline.json")) as f:
-        pipe = json.load(f)["args"]["models"]
-    flow = load_file(os.path.join(model_dir, pipe["sparse_structure_flow_model"] + ".safetensors"))
-    dec = load_file(os.path.join(model_dir, pipe["sparse_structure_decoder"] + ".safetensors"))
-    f32 = {k: v.to(dev, torch.float32) for k, v in flow.items()}
-    d32 = {k: v.to(dev, torch.float32) for k, v in dec.items()}
-    W = {"t0w": f32["t_embedder.mlp.0.weight"], "t0b": f32["t_embedder.mlp.0.bias"],
-         "t2w": f32["t_embedder.mlp.2.weight"], "t2b": f32["t_embedder.mlp.2.bias"],
-         "pos": f32["pos_emb"],
-         "inw": f32["input_layer.weight"], "inb": f32["input_layer.bias"],
-         "outw": f32["out_layer.weight"], "outb": f32["out_layer.bias"]}
-    n = 1 + max(int(k.split(".")[1]) for k in f32 if k.startswith("blocks."))
-    blocks = []
-    for i in range(n):
-        p = f"blocks.{i}."
-        g = lambda s: f32[p + s]  # noqa: E731
-        blocks.append((g("norm2.weight"), g("norm2.bias"),
-                       g("self_attn.to_qkv.weight"), g("self_attn.to_qkv.bias"),
-                       g("self_attn.q_rms_norm.gamma"), g("self_attn.k_rms_norm.gamma"),
-                       g("self_attn.to_out.weight"), g("self_attn.to_out.bias"),
-                       g("cross_attn.to_q.weight"), g("cross_attn.to_q.bias"),
-                       g("cross_attn.to_kv.weight"), g("cross_attn.to_kv.bias"),
-                       g("cross_attn.to_out.weight"), g("cross_attn.to_out.bias"),
-                       g("mlp.mlp.0.weight"), g("mlp.mlp.0.bias"),
-                       g("mlp.mlp.2.weight"), g("mlp.mlp.2.bias"),
-                       g("adaLN_modulation.1.weight"), g("adaLN_modulation.1.bias")))
-    W["blocks"] = blocks
-
-    def conv(p):
-        return (d32[p + ".weight"], d32[p + ".bias"])
-
-    def res(p):
-        return ("res", d32[p + ".norm1.weight"], d32[p + ".norm1.bias"]) + conv(p + ".conv1") + \
-               (d32[p + ".norm2.weight"], d32[p + ".norm2.bias"]) + conv(p + ".conv2")
-
-    layers = []
-    mids = sorted({int(k.split(".")[1]) for k in d32 if k.startswith("middle_block.")})
-    layers += [res(f"middle_block.{i}") for i in mids]
-    ids = sorted({int(k.split(".")[1]) for k in d32 if k.startswith("blocks.")})
-    for i in ids:
-        if f"blocks.{i}.conv1.weight" in d32:
-            layers.append(res(f"blocks.{i}"))
-        else:
-            layers.append(("up",) + conv(f"blocks.{i}.conv"))
-    D = {"in": conv("input_layer"), "layers": layers,
-         "outln": (d32["out_layer.0.weight"], d32["out_layer.0.bias"]), "out": conv("out_layer.2")}
-    return W, D, pipe
 
 
 def rel_l2(a, b):
@@ -115,7 +64,7 @@ def main():
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    W, D, _ = load_dir(a.model, dev)
+    W, D, _ = ref.load_model_dir(a.model, dev, torch.float32)
     f32 = torch.float32
     cond = torch.from_numpy(np.load(a.cond)).to(dev, f32)
     x0 = torch.from_numpy(np.load(a.noise)).to(dev, f32)
