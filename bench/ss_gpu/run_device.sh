@@ -20,6 +20,10 @@ nvidia-smi -L | tee "$OUT/device.txt"
 noise() { # noise FILE SHAPE...
   python3 -c "import numpy as np,sys; np.save(sys.argv[1], np.random.default_rng(7).standard_normal([int(a) for a in sys.argv[2:]]).astype('float32'))" "$@"
 }
+large_model() { # the image-large SS models (seed 1) in /tmp/large
+  "$B/trellis-mkmodel" --preset image-large --seed 1 --out /tmp/large --force --quiet \
+    --only sparse_structure_flow_model,sparse_structure_decoder
+}
 compare() { # compare CPU_DIR GPU_DIR
   python3 - "$1" "$2" <<'EOF' | tee -a "$OUT/summary.txt"
 import numpy as np, sys
@@ -112,8 +116,7 @@ fi
 if has large; then
   log "image-large: weights (SS models only)"
   M=/tmp/large
-  ( time "$B/trellis-mkmodel" --preset image-large --seed 1 --out $M --force --quiet \
-      --only sparse_structure_flow_model,sparse_structure_decoder ) 2>&1 | tail -3
+  ( time large_model ) 2>&1 | tail -3
   noise /tmp/large_noise.npy 1 8 16 16 16
   common=(--model $M --cond $M/cond.npy --ss-noise /tmp/large_noise.npy --stop-after ss --gpu require)
   log "image-large: one SS-flow forward + decoder vs PyTorch fp32"
@@ -129,10 +132,7 @@ fi
 
 if has bench; then
   M=/tmp/large
-  if [[ ! -f $M/pipeline.json ]]; then
-    "$B/trellis-mkmodel" --preset image-large --seed 1 --out $M --force --quiet \
-      --only sparse_structure_flow_model,sparse_structure_decoder
-  fi
+  [[ -f $M/pipeline.json ]] || large_model
   log "image-large: trellisc SS stage timing"
   "$B/trellis-ss-bench" --exe "$B/large.exe" --model $M --reps 5 2>&1 | tee "$OUT/bench_trellis.txt" | tee -a "$OUT/summary.txt"
   # Same math, same GPU, and the same weights and cond as trellisc: at the H100's power cap the speed
