@@ -44,7 +44,10 @@ class Params(ctypes.Structure):
         ("q_gamma", ctypes.c_void_p), ("k_gamma", ctypes.c_void_p),
         ("num_seqs", ctypes.c_int32), ("heads", ctypes.c_int32), ("seqlen_q", ctypes.c_int32),
         ("seqlen_k", ctypes.c_int32), ("head_dim", ctypes.c_int32), ("softmax_scale", ctypes.c_float),
+        ("k_norm_gamma", ctypes.c_void_p), ("redo_flags", ctypes.c_void_p),
     ]
+
+FIXED_REF = 4  # TRELLIS_ATTN_SM90_FIXED_REF: the variant bit of the fixed-softmax-reference kernels
 
 
 class NormParams(ctypes.Structure):
@@ -115,7 +118,9 @@ def strides3(x, varlen):
     return x.stride(0), x.stride(1), x.stride(2)
 
 
-def make_params(t, o):
+def make_params(t, o, fixed=False):
+    """fixed: for a FIXED_REF kernel (its redo flags, one int32 per CTA of any configuration, kept in
+    t["redo"]; k's norm gain when a pre-pass applied it)."""
     vq, vk = t["cu_q"] is not None, t["cu_k"] is not None
     p = Params()
     p.q, p.k, p.v, p.o = t["q"].data_ptr(), t["k"].data_ptr(), t["v"].data_ptr(), o.data_ptr()
@@ -133,6 +138,12 @@ def make_params(t, o):
     p.seqlen_k = max(t["lk"]) if t["lk"] else 0
     p.head_dim = t["d"]
     p.softmax_scale = t["scale"]
+    if fixed:
+        if t.get("redo") is None:
+            t["redo"] = torch.zeros((p.seqlen_q + 63) // 64 * p.num_seqs * p.heads, device="cuda",
+                                    dtype=torch.int32)
+        p.redo_flags = t["redo"].data_ptr()
+        p.k_norm_gamma = t["gk_applied"].data_ptr() if t.get("gk_applied") is not None else None
     return p
 
 
@@ -152,7 +163,7 @@ def prepass_k(t):
     n.y_row_stride, n.y_head_stride = t["H"] * t["d"], t["d"]
     n.gamma = t["gk"].data_ptr()
     n.rows, n.heads, n.head_dim = rows, t["H"], t["d"]
-    t2 = dict(t, k=kn, gk=None)
+    t2 = dict(t, k=kn, gk=None, gk_applied=t["gk"])
     return t2, n
 
 
@@ -359,28 +370,35 @@ def main():
             if only and name not in only:
                 continue
             c = K.configs[name]
+            fixed = bool(c["variant"] & FIXED_REF)
             for mode in modes:
                 if mode == "fused":
-                    params = [make_params(t, t["o"]) for t in sets]
+                    params = [make_params(t, t["o"], fixed) for t in sets]
                     fns = [lambda p=p, n=name: K.launch(n, p) for p in params]
                     run0 = fns[0]
                 else:
                     pre = [prepass_k(t) for t in sets]
-                    params = [(make_params(t2, t2["o"]), npar) for t2, npar in pre]
+                    params = [(make_params(t2, t2["o"], fixed), npar) for t2, npar in pre]
                     fns = [lambda p=p, n=name: (K.head_rmsnorm(p[1]), K.launch(n, p[0])) for p in params]
                     run0 = fns[0]
                 t0["o"].fill_(float("nan"))
+                redo0 = (sets[0] if mode == "fused" else pre[0][0]).get("redo")
+                if redo0 is not None:
+                    redo0.zero_()
                 run0()
                 torch.cuda.synchronize()
                 mx, rel, nf = errors(t0, t0["o"], ref)
+                # FIXED_REF: how many CTAs the online kernel recomputed
+                redone = int(redo0.sum().item()) if fixed else None
                 ms = time_fn(fns, a.warmup, a.iters)
                 ok = nf == 0 and rel < 3e-3
                 kname = name if mode == "fused" else name + " +k-prepass"
                 line = dict(config=cfg["name"], kernel=kname, family=c["family"], ms=ms, tflops=fl / ms / 1e9,
-                            max_abs=mx, rel_l2=rel, nonfinite=nf, ok=ok)
+                            max_abs=mx, rel_l2=rel, nonfinite=nf, ok=ok, redone_ctas=redone)
                 detail.append(line)
                 print(f"  {cfg['name']:<38} {kname:<46} {ms:8.4f} ms {fl / ms / 1e9:7.1f} TFLOP/s  "
-                      f"max_abs {mx:.2e} rel_l2 {rel:.2e} {'ok' if ok else 'FAIL'}", flush=True)
+                      f"max_abs {mx:.2e} rel_l2 {rel:.2e} {'ok' if ok else 'FAIL'}"
+                      + (f" redone CTAs {redone}" if fixed else ""), flush=True)
                 # one table row per family, sm90 variant mask (attention.h) and mode
                 fam = (("sm90" if c["family"] == 90 else "sm80") + (f"-v{c['variant']}" if c["variant"] else "")
                        + ("" if mode == "fused" else "-prepass"))

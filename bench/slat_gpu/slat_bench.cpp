@@ -52,7 +52,8 @@ double median(std::vector<double> v) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string exe, model, coordsPath, noisePath, outDir, attention, jsonPath;
+  std::string exe, model, coordsPath, noisePath, outDir, attention, jsonPath,
+      softmax = "fixed";
   int reps = 3;
   bool decoders = false, cpu = false, profile = false, planOnly = false,
        concurrent = true, graphs = true, checkOps = false, syncOps = false,
@@ -92,7 +93,14 @@ int main(int argc, char **argv) {
       concurrent = false;
     else if (a == "--attention")
       attention = next();
-    else if (a == "--json")
+    else if (a == "--attention-softmax") {
+      softmax = next();
+      if (softmax != "fixed" && softmax != "online") {
+        std::fprintf(stderr, "--attention-softmax: fixed or online, not %s\n",
+                     softmax.c_str());
+        return 2;
+      }
+    } else if (a == "--json")
       jsonPath = next();
     else if (a == "--plan-only")
       planOnly = true;
@@ -114,7 +122,8 @@ int main(int argc, char **argv) {
           "[--cpu] [--steps N --cfg W] [--profile] [--out DIR]\n"
           "       [--plan-only] [--no-concurrent-branches] [--no-cuda-graphs] "
           "[--check-ops] [--sync-ops] [--low-memory] "
-          "[--attention CONFIG] [--no-gemm-tuning] [--json FILE]\n",
+          "[--attention CONFIG] [--attention-softmax fixed|online]\n"
+          "       [--no-gemm-tuning] [--json FILE]\n",
           argv[0]);
       return 2;
     }
@@ -174,6 +183,7 @@ int main(int argc, char **argv) {
   options.gpu.options.lowMemory = lowMemory;
   options.gpu.options.syncEachOp = syncOps;
   options.gpu.options.attentionConfig = attention;
+  options.gpu.options.attentionSoftmax = softmax;
   options.gpu.options.tuneGemms = tuneGemms;
   options.gpuCode = BundleGpuCode::from(*bundle);
   options.notice = [](const std::string &l) {

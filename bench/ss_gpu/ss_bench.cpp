@@ -25,7 +25,7 @@
 using namespace trellis;
 
 int main(int argc, char **argv) {
-  std::string exe, model, attention, norms = "q-fused";
+  std::string exe, model, attention, norms = "q-fused", softmax = "fixed";
   int reps = 5;
   bool graphs = true, profile = false, tune = true, concurrent = true;
   for (int i = 1; i < argc; ++i) {
@@ -48,12 +48,17 @@ int main(int argc, char **argv) {
       attention = argv[++i];
     else if (a == "--attention-norms" && i + 1 < argc)
       norms = argv[++i];
+    else if (a == "--attention-softmax" && i + 1 < argc &&
+             (std::string(argv[i + 1]) == "fixed" ||
+              std::string(argv[i + 1]) == "online"))
+      softmax = argv[++i];
     else {
       std::fprintf(stderr,
                    "usage: %s --exe trellis.exe --model DIR [--reps N] "
                    "[--no-graphs] [--profile] [--no-gemm-tuning] "
                    "[--no-concurrent-branches] [--attention CONFIG]\n       "
-                   "[--attention-norms q-fused|prepass|fused]\n",
+                   "[--attention-norms q-fused|prepass|fused] "
+                   "[--attention-softmax fixed|online]\n",
                    argv[0]);
       return 2;
     }
@@ -87,6 +92,7 @@ int main(int argc, char **argv) {
   options.gpu.options.concurrentBranches = concurrent;
   options.gpu.options.attentionConfig = attention;
   options.gpu.options.attentionNorms = norms;
+  options.gpu.options.attentionSoftmax = softmax;
   options.gpuCode = BundleGpuCode::from(*bundle);
   options.notice = [](const std::string &l) {
     std::fprintf(stderr, "%s\n", l.c_str());

@@ -486,14 +486,15 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
         // k is normalized once into a scratch copy (the fused k prologue
         // repeats the norm in every query tile: bench/attention/NOTES.md).
         // With --attention-norms=prepass q is normalized the same way: the
-        // scratch then holds [k | q].
+        // scratch then holds [k | q]. Then the redo flags of the fixed
+        // softmax reference (attentionLaunch).
+        const ValueType &q = p.slots[node.in[0]].type;
         ValueType t;
         t.dtype = DType::U8;
-        t.shape = {int64_t(bytesOf(p.slots[node.in[1]].type) +
-                           (options.attentionNorms == "prepass"
-                                ? bytesOf(p.slots[node.in[0]].type)
-                                : 0))};
-        if (options.attentionNorms != "fused") {
+        t.shape = {int64_t(attentionNormCopiesBytes(p, node) +
+                           attentionRedoFlagsBytes(q.shape.at(0), q.shape.at(1),
+                                                   q.shape.at(2)))};
+        if (t.shape[0] > 0) {
           node.scratch = newSlot(p, t);
           p.slots[node.scratch].where = SlotInfo::Where::Arena;
         }
@@ -1093,13 +1094,47 @@ Result<std::function<Status()>> GpuExecutor::Impl::headNormCommand(
       });
 }
 
-Result<std::pair<const TrellisAttnConfig *, CUfunction>>
-GpuExecutor::Impl::attentionKernel(const TrellisAttnParams &params) {
+Result<CUfunction>
+GpuExecutor::Impl::attentionFunction(const TrellisAttnConfig &config) {
+  CUfunction &f = functions[config.name];
+  if (!f) {
+    if (Status s = check(api->cuModuleGetFunction(&f, attention, config.name),
+                         "cuModuleGetFunction");
+        !s)
+      return Error{s.message()};
+    if (config.smem_bytes > 48 * 1024)
+      api->cuFuncSetAttribute(f,
+                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                              config.smem_bytes);
+  }
+  return f;
+}
+
+size_t GpuExecutor::Impl::attentionNormCopiesBytes(const Prepared &p,
+                                                   const Node &node) const {
+  if (options.attentionNorms == "fused")
+    return 0;
+  return alignUp(bytesOf(p.slots[node.in[1]].type)) +
+         (options.attentionNorms == "prepass"
+              ? alignUp(bytesOf(p.slots[node.in[0]].type))
+              : 0);
+}
+
+size_t GpuExecutor::Impl::attentionRedoFlagsBytes(int64_t seqs, int64_t rows,
+                                                  int64_t heads) const {
+  if (options.attentionSoftmax != "fixed")
+    return 0;
+  // Every configuration has >= 64 rows per CTA.
+  return alignUp(size_t((rows + 63) / 64 * seqs * heads) * sizeof(int32_t));
+}
+
+Result<std::function<Status()>>
+GpuExecutor::Impl::attentionLaunch(TrellisAttnParams params, bool kNormalized,
+                                   CUdeviceptr redoFlags, const Instr &instr) {
   if (!attention)
-    return Error{"the bundle has no attention kernels for sm_" +
-                 std::to_string(sm)};
+    return opError(instr, "the bundle has no attention kernels for sm_" +
+                              std::to_string(sm));
   const int64_t d = params.head_dim;
-  const TrellisAttnConfig *config = nullptr;
   static const std::map<int64_t, std::string> sm90Defaults = {
       {64, "trellis_attn_sm90_d64_m128_n64_s4"},
       {80, "trellis_attn_sm90_d80_m128_n64_s4"},
@@ -1114,6 +1149,7 @@ GpuExecutor::Impl::attentionKernel(const TrellisAttnParams &params) {
     else if (auto it = sm90Defaults.find(d); it != sm90Defaults.end())
       choice = it->second;
   }
+  const TrellisAttnConfig *config = nullptr;
   for (int i = 0; i < trellis_attn_num_configs && !config; ++i) {
     const TrellisAttnConfig &c = trellis_attn_configs[i];
     if (c.family != attentionFamily || c.head_dim != d)
@@ -1123,20 +1159,58 @@ GpuExecutor::Impl::attentionKernel(const TrellisAttnParams &params) {
     config = &c;
   }
   if (!config)
-    return Error{"no attention kernel for head dim " + std::to_string(d)};
-  CUfunction f = functions[config->name];
-  if (!f) {
-    if (Status s = check(api->cuModuleGetFunction(&f, attention, config->name),
-                         "cuModuleGetFunction");
-        !s)
-      return Error{s.message()};
-    if (config->smem_bytes > 48 * 1024)
-      api->cuFuncSetAttribute(f,
-                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                              config->smem_bytes);
-    functions[config->name] = f;
+    return opError(instr,
+                   "no attention kernel for head dim " + std::to_string(d));
+  // The fixed softmax reference (attention_sm90.cuh, FIXED_REF): its kernel,
+  // then the online one (`config`) for the CTAs it flags.
+  const TrellisAttnConfig *fixed = nullptr;
+  if (kNormalized && options.attentionSoftmax == "fixed" && redoFlags &&
+      !(config->variant & TRELLIS_ATTN_SM90_FIXED_REF))
+    fixed = trellis_attn_softmax_twin(config, 1);
+  if (config->variant & TRELLIS_ATTN_SM90_FIXED_REF) { // named by the option
+    fixed = config;
+    config = trellis_attn_softmax_twin(fixed, 0);
   }
-  return std::make_pair(config, f);
+  if (fixed) {
+    if (!redoFlags || size_t(trellis_attn_redo_flags_count(fixed, &params)) *
+                              sizeof(int32_t) >
+                          attentionRedoFlagsBytes(
+                              params.num_seqs, params.seqlen_q, params.heads))
+      return opError(instr, std::string("no room for the redo flags of ") +
+                                fixed->name);
+    params.redo_flags = reinterpret_cast<int32_t *>(redoFlags);
+  }
+  struct Launch {
+    CUfunction f = nullptr;
+    unsigned grid0 = 0, grid1 = 0, block0 = 0, smem = 0;
+  };
+  Launch launches[2];
+  int count = 0;
+  for (const TrellisAttnConfig *c : {fixed, config}) {
+    if (!c)
+      continue;
+    if (const char *why = trellis_attn_check(c, &params))
+      return opError(instr, std::string("attention parameters: ") + why);
+    auto f = attentionFunction(*c);
+    if (!f)
+      return opError(instr, f.message());
+    unsigned grid[3], block[3];
+    trellis_attn_grid(c, &params, grid, block);
+    launches[count++] = {*f, grid[0], grid[1], block[0],
+                         unsigned(c->smem_bytes)};
+  }
+  return std::function<Status()>(
+      [this, params, launches, count, &instr]() mutable -> Status {
+        for (int i = 0; i < count; ++i) {
+          const Launch &l = launches[i];
+          void *args[1] = {&params};
+          CUresult r = api->cuLaunchKernel(l.f, l.grid0, l.grid1, 1, l.block0,
+                                           1, 1, l.smem, stream, args, nullptr);
+          if (r != CUDA_SUCCESS)
+            return opError(instr, "launching attention: " + api->describe(r));
+        }
+        return Status::ok();
+      });
 }
 
 Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
@@ -1345,7 +1419,7 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
           k.shape[0] == 1 && q.shape[0] > 1 ? 0 : k.shape[1] * heads * d;
       params.k_gamma = nullptr;
       if (qGamma >= 0 && options.attentionNorms == "prepass") {
-        CUdeviceptr qCopy = ptr(node.scratch) + bytesOf(k);
+        CUdeviceptr qCopy = ptr(node.scratch) + alignUp(bytesOf(k));
         auto qNorm = headNormCommand(ptr(node.in[0]), params.q_row_stride,
                                      params.q_head_stride, qCopy,
                                      q.shape[0] * q.shape[1], heads, d,
@@ -1362,34 +1436,29 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     }
     if (kGamma >= 0 && options.attentionNorms == "fused")
       params.k_gamma = reinterpret_cast<const float *>(ptr(kGamma));
+    else if (kGamma >= 0) // applied by the pre-pass: bounds the logits
+      params.k_norm_gamma = reinterpret_cast<const float *>(ptr(kGamma));
     params.num_seqs = int32_t(q.shape[0]);
     params.heads = int32_t(heads);
     params.seqlen_q = int32_t(q.shape[1]);
     params.seqlen_k = int32_t(k.shape[1]);
     params.head_dim = int32_t(d);
     params.softmax_scale = float(*scale);
-    auto kernelFor = attentionKernel(params);
-    if (!kernelFor)
-      return opError(instr, kernelFor.message());
-    auto [config, f] = *kernelFor;
-    if (const char *why = trellis_attn_check(config, &params))
-      return opError(instr, std::string("attention parameters: ") + why);
-    unsigned grid[3], block[3];
-    trellis_attn_grid(config, &params, grid, block);
-    unsigned smem = unsigned(config->smem_bytes);
-    node.command = [this, f = f, params, grid0 = grid[0], grid1 = grid[1],
-                    block0 = block[0], smem, normalizeK, normalizeQ,
-                    &instr]() mutable -> Status {
+    // The redo flags follow the normalized copies in the scratch (plan()).
+    CUdeviceptr redoFlags = 0;
+    if (node.scratch >= 0 &&
+        attentionRedoFlagsBytes(q.shape[0], q.shape[1], heads) > 0)
+      redoFlags = ptr(node.scratch) + attentionNormCopiesBytes(p, node);
+    auto attend = attentionLaunch(params, kGamma >= 0, redoFlags, instr);
+    if (!attend)
+      return attend.takeError();
+    node.command = [normalizeK, normalizeQ,
+                    attend = *attend]() mutable -> Status {
       for (auto *norm : {&normalizeK, &normalizeQ})
         if (*norm)
           if (Status s = (*norm)(); !s)
             return s;
-      void *args[1] = {&params};
-      CUresult r = api->cuLaunchKernel(f, grid0, grid1, 1, block0, 1, 1, smem,
-                                       stream, args, nullptr);
-      if (r != CUDA_SUCCESS)
-        return opError(instr, "launching attention: " + api->describe(r));
-      return Status::ok();
+      return attend();
     };
     return Status::ok();
   }

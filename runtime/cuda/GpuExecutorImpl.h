@@ -350,11 +350,28 @@ struct GpuExecutor::Impl {
   /// Scratch bytes a sparse feature op needs (conv gather rows, group-norm
   /// statistics, window-ordered q/k/v), 0 for none.
   size_t sparseScratchBytes(const Prepared &p, const Node &node) const;
-  /// The attention kernel for a call with these parameters
-  /// (GpuOptions::attentionConfig, or the measured choice of the family for
-  /// the head dim and the shape).
-  Result<std::pair<const TrellisAttnConfig *, CUfunction>>
-  attentionKernel(const TrellisAttnParams &params);
+  /// The launch of an attention call with these parameters: the kernel of
+  /// GpuOptions::attentionConfig, or the measured choice of the family for
+  /// the head dim and the shape. Where k is head-normalized (`kNormalized`:
+  /// params.k_gamma, or params.k_norm_gamma after a pre-pass) and
+  /// GpuOptions::attentionSoftmax is "fixed", that choice's FIXED_REF twin
+  /// runs instead, followed by the online kernel for the CTAs it flags in
+  /// `redoFlags` (attentionRedoFlagsBytes of device memory).
+  Result<std::function<Status()>> attentionLaunch(TrellisAttnParams params,
+                                                  bool kNormalized,
+                                                  CUdeviceptr redoFlags,
+                                                  const Instr &instr);
+  /// Bytes of redo flags an attention call of `heads` heads over `seqs`
+  /// sequences of at most `rows` queries needs (every configuration), 0 when
+  /// the fixed-reference softmax is off.
+  size_t attentionRedoFlagsBytes(int64_t seqs, int64_t rows,
+                                 int64_t heads) const;
+  /// Bytes of the head-normalized copies at the start of a dense attention's
+  /// scratch: k unless GpuOptions::attentionNorms is "fused", then q for
+  /// "prepass" (the redo flags follow them).
+  size_t attentionNormCopiesBytes(const Prepared &p, const Node &node) const;
+  /// The function of an attention configuration, loaded on first use.
+  Result<CUfunction> attentionFunction(const TrellisAttnConfig &config);
   /// The head RMS norm of a token-major view (rows × heads × d, strides in
   /// elements) into a dense copy at `y`, with f32 gains [heads, d].
   Result<std::function<Status()>>

@@ -185,6 +185,13 @@ int32_t longestSegment(const HostTensor &offsets) {
   return longest;
 }
 
+/// The longest segment of a window partition: a full window, or all rows
+/// (the attention grid covers it; shorter and empty windows end early).
+int64_t longestWindow(const GpuExecutor::Impl::Prepared::WindowPartition &w) {
+  return std::min<int64_t>(int64_t(w.window) * w.window * w.window,
+                           std::max<int64_t>(w.rows, 1));
+}
+
 /// Rows per chunk of the group norm's partial sums.
 constexpr int64_t kGroupNormChunkRows = 1024;
 
@@ -714,9 +721,20 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
     if (sparseAttentionGammas(*node.instr).second >= 0) // normalized k
       bytes += alignUp(bytesOf(p.slots[node.in[1]].type));
     // q, k, v and the output in window order
-    if ((g && *g && !isIdentity(**g)) || p.windows.count(root(p, node.in[3])))
+    auto window = p.windows.find(root(p, node.in[3]));
+    if ((g && *g && !isIdentity(**g)) || window != p.windows.end())
       for (int s : {node.in[0], node.in[1], node.in[2], node.out[0]})
         bytes += alignUp(bytesOf(p.slots[s].type));
+    // The redo flags of the fixed softmax reference (normalized k only).
+    if (sparseAttentionGammas(*node.instr).second >= 0) {
+      const int64_t heads = p.slots[node.in[0]].type.shape.at(1);
+      if (window != p.windows.end())
+        bytes += attentionRedoFlagsBytes(window->second.segments,
+                                         longestWindow(window->second), heads);
+      else if (g && *g)
+        bytes += attentionRedoFlagsBytes((*g)->numSegments(),
+                                         longestSegment((*g)->offsets), heads);
+    }
     return bytes;
   }
   return 0;
@@ -1090,6 +1108,10 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
   params.k_head_stride = k.shape.back();
   params.v_head_stride = v.shape.back();
   std::vector<std::function<Status()>> before, after;
+  // Self-attention with a normalized k: the fixed softmax reference
+  // (attentionLaunch), its redo flags at the end of the scratch.
+  bool kNormalized = false;
+  CUdeviceptr redoFlags = 0;
 
   if (op == "trellis.sparse.cross_attention") {
     // Queries: each sample's rows; keys: that sample's Lc tokens (dense).
@@ -1146,6 +1168,9 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
       kp = at;
       kStride = rowElems(k);
       at += alignUp(bytesOf(k));
+      kNormalized = true;
+      params.k_norm_gamma =
+          reinterpret_cast<const float *>(ptr(node.in[kGamma]));
     }
     if (qGamma >= 0)
       params.q_gamma = reinterpret_cast<const float *>(ptr(node.in[qGamma]));
@@ -1196,6 +1221,8 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
       kStride = rowElems(k);
       vStride = rowElems(v);
     }
+    if (kNormalized)
+      redoFlags = at;
     params.q_row_stride = qStride;
     params.k_row_stride = kStride;
     params.v_row_stride = vStride;
@@ -1209,11 +1236,7 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
           reinterpret_cast<const int32_t *>(ptr(node.in[3]) +
                                             CUdeviceptr(w.rows * 4));
       params.num_seqs = int32_t(w.segments);
-      // The longest possible window (the grid covers it; shorter and empty
-      // segments end early in the kernel).
-      params.seqlen_q =
-          int32_t(std::min<int64_t>(int64_t(w.window) * w.window * w.window,
-                                    std::max<int64_t>(w.rows, 1)));
+      params.seqlen_q = int32_t(longestWindow(w));
     } else {
       params.cu_seqlens_q = params.cu_seqlens_k =
           reinterpret_cast<const int32_t *>(p.slots[root(p, node.in[3])].aux);
@@ -1226,29 +1249,15 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
     node.command = [] { return Status::ok(); };
     return true;
   }
-  auto kernelFor = attentionKernel(params);
-  if (!kernelFor)
-    return opError(instr, kernelFor.message());
-  auto [config, f] = *kernelFor;
-  if (const char *why = trellis_attn_check(config, &params))
-    return opError(instr, std::string("attention parameters: ") + why);
-  unsigned grid[3], block[3];
-  trellis_attn_grid(config, &params, grid, block);
-  unsigned smem = unsigned(config->smem_bytes);
-  node.command = [this, f = f, params, grid0 = grid[0], grid1 = grid[1],
-                  block0 = block[0], smem, before, after,
-                  &instr]() mutable -> Status {
-    for (auto &step : before)
-      if (Status s = step(); !s)
-        return s;
-    void *args[1] = {&params};
-    CUresult r = api->cuLaunchKernel(f, grid0, grid1, 1, block0, 1, 1, smem,
-                                     stream, args, nullptr);
-    if (r != CUDA_SUCCESS)
-      return opError(instr, "launching attention: " + api->describe(r));
-    for (auto &step : after)
-      if (Status s = step(); !s)
-        return s;
+  auto attend = attentionLaunch(params, kNormalized, redoFlags, instr);
+  if (!attend)
+    return attend.takeError();
+  before.push_back(*attend);
+  node.command = [before, after]() mutable -> Status {
+    for (auto *steps : {&before, &after})
+      for (auto &step : *steps)
+        if (Status s = step(); !s)
+          return s;
     return Status::ok();
   };
   return true;

@@ -62,6 +62,17 @@ typedef struct TrellisAttnParams {
   int32_t seqlen_k;    /* dense: Lk; varlen: ignored */
   int32_t head_dim;    /* must equal the kernel's head dim */
   float softmax_scale; /* usually 1/sqrt(head_dim) */
+  /* Read by the FIXED_REF kernels only (attention_sm90.cuh): the gain of the
+   * head RMS norm a pre-pass already applied to k (k_gamma is then NULL), or
+   * NULL. With k normalized the logits are bounded, which keeps their fixed
+   * softmax reference from overflowing. */
+  const float *k_norm_gamma;
+  /* One int32 per CTA (trellis_attn_redo_flags_count), device memory. A
+   * FIXED_REF kernel writes every entry: 1 where its fixed reference
+   * overflowed and the online kernel must recompute the CTA, else 0. An
+   * online kernel given the array computes only the CTAs flagged 1 (its
+   * second launch, same grid). NULL for a plain online launch. */
+  int32_t *redo_flags;
 } TrellisAttnParams;
 
 /* Kernel families. */
@@ -82,6 +93,7 @@ enum {
  * where each is explained). */
 #define TRELLIS_ATTN_SM90_MBAR_PIPELINE 1
 #define TRELLIS_ATTN_SM90_ROWSUM_MMA 2
+#define TRELLIS_ATTN_SM90_FIXED_REF 4
 /* 1024 bytes of alignment slack, then Q, the stages and the MBAR_PIPELINE
  * barriers; ROWSUM_MMA adds a BN x 128-byte block of ones to every stage. */
 #define TRELLIS_ATTN_SM90_SMEM(D, BM, BN, ST, VAR)                             \
@@ -120,9 +132,10 @@ typedef struct TrellisAttnConfig {
  * 1 CTA/SM), else read from shared memory; head dims that are multiples of 64
  * use 128-byte swizzled tiles, others (80) 32-byte swizzle. VARIANT is a mask
  * of TRELLIS_ATTN_SM90_* flags (name suffix _mbrs = MBAR_PIPELINE |
- * ROWSUM_MMA). Measured on the H100 (bench/attention/NOTES.md): for d64
- * sequences of >= 1024 rows m256_n64_s4_mbrs or m192_n128_s3_mbrs (they read
- * K/V once per 256 or 192 queries: 417 and ~428 TFLOP/s with full waves vs
+ * ROWSUM_MMA, _fx = FIXED_REF: launched together with its online twin,
+ * trellis_attn_online_twin). Measured on the H100 (bench/attention/NOTES.md):
+ * for d64 sequences of >= 1024 rows m256_n64_s4_mbrs or m192_n128_s3_mbrs (they
+ * read K/V once per 256 or 192 queries: 417 and ~428 TFLOP/s with full waves vs
  * 366 for m128_n64_s4), whichever fills the waves better; m128_n64_s4 for
  * short windows; d80 -> m128_n64_s4, d128 -> m128_n128_s3. GpuExecutor picks
  * per call (attentionKernel). */
@@ -131,7 +144,9 @@ typedef struct TrellisAttnConfig {
   X(64, 128, 64, 3, 2, 0, )                                                    \
   X(64, 256, 64, 4, 1, 0, )                                                    \
   X(64, 256, 64, 4, 1, 3, _mbrs)                                               \
+  X(64, 256, 64, 4, 1, 7, _mbrs_fx)                                            \
   X(64, 192, 128, 3, 1, 3, _mbrs)                                              \
+  X(64, 192, 128, 3, 1, 7, _mbrs_fx)                                           \
   X(64, 128, 128, 3, 1, 0, )                                                   \
   X(80, 128, 64, 4, 1, 0, )                                                    \
   X(80, 128, 128, 3, 1, 0, )                                                   \
@@ -207,6 +222,36 @@ static inline void trellis_attn_grid(const TrellisAttnConfig *c,
   block[2] = 1;
 }
 
+/* FIXED_REF launches: the number of int32 entries redo_flags needs (one per
+ * CTA of the grid). */
+static inline long long
+trellis_attn_redo_flags_count(const TrellisAttnConfig *c,
+                              const TrellisAttnParams *p) {
+  unsigned grid[3], block[3];
+  trellis_attn_grid(c, p, grid, block);
+  return (long long)grid[0] * grid[1];
+}
+
+/* The configuration of the same family and tile shape with the other softmax:
+ * fixed -> 1 gives the FIXED_REF kernel of an online one (NULL if none is
+ * instantiated), fixed -> 0 the online kernel of a FIXED_REF one, which runs
+ * after it with the same parameters and recomputes the CTAs it flagged. */
+static inline const TrellisAttnConfig *
+trellis_attn_softmax_twin(const TrellisAttnConfig *c, int fixed) {
+  const int want = fixed ? (c->variant | TRELLIS_ATTN_SM90_FIXED_REF)
+                         : (c->variant & ~TRELLIS_ATTN_SM90_FIXED_REF);
+  int i;
+  for (i = 0; i < trellis_attn_num_configs; ++i) {
+    const TrellisAttnConfig *t = &trellis_attn_configs[i];
+    if (t->family == c->family && t->head_dim == c->head_dim &&
+        t->block_m == c->block_m && t->block_n == c->block_n &&
+        t->stages == c->stages && t->min_blocks == c->min_blocks &&
+        t->variant == want)
+      return t;
+  }
+  return 0;
+}
+
 /* Returns NULL when the parameters suit the configuration, else a message. */
 static inline const char *trellis_attn_check(const TrellisAttnConfig *c,
                                              const TrellisAttnParams *p) {
@@ -234,6 +279,9 @@ static inline const char *trellis_attn_check(const TrellisAttnConfig *c,
     return "grid too large";
   if (p->heads > 65535)
     return "too many heads for grid.y";
+  if ((c->variant & TRELLIS_ATTN_SM90_FIXED_REF) &&
+      (!p->redo_flags || !(p->softmax_scale > 0.f)))
+    return "a fixed-reference kernel needs redo_flags and a positive scale";
   return 0;
 }
 

@@ -147,10 +147,26 @@ public:
     return nullptr;
   }
 
+  // A FIXED_REF configuration launches twice: itself, then its online twin,
+  // which recomputes the CTAs it flagged in p.redo_flags.
   CUresult launch(const TrellisAttnConfig *c, const TrellisAttnParams &p,
                   CUstream stream, std::string *err = nullptr) const {
     if (!c)
       return fail(CUDA_ERROR_INVALID_VALUE, "no configuration", err);
+    if (c->variant & TRELLIS_ATTN_SM90_FIXED_REF) {
+      const TrellisAttnConfig *online = trellis_attn_softmax_twin(c, 0);
+      if (!online)
+        return fail(CUDA_ERROR_NOT_FOUND,
+                    std::string("no online twin of ") + c->name, err);
+      CUresult r = launch_one(c, p, stream, err);
+      return r != CUDA_SUCCESS ? r : launch_one(online, p, stream, err);
+    }
+    return launch_one(c, p, stream, err);
+  }
+
+private:
+  CUresult launch_one(const TrellisAttnConfig *c, const TrellisAttnParams &p,
+                      CUstream stream, std::string *err) const {
     CUfunction f = fn_[c - trellis_attn_configs];
     if (!f)
       return fail(CUDA_ERROR_NOT_FOUND,
@@ -171,7 +187,6 @@ public:
     return CUDA_SUCCESS;
   }
 
-private:
   static int slot_of(int family) {
     return family == TRELLIS_ATTN_SM90A  ? 0
            : family == TRELLIS_ATTN_SM80 ? 1

@@ -99,10 +99,26 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo,
 //     with N = D + 8 against a block of ones behind each V tile, so column D
 //     of the accumulator is the sum of the fp16 P actually multiplied with V
 //     (32 fewer FADDs per thread and tile).
+//   FIXED_REF (needs ROWSUM_MMA): the exponentials use one reference per row,
+//     fixed after tile 0, instead of the running maximum: no maxima, no
+//     rescale factors, no rescaling of O in the loop (about 60 of the ~160
+//     softmax instructions per tile and thread). The reference ref_i is the
+//     largest logit of tile 0 (so the row's largest P is >= 1: every P is at
+//     least as precise as the online softmax's), lowered to bound_i - 15 when
+//     k is head-RMS-normalized with gain g (k_gamma, or k_norm_gamma after a
+//     pre-pass): then |q_i . k_j| <= ||q_i * g|| sqrt(D) for every key (Cauchy-
+//     Schwarz; ||k_j / rms|| = sqrt(D)), so P <= 2^15 stays finite in fp16.
+//     Without that bound a later key more than ~16 binades above tile 0's
+//     maximum overflows P; the MMA's row sum then is inf, the CTA writes 1 to
+//     p.redo_flags[CTA] instead of its output, and the online kernel of the
+//     same shape, launched next with the same flags, recomputes exactly those
+//     CTAs (the other CTAs find 0 and return at once). One kernel with both
+//     loops made ptxas serialize the wgmma (bench/attention/NOTES.md).
 template <int D, int BM, int BN, int STAGES, int MINB, int VARIANT>
 __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
   constexpr bool kRowSumMma = (VARIANT & TRELLIS_ATTN_SM90_ROWSUM_MMA) != 0;
   constexpr bool kMbar = (VARIANT & TRELLIS_ATTN_SM90_MBAR_PIPELINE) != 0;
+  constexpr bool kFixedRef = (VARIANT & TRELLIS_ATTN_SM90_FIXED_REF) != 0;
   constexpr int NWG = BM / 64;
   constexpr int THREADS = NWG * 128;
   // Q as a register operand (saves shared-memory bandwidth) only where the
@@ -125,6 +141,8 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
       "the ring needs >= 3 stages (tile j, tile j-1's V, one in flight)");
   static_assert(!kRowSumMma || W == 128,
                 "ROWSUM_MMA needs 128-byte swizzled V tiles");
+  static_assert(!kFixedRef || kRowSumMma,
+                "FIXED_REF finds an overflowed P through the MMA's row sums");
   // P V's N: the ones block of ROWSUM_MMA is V's next 128-byte column block
   constexpr int DO = D + (kRowSumMma ? 8 : 0);
   constexpr int kOnesBytes = kRowSumMma ? BN * W : 0;
@@ -150,11 +168,20 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
   const int tiles = (p.seqlen_q + BM - 1) / BM;
   const int seq = blockIdx.x / tiles, m0 = (blockIdx.x % tiles) * BM,
             h = blockIdx.y;
+  // FIXED_REF: this CTA's entry of redo_flags, written on every path; the
+  // online kernel's second launch recomputes only the CTAs flagged 1.
+  if constexpr (!kFixedRef) {
+    if (p.redo_flags && p.redo_flags[blockIdx.y * gridDim.x + blockIdx.x] == 0)
+      return;
+  }
 
   const Seq q = make_seq(p.q, p.cu_seqlens_q, p.q_batch_stride, p.q_row_stride,
                          p.q_head_stride, p.seqlen_q, seq, h);
-  if (m0 >= q.len)
+  if (m0 >= q.len) {
+    if (kFixedRef && tid == 0)
+      p.redo_flags[blockIdx.y * gridDim.x + blockIdx.x] = 0;
     return;
+  }
   const Seq k = make_seq(p.k, p.cu_seqlens_k, p.k_batch_stride, p.k_row_stride,
                          p.k_head_stride, p.seqlen_k, seq, h);
   const Seq v = make_seq(p.v, p.cu_seqlens_k, p.v_batch_stride, p.v_row_stride,
@@ -162,6 +189,8 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
   const int ntiles = (k.len + BN - 1) / BN;
   const bool norm_q = p.q_gamma != nullptr, norm_k = p.k_gamma != nullptr;
   if (ntiles == 0) { // no keys: O = 0 for this tile's rows
+    if (kFixedRef && tid == 0)
+      p.redo_flags[blockIdx.y * gridDim.x + blockIdx.x] = 0;
     const Seq out =
         make_seq(p.o, p.cu_seqlens_q, p.o_batch_stride, p.o_row_stride,
                  p.o_head_stride, p.seqlen_q, seq, h);
@@ -246,6 +275,7 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
   float s[BN / 2];
   uint32_t qf[kQRegs ? KSTEPS : 1][4];
   uint32_t pf[PSTEPS][4];
+  float ref2[2]; // FIXED_REF: the rows' references (log2 units, scaled)
 
   // Top of iteration j: tile j resident and visible to the async proxy, next
   // tile requested.
@@ -321,8 +351,58 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
       wgmma_rs<DO, 1>(o, pf[kk], vb + kk * (16 * W) / 16, 1);
     wgmma_commit();
   };
-  // Online softmax of S_j in place (fp32): exponentials, running maxima and
-  // (without ROWSUM_MMA) row sums; alpha = the rescale factors of O's rows.
+  // The largest logit of this thread's row r in S_j (and mx), over the quad.
+  auto row_max = [&](int r, float mx) {
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i)
+      mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    return fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  };
+  // FIXED_REF: where k is head-normalized with gain g, the bound on the
+  // logits of this thread's rows (log2 units, scaled): |q_i . k_j| <=
+  // ||q_i * g|| sqrt(D), from sQ (the queries as multiplied); else +inf.
+  float bound2[2] = {INFINITY, INFINITY};
+  auto row_bounds = [&]() {
+    const float *gk = p.k_gamma ? p.k_gamma : p.k_norm_gamma;
+    if (!gk)
+      return;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // ||q_i * g||^2 over this lane's D/4 columns, then the quad's
+      const int row = wg * 64 + wrow + 8 * r;
+      float qq = 0.f;
+#pragma unroll 1
+      for (int c = 0; c < D / 32; ++c) {
+        const int chunk = (lane & 3) * (D / 32) + c;
+        const uint4 x = lds128(sQ + LQ::off(row, chunk));
+        const __half2 *hx = reinterpret_cast<const __half2 *>(&x);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __half22float2(hx[e]);
+          const float a = f.x * __ldg(gk + h * D + chunk * 8 + 2 * e);
+          const float b = f.y * __ldg(gk + h * D + chunk * 8 + 2 * e + 1);
+          qq = fmaf(a, a, fmaf(b, b, qq));
+        }
+      }
+      qq += __shfl_xor_sync(0xffffffffu, qq, 1);
+      qq += __shfl_xor_sync(0xffffffffu, qq, 2);
+      // k's fp16 rounding adds at most 2^-11 to each |k_j,e|; the margin of
+      // 2^-9 also covers the fp32 sums, and keeps every P <= 2^15.2.
+      bound2[r] = sqrtf(qq * static_cast<float>(D)) * sl2 * 1.001953125f;
+    }
+  };
+  // FIXED_REF: the references from S_0 (masked logits): tile 0's largest
+  // logit (finite: tile 0 has a key), or bound - 15 where that is lower.
+  auto fix_references = [&]() {
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      ref2[r] = fminf(row_max(r, -INFINITY) * sl2, bound2[r] - 15.f);
+  };
+
+  // Softmax of S_j in place (fp32): the exponentials, and for the online
+  // softmax the running maxima and (without ROWSUM_MMA) the row sums; alpha =
+  // the rescale factors of O's rows (FIXED_REF: none).
   auto softmax = [&](int j, float(&alpha)[2]) {
     if ((j + 1) * BN > k.len) { // columns past the end
       const int cbase = j * BN + 2 * (lane & 3);
@@ -334,37 +414,45 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
             s[4 * i + e] = -INFINITY;
       }
     }
+    if constexpr (kFixedRef) {
+      if (j == 0)
+        fix_references();
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = m_row[r];
-#pragma unroll
-      for (int i = 0; i < BN / 8; ++i)
-        mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
-      alpha[r] = fast_exp2(m_row[r] * sl2 - ms);
-      m_row[r] = mx;
-      [[maybe_unused]] float sum = 0.f;
-#pragma unroll
-      for (int i = 0; i < BN / 8; ++i) {
-        s[4 * i + 2 * r] = fast_exp2(fmaf(s[4 * i + 2 * r], sl2, -ms));
-        s[4 * i + 2 * r + 1] = fast_exp2(fmaf(s[4 * i + 2 * r + 1], sl2, -ms));
-        if constexpr (!kRowSumMma)
-          sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
+      for (int i = 0; i < BN / 4; ++i) { // s[2i], s[2i+1]: row i & 1
+        s[2 * i] = fast_exp2(fmaf(s[2 * i], sl2, -ref2[i & 1]));
+        s[2 * i + 1] = fast_exp2(fmaf(s[2 * i + 1], sl2, -ref2[i & 1]));
       }
-      if constexpr (!kRowSumMma)
-        l_row[r] = l_row[r] * alpha[r] + sum;
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float mx = row_max(r, m_row[r]);
+        const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
+        alpha[r] = fast_exp2(m_row[r] * sl2 - ms);
+        m_row[r] = mx;
+        [[maybe_unused]] float sum = 0.f;
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) {
+          s[4 * i + 2 * r] = fast_exp2(fmaf(s[4 * i + 2 * r], sl2, -ms));
+          s[4 * i + 2 * r + 1] =
+              fast_exp2(fmaf(s[4 * i + 2 * r + 1], sl2, -ms));
+          if constexpr (!kRowSumMma)
+            sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
+        }
+        if constexpr (!kRowSumMma)
+          l_row[r] = l_row[r] * alpha[r] + sum;
+      }
     }
   };
   // O *= alpha; P = fp16(S)
   auto rescale_and_pack = [&](const float(&alpha)[2]) {
+    if constexpr (!kFixedRef) {
 #pragma unroll
-    for (int i = 0; i < DO / 8; ++i) {
-      o[4 * i + 0] *= alpha[0];
-      o[4 * i + 1] *= alpha[0];
-      o[4 * i + 2] *= alpha[1];
-      o[4 * i + 3] *= alpha[1];
+      for (int i = 0; i < DO / 8; ++i) {
+        o[4 * i + 0] *= alpha[0];
+        o[4 * i + 1] *= alpha[0];
+        o[4 * i + 2] *= alpha[1];
+        o[4 * i + 3] *= alpha[1];
+      }
     }
 #pragma unroll
     for (int kk = 0; kk < PSTEPS; ++kk) {
@@ -377,6 +465,8 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
 
   // tile 0 (peeled: no P V in flight yet)
   begin_tile(0);
+  if constexpr (kFixedRef)
+    row_bounds();
   if constexpr (kQRegs) {
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
@@ -439,8 +529,20 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
     }
     inv[r] = l > 0.f ? 1.f / l : 0.f;
   }
-  __syncthreads(); // every warpgroup is done with sQ (Q operand) and the K/V
-                   // stages
+  if constexpr (kFixedRef) {
+    // An overflowed P (inf) makes its row's MMA sum inf: the online kernel
+    // redoes this CTA. (Rows past the sequence hold zero queries: their P are
+    // 1 or 2^15.)
+    const bool overflow = !(l_row[0] <= 3.0e38f && l_row[1] <= 3.0e38f);
+    const int redo = __syncthreads_or(overflow); // also the barrier below
+    if (tid == 0)
+      p.redo_flags[blockIdx.y * gridDim.x + blockIdx.x] = redo;
+    if (redo)
+      return;
+  } else {
+    __syncthreads(); // every warpgroup is done with sQ (Q operand) and the
+                     // K/V stages
+  }
   {
     const int r = wg * 64 + wrow;
 #pragma unroll

@@ -75,6 +75,12 @@ struct GpuOptions {
   /// scratch, q in the kernel's prologue), "prepass" (both), "fused" (both in
   /// the kernel, repeated per query tile for k).
   std::string attentionNorms = "q-fused";
+  /// The softmax of attention calls whose k is head-normalized: "fixed" (a
+  /// reference per row fixed after the first key tile, bounded by the norms:
+  /// no running maxima or rescaling; the CTAs where a P would overflow are
+  /// recomputed online; runtime/kernels/attention_sm90.cuh, sm_90 only) or
+  /// "online" (the running maximum everywhere).
+  std::string attentionSoftmax = "fixed";
   /// Release a function's device weights and arena when its run ends.
   bool lowMemory = false;
   /// Pinned staging buffer for weight uploads (two halves, double-buffered).

@@ -117,6 +117,12 @@ struct Case {
       false; // normalize k with the standalone kernel (out of place), q fused
   float scale = 0.f; // 0: 1/sqrt(D)
   float q_amp = 1.f;
+  float gain_lo = 0.5f, gain_hi = 1.5f; // head-norm gains, uniform
+  // >= 0 (dense q and k/v buffers): every query of a head points along one
+  // direction and this key of every sequence along the same one, far above
+  // the first key tile's logits: a fixed softmax reference taken from tile 0
+  // overflows, and the FIXED_REF kernels must have their CTAs redone.
+  int peak_key = -1;
 };
 
 std::string g_only_case;
@@ -124,6 +130,7 @@ std::string g_only_case;
 struct Result {
   double max_abs = 0, rel_l2 = 0;
   long nonfinite = 0;
+  long redone = -1; // FIXED_REF: CTAs the online kernel recomputed
   bool ok = false;
 };
 
@@ -170,13 +177,35 @@ Result run_case(const trellis::AttentionKernels &K,
         x = f2h(h2f(x) * c.q_amp);
       }
   }
+  if (c.peak_key >= 0) {
+    if (c.packed_qkv || c.varlen_q || c.varlen_k || c.kv_broadcast) {
+      std::fprintf(stderr, "test bug: peak_key needs dense q and k/v\n");
+      std::exit(2);
+    }
+    std::vector<float> u(D);
+    for (int h = 0; h < H; ++h) {
+      float n2 = 0.f;
+      for (auto &x : u)
+        n2 += (x = rng.normal()) * x;
+      for (auto &x : u) // ||u|| = sqrt(D)
+        x *= std::sqrt(D / n2);
+      for (int r = 0; r < q_rows; ++r)
+        for (int e = 0; e < D; ++e)
+          qh[(static_cast<size_t>(r) * H + h) * D + e] =
+              f2h(c.q_amp * (0.9f * u[e] + 0.3f * rng.normal()));
+      for (int b = 0; b < S; ++b)
+        for (int e = 0; e < D; ++e)
+          kvh[(static_cast<size_t>(b) * Lk + c.peak_key) * k_rs +
+              static_cast<size_t>(h) * D + e] = f2h(2.f * u[e]);
+    }
+  }
   const uint16_t *qsrc = c.packed_qkv ? qkv.data() : qh.data();
   const uint16_t *ksrc = c.packed_qkv ? qkv.data() : kvh.data();
   std::vector<float> gq(H * D), gk(H * D);
   for (auto &g : gq)
-    g = 0.5f + rng.uniform();
+    g = c.gain_lo + (c.gain_hi - c.gain_lo) * rng.uniform();
   for (auto &g : gk)
-    g = 0.5f + rng.uniform();
+    g = c.gain_lo + (c.gain_hi - c.gain_lo) * rng.uniform();
   const float scale =
       c.scale > 0 ? c.scale : 1.f / std::sqrt(static_cast<float>(D));
   for (const auto *vec : {&qkv, &qh, &kvh})
@@ -259,6 +288,15 @@ Result run_case(const trellis::AttentionKernels &K,
     p.k_row_stride = H * D;
     p.k_batch_stride = c.kv_broadcast ? 0 : static_cast<int64_t>(Lk) * H * D;
     p.k_gamma = nullptr;
+    p.k_norm_gamma = reinterpret_cast<const float *>(dgk.p);
+  }
+  // FIXED_REF: the redo flags, poisoned (-1): the kernel must write each.
+  const bool fixed = (cfg->variant & TRELLIS_ATTN_SM90_FIXED_REF) != 0;
+  const long long flags = fixed ? trellis_attn_redo_flags_count(cfg, &p) : 0;
+  DevBuf dredo(static_cast<size_t>(flags) * 4);
+  if (fixed) {
+    CK(cuMemsetD32(dredo.p, 0xffffffffu, static_cast<size_t>(flags)));
+    p.redo_flags = reinterpret_cast<int32_t *>(dredo.p);
   }
   CUresult r = K.launch(cfg, p, nullptr, &err);
   if (r != CUDA_SUCCESS) {
@@ -268,6 +306,17 @@ Result run_case(const trellis::AttentionKernels &K,
   CK(cuCtxSynchronize());
   std::vector<uint16_t> out(o_elems);
   CK(cuMemcpyDtoH(out.data(), dout.p, o_elems * 2));
+  Result res;
+  bool flags_ok = true;
+  if (fixed) {
+    std::vector<int32_t> f(static_cast<size_t>(flags));
+    CK(cuMemcpyDtoH(f.data(), dredo.p, f.size() * 4));
+    res.redone = 0;
+    for (int32_t x : f) {
+      flags_ok = flags_ok && (x == 0 || x == 1);
+      res.redone += x == 1;
+    }
+  }
 
   // reference
   auto rmsnorm = [&](const uint16_t *u, const float *g,
@@ -280,7 +329,6 @@ Result run_case(const trellis::AttentionKernels &K,
     for (int e = 0; e < D; ++e)
       dst[e] = h2f(f2h(h2f(u[e]) / denom * g[e] * sd));
   };
-  Result res;
   double err2 = 0, ref2 = 0;
   std::vector<float> qv(D), kvec(D);
   std::vector<double> logits, acc(D);
@@ -349,7 +397,8 @@ Result run_case(const trellis::AttentionKernels &K,
     }
   }
   res.rel_l2 = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
-  res.ok = res.nonfinite == 0 && res.rel_l2 < 2e-3 && res.max_abs < 1e-2;
+  res.ok = res.nonfinite == 0 && res.rel_l2 < 2e-3 && res.max_abs < 1e-2 &&
+           flags_ok && (!fixed || c.peak_key < 0 || res.redone > 0);
   return res;
 }
 
@@ -389,6 +438,27 @@ std::vector<Case> cases_for(int D) {
     Case c;
     c.name = "dense-peaky-logits";
     c.D = D, c.H = 1, c.B = 1, c.lq = {256}, c.lk = {700}, c.q_amp = 4.f;
+    v.push_back(c);
+  }
+  {
+    Case c; // the first key tile far under a later key: FIXED_REF redoes
+    c.name = "dense-late-peak";
+    c.D = D, c.H = 2, c.B = 2, c.lq = {300, 300}, c.lk = {700, 700},
+    c.q_amp = 2.f, c.peak_key = 500;
+    v.push_back(c);
+  }
+  {
+    Case c; // the same with large head-norm gains: a loose logit bound
+    c.name = "dense-late-peak-rms-gain3";
+    c.D = D, c.H = 2, c.B = 1, c.lq = {256}, c.lk = {600}, c.rms = true,
+    c.gain_lo = 2.f, c.gain_hi = 4.f, c.peak_key = 300;
+    v.push_back(c);
+  }
+  {
+    Case c; // prepass k with large gains (k_norm_gamma bounds the logits)
+    c.name = "dense-rms-prepass-k-gain3";
+    c.D = D, c.H = 2, c.B = 2, c.lq = {1100, 1100}, c.lk = {1100, 1100},
+    c.rms = true, c.prepass_k = true, c.gain_lo = 2.f, c.gain_hi = 4.f;
     v.push_back(c);
   }
   {
@@ -504,10 +574,12 @@ int main(int argc, char **argv) {
         ++runs;
         if (!r.ok)
           ++failures;
-        std::printf(
-            "%-4s %-36s %-26s max_abs %.3e  rel_l2 %.3e  nonfinite %ld\n",
-            r.ok ? "ok" : "FAIL", cfg->name, c.name.c_str(), r.max_abs,
-            r.rel_l2, r.nonfinite);
+        std::printf("%-4s %-36s %-26s max_abs %.3e  rel_l2 %.3e  nonfinite %ld",
+                    r.ok ? "ok" : "FAIL", cfg->name, c.name.c_str(), r.max_abs,
+                    r.rel_l2, r.nonfinite);
+        if (r.redone >= 0)
+          std::printf("  redone CTAs %ld", r.redone);
+        std::printf("\n");
       }
     }
   }
