@@ -297,6 +297,8 @@ def subm_conv(x, nbr, w, b):
     S, N, Cin = x.shape
     xz = torch.cat([x, x.new_zeros(S, 1, Cin)], 1)
     rows = max(1, CONV_CHUNK_BYTES // (S * 27 * Cin * x.element_size()))
+    if N <= rows:            # one chunk, no Python loop over N (keeps N symbolic under torch.compile(dynamic=True))
+        return F.linear(xz[:, nbr].reshape(S, -1, 27 * Cin), w, b)
     outs = []
     for r0 in range(0, N, rows):
         g = xz[:, nbr[r0:r0 + rows]].reshape(S, -1, 27 * Cin)

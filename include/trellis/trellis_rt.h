@@ -3,8 +3,11 @@
  * libtrellis_rt.so runs what trellisc compiled (a bundle file, a trellis.exe
  * with its embedded bundle, or bundle bytes) inside the caller's program:
  *
- *   trellis_run()            the whole TRELLIS pipeline, one call per
- *                            inference (what trellis.exe does)
+ *   trellis_engine_*()       the TRELLIS pipeline set up once (weights
+ *                            staged, GPU code loaded, memory planned) and
+ *                            run for many generations
+ *   trellis_run()            one generation through a fresh engine
+ *                            (create + run + destroy)
  *   trellis_program_call()   one entry function of any compiled program
  *                            (what the Python package's Executable uses)
  *
@@ -36,7 +39,7 @@ extern "C" {
 #define TRELLIS_RT_API
 #endif
 
-#define TRELLIS_RT_ABI_VERSION 1
+#define TRELLIS_RT_ABI_VERSION 2
 
 typedef enum trellis_status {
   TRELLIS_OK = 0,
@@ -47,7 +50,8 @@ typedef enum trellis_status {
   TRELLIS_ERR_IO = 5,               /* writing out_dir failed */
   TRELLIS_ERR_BUFFER_TOO_SMALL = 6, /* a caller output buffer is too small */
   TRELLIS_ERR_UNSUPPORTED = 7,      /* asked for what this build cannot do */
-  TRELLIS_ERR_INTERNAL = 8
+  TRELLIS_ERR_INTERNAL = 8,
+  TRELLIS_ERR_BUSY = 9 /* the engine is running on another thread */
 } trellis_status;
 
 /* Error: code + message (malloc'ed; free with trellis_error_clear). */
@@ -214,12 +218,69 @@ typedef struct trellis_outputs {
   trellis_tensor mesh_vertices, mesh_faces; /* FlexiCubes (first sample) */
 } trellis_outputs;
 
-/* One inference: embeddings -> ss_stage -> slat_stage -> decoders. */
+/* One inference: embeddings -> ss_stage -> slat_stage -> decoders, through
+ * a fresh engine (trellis_engine_create + trellis_engine_run + destroy). */
 TRELLIS_RT_API trellis_status trellis_run(const trellis_run_spec *spec,
                                           const trellis_weights *weights,
                                           const trellis_embeddings *embeddings,
                                           trellis_outputs *outputs,
                                           trellis_error *err);
+
+/*--- Engines: set up once, run many generations ---------------------------
+ *
+ * An engine holds what does not change between generations: the backend
+ * (CUDA context, kernel modules), the staged weights, the planned memory,
+ * the built commands and captured graphs (for the sparse stages: per voxel
+ * set, rebuilt when the set changes), and an output writer thread.
+ *
+ * Rules:
+ *  - one generation at a time: a trellis_engine_run while another thread is
+ *    inside trellis_engine_run of the same engine returns TRELLIS_ERR_BUSY
+ *    (it does not wait). Different engines may run on different threads.
+ *  - one device per engine (options.device); two GPUs are two engines.
+ *  - the program must stay open, and the memory of the weight table's
+ *    tensors valid, until trellis_engine_destroy (the table itself is
+ *    copied). trellis_program_close of a program that engines still use
+ *    is deferred until the last of them is destroyed.
+ *  - a failed run (bad input, say) leaves the engine usable.
+ */
+
+typedef struct trellis_engine trellis_engine;
+
+typedef struct trellis_engine_options {
+  uint32_t struct_size; /* sizeof(trellis_engine_options) */
+  /* TRELLIS_FLAG_LOW_MEMORY, _GRAPHS, _CHECK_FINITE, _CPU_ONLY,
+   * _REQUIRE_GPU (the other bits are per run). */
+  uint32_t flags;
+  int32_t device;  /* CUDA device ordinal (default 0) */
+  int32_t threads; /* CPU threads; 0 = all */
+  trellis_progress_fn progress; /* MESSAGE notices while starting; may be NULL */
+  void *user_data;
+} trellis_engine_options;
+
+/* Fills options with the defaults (graphs on, device 0). */
+TRELLIS_RT_API void trellis_engine_options_init(trellis_engine_options *o);
+
+/* Checks every weight the program reads against `weights` (missing or
+ * mistyped: TRELLIS_ERR_WEIGHTS, naming the tensor), starts the backend and
+ * prepares what does not depend on the inputs. `options` may be NULL. */
+TRELLIS_RT_API trellis_status trellis_engine_create(
+    trellis_program *program, const trellis_weights *weights,
+    const trellis_engine_options *options, trellis_engine **out,
+    trellis_error *err);
+
+/* One generation. From `spec` it uses seed, ss, slat, targets, threads, the
+ * optional noise / coords, out_dir and progress. spec->flags is not read
+ * (the engine's options decide); spec->program must be NULL or the engine's
+ * program and spec->bundle_path NULL (TRELLIS_ERR_INVALID_ARGUMENT
+ * otherwise). Files in out_dir are complete when it returns. */
+TRELLIS_RT_API trellis_status trellis_engine_run(
+    trellis_engine *engine, const trellis_embeddings *embeddings,
+    const trellis_run_spec *spec, trellis_outputs *outputs,
+    trellis_error *err);
+
+/* Frees the engine (NULL is a no-op). Not while a run is in progress. */
+TRELLIS_RT_API void trellis_engine_destroy(trellis_engine *engine);
 
 /*--- Memory ---------------------------------------------------------------*/
 

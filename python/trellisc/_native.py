@@ -171,6 +171,12 @@ class RunSpec(ctypes.Structure):
                 ("user_data", ctypes.c_void_p)]
 
 
+class EngineOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("device", ctypes.c_int32), ("threads", ctypes.c_int32),
+                ("progress", PROGRESS_FN), ("user_data", ctypes.c_void_p)]
+
+
 class Embeddings(ctypes.Structure):
     _fields_ = [("cond", Tensor), ("neg_cond", ctypes.POINTER(Tensor))]
 
@@ -207,6 +213,14 @@ def runtime():
         lib.trellis_run.argtypes = [ctypes.POINTER(RunSpec), ctypes.POINTER(Weights),
                                     ctypes.POINTER(Embeddings),
                                     ctypes.POINTER(Outputs), err]
+        lib.trellis_engine_options_init.argtypes = [ctypes.POINTER(EngineOptions)]
+        lib.trellis_engine_create.argtypes = [vp, ctypes.POINTER(Weights),
+                                              ctypes.POINTER(EngineOptions),
+                                              ctypes.POINTER(vp), err]
+        lib.trellis_engine_run.argtypes = [vp, ctypes.POINTER(Embeddings),
+                                           ctypes.POINTER(RunSpec),
+                                           ctypes.POINTER(Outputs), err]
+        lib.trellis_engine_destroy.argtypes = [vp]
         lib.trellis_tensor_free.argtypes = [ctypes.POINTER(Tensor)]
         lib.trellis_outputs_free.argtypes = [ctypes.POINTER(Outputs)]
         lib.trellis_error_clear.argtypes = [err]
@@ -312,3 +326,55 @@ class Program:
         if getattr(self, "_handle", None) and _runtime is not None:
             _runtime.trellis_program_close(self._handle)
             self._handle = None
+
+
+def weight_table(weights, model_dir, keep):
+    """A trellis_weights of {(model, name): array} + model_dir; the arrays
+    and the entry array are appended to `keep` (they must outlive the use)."""
+    table = Weights()
+    table.model_dir = str(model_dir).encode() if model_dir else None
+    if weights:
+        entries = (Weight * len(weights))()
+        for i, ((model, name), a) in enumerate(weights.items()):
+            a = np.ascontiguousarray(a)
+            keep.append(a)
+            entries[i].model = model.encode()
+            entries[i].name = name.encode()
+            entries[i].tensor = tensor_of(a)
+        table.entries, table.count = entries, len(weights)
+        keep.append(entries)
+    return table
+
+
+class Engine:
+    """A trellis_engine: the pipeline set up once (backend, staged weights,
+    planned memory), run for many generations. Keeps the program and the
+    weight arrays alive as long as it lives."""
+
+    def __init__(self, program, weights=None, model_dir=None, flags=4, device=0,
+                 threads=0):
+        lib = runtime()
+        self._program = program  # the engine holds a reference to it too
+        self._keep = []
+        table = weight_table(weights, model_dir, self._keep)
+        opts = EngineOptions()
+        lib.trellis_engine_options_init(ctypes.byref(opts))
+        opts.flags, opts.device, opts.threads = flags, device, threads
+        self._handle = ctypes.c_void_p()
+        err = Error()
+        check(lib.trellis_engine_create(program.handle, ctypes.byref(table),
+                                        ctypes.byref(opts),
+                                        ctypes.byref(self._handle),
+                                        ctypes.byref(err)), err)
+
+    @property
+    def handle(self):
+        return self._handle
+
+    def close(self):
+        if getattr(self, "_handle", None) and _runtime is not None:
+            _runtime.trellis_engine_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()

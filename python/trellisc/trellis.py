@@ -82,7 +82,14 @@ def compile_pipeline(path, batch=1, cond_tokens=0, images=1, multi_image="none",
 
 
 class Pipeline:
-    """A compiled TRELLIS pipeline (bundle bytes) and its model directory."""
+    """A compiled TRELLIS pipeline (bundle bytes) and its model directory.
+
+    The first :meth:`run` creates an engine (the backend started, weights
+    staged, memory planned; libtrellis_rt's trellis_engine_create) that later
+    runs reuse, so only the first call pays the setup. Runs with other
+    engine settings (``model_dir``, ``weights``, ``gpu``, ``check_finite``,
+    ``low_memory``, ``device``) replace it with a new one.
+    """
 
     def __init__(self, bundle, model_dir=None):
         self.bundle = bundle
@@ -90,34 +97,76 @@ class Pipeline:
         self._program = _native.Program(data=bundle)
         sections = _bundle.parse(bundle)
         self.entries = json.loads(sections["program"])["entries"]
+        self._engine = None
+        self._engine_key = None
 
     def save(self, path):
         """Writes the bundle (run it with ``trellis-runtime --bundle``)."""
         Path(path).write_bytes(self.bundle)
 
+    def engine(self, model_dir=None, weights=None, gpu="auto", check_finite=False,
+               low_memory=False, device=0, threads=0):
+        """The engine for these settings (made at the first call, then kept)."""
+        model_dir = model_dir or self.model_dir
+        key = (model_dir, id(weights) if weights else None, gpu, check_finite,
+               low_memory, device)
+        if self._engine is None or self._engine_key != key:
+            if self._engine is not None:
+                self._engine.close()
+                self._engine = None
+            flags = _engine_flags(gpu, check_finite, low_memory)
+            try:
+                self._engine = _native.Engine(self._program, weights, model_dir,
+                                              flags=flags, device=device,
+                                              threads=threads)
+            except _native.RuntimeFailure as f:
+                raise TrellisError(f.message, user_location()) from None
+            self._engine_key = key
+        return self._engine
+
     def run(self, cond, neg_cond=None, seed=42, model_dir=None, weights=None,
             formats=("gs", "rf", "mesh"), ss_steps=0, slat_steps=0,
             ss_cfg=None, slat_cfg=None, ss_noise=None, slat_noise=None,
             coords=None, out_dir=None, check_finite=False, threads=0,
-            progress=None, gpu="auto"):
-        """One inference; returns {name: array} (names of trellis_outputs).
+            progress=None, gpu="auto", low_memory=False, device=0):
+        """One generation through the pipeline's engine; returns {name: array}
+        (names of trellis_outputs).
 
         ``gpu``: where the bundle's GPU stages run: "auto" (the GPU when one
         is usable, else the CPU reference), "off" or "require".
 
         ``weights``: {(model key, tensor name): array} (e.g. mapped
         safetensors); what it lacks comes from ``model_dir`` (default: the
-        directory of pipeline.json). ``progress(kind, stage, step, steps,
-        coords)`` is called per stage and sampler step; ``kind == "coords"``
-        brings stage 1's coordinates as soon as they exist.
+        directory of pipeline.json). The engine keeps the arrays alive.
+        ``progress(kind, stage, step, steps, coords)`` is called per stage and
+        sampler step; ``kind == "coords"`` brings stage 1's coordinates as
+        soon as they exist.
         """
-        return run(self._program.handle, cond, neg_cond=neg_cond, seed=seed,
-                   model_dir=model_dir or self.model_dir, weights=weights,
-                   formats=formats, ss_steps=ss_steps, slat_steps=slat_steps,
-                   ss_cfg=ss_cfg, slat_cfg=slat_cfg, ss_noise=ss_noise,
-                   slat_noise=slat_noise, coords=coords, out_dir=out_dir,
-                   check_finite=check_finite, threads=threads, progress=progress,
-                   gpu=gpu)
+        engine = self.engine(model_dir, weights, gpu, check_finite, low_memory,
+                             device, threads)
+        return _run(engine, None, cond, neg_cond=neg_cond, seed=seed,
+                    formats=formats, ss_steps=ss_steps, slat_steps=slat_steps,
+                    ss_cfg=ss_cfg, slat_cfg=slat_cfg, ss_noise=ss_noise,
+                    slat_noise=slat_noise, coords=coords, out_dir=out_dir,
+                    threads=threads, progress=progress)
+
+    def close(self):
+        """Frees the engine (device memory included) now rather than at
+        garbage collection."""
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+
+_GPU_FLAGS = {"auto": 0, "off": 16, "require": 32}
+
+
+def _engine_flags(gpu, check_finite, low_memory):
+    if gpu not in _GPU_FLAGS:
+        raise TrellisError(f"gpu must be 'auto', 'off' or 'require', found {gpu!r}",
+                           user_location())
+    return (4 | _GPU_FLAGS[gpu] | (8 if check_finite else 0)
+            | (1 if low_memory else 0))
 
 
 _KINDS = {0: "stage_begin", 1: "stage_end", 2: "step", 3: "coords", 4: "message"}
@@ -128,24 +177,28 @@ def run(program_handle=None, cond=None, *, bundle_path=None, neg_cond=None, seed
         slat_steps=0, ss_cfg=None, slat_cfg=None, ss_noise=None, slat_noise=None,
         coords=None, out_dir=None, check_finite=False, threads=0, progress=None,
         gpu="auto"):
-    """trellis_run through ctypes (see :meth:`Pipeline.run`)."""
-    gpu_flags = {"auto": 0, "off": 16, "require": 32}
-    if gpu not in gpu_flags:
-        raise TrellisError(f"gpu must be 'auto', 'off' or 'require', found {gpu!r}",
-                           user_location())
+    """One generation through trellis_run (a fresh engine; see
+    :meth:`Pipeline.run`, which keeps its engine)."""
+    flags = _engine_flags(gpu, check_finite, False)
+    return _run(None, (program_handle, bundle_path, model_dir, weights, flags),
+                cond, neg_cond=neg_cond, seed=seed, formats=formats,
+                ss_steps=ss_steps, slat_steps=slat_steps, ss_cfg=ss_cfg,
+                slat_cfg=slat_cfg, ss_noise=ss_noise, slat_noise=slat_noise,
+                coords=coords, out_dir=out_dir, threads=threads, progress=progress)
+
+
+def _run(engine, fresh, cond, *, neg_cond, seed, formats, ss_steps, slat_steps,
+         ss_cfg, slat_cfg, ss_noise, slat_noise, coords, out_dir, threads, progress):
+    """trellis_engine_run on `engine`, or (engine None) trellis_run with
+    fresh = (program handle, bundle path, model_dir, weights, flags)."""
     lib = _native.runtime()
     spec = _native.RunSpec()
     lib.trellis_run_spec_init(ctypes.byref(spec))
-    spec.program = program_handle
-    spec.bundle_path = str(bundle_path).encode() if bundle_path else None
     spec.seed = seed
     spec.ss.steps, spec.slat.steps = ss_steps, slat_steps
     spec.ss.cfg_strength = math.nan if ss_cfg is None else ss_cfg
     spec.slat.cfg_strength = math.nan if slat_cfg is None else slat_cfg
     spec.targets = sum(TARGETS[f] for f in formats)
-    if check_finite:
-        spec.flags |= 8
-    spec.flags |= gpu_flags[gpu]
     spec.threads = threads
     keep = []
 
@@ -174,21 +227,21 @@ def run(program_handle=None, cond=None, *, bundle_path=None, neg_cond=None, seed
     cond = np.ascontiguousarray(cond)
     emb.cond = _native.tensor_of(cond)
     emb.neg_cond = opt_tensor(neg_cond, np.float32)
-    table = _native.Weights()
-    table.model_dir = str(model_dir).encode() if model_dir else None
-    if weights:
-        entries = (_native.Weight * len(weights))()
-        for i, ((model, name), a) in enumerate(weights.items()):
-            entries[i].model = model.encode()
-            entries[i].name = name.encode()
-            entries[i].tensor = _native.tensor_of(a)
-            keep.append(a)
-        table.entries, table.count = entries, len(weights)
-        keep.append(entries)
     outs = _native.Outputs()
     err = _native.Error()
-    status = lib.trellis_run(ctypes.byref(spec), ctypes.byref(table), ctypes.byref(emb),
-                             ctypes.byref(outs), ctypes.byref(err))
+    if engine is not None:
+        status = lib.trellis_engine_run(engine.handle, ctypes.byref(emb),
+                                        ctypes.byref(spec), ctypes.byref(outs),
+                                        ctypes.byref(err))
+    else:
+        program_handle, bundle_path, model_dir, weights, flags = fresh
+        spec.program = program_handle
+        spec.bundle_path = str(bundle_path).encode() if bundle_path else None
+        spec.flags = flags
+        table = _native.weight_table(weights, model_dir, keep)
+        status = lib.trellis_run(ctypes.byref(spec), ctypes.byref(table),
+                                 ctypes.byref(emb), ctypes.byref(outs),
+                                 ctypes.byref(err))
     try:
         _native.check(status, err)
     except _native.RuntimeFailure as f:

@@ -1,9 +1,10 @@
-//===- App.cpp - The trellis.exe command line
-//-------------------------------===//
+//===- App.cpp - The trellis.exe command line -----------------------------===//
 //
-// Parses the command line, loads the bundle (embedded, or --bundle), reads the
-// input files and hands them to runPipeline (Runner.cpp: stages, noise,
-// outputs through AtomicFile), printing its progress on stderr.
+// Parses the command line, loads the bundle (embedded, or --bundle), creates
+// one Engine (Engine.h) and runs every generation the command line lists
+// (GenerationList.h) through it, printing progress on stderr and one line per
+// generation. A generation that fails (a bad input file, say) is reported and
+// the others still run; the exit status is 1 if any failed.
 //
 //===----------------------------------------------------------------------===//
 #include "trellis/Runtime/App.h"
@@ -11,8 +12,10 @@
 #include "trellis/Format/Npy.h"
 #include "trellis/Reference/Parallel.h"
 #include "trellis/Runtime/Bundle.h"
+#include "trellis/Runtime/Engine.h"
 #include "trellis/Runtime/GpuExecutor.h"
-#include "trellis/Runtime/Runner.h"
+
+#include "GenerationList.h"
 
 #include <nlohmann/json.hpp>
 
@@ -35,13 +38,26 @@ using json = nlohmann::json;
 const char *const kUsage =
     R"(trellis.exe: the TRELLIS image-to-3D pipeline, compiled by trellisc
 
-usage: trellis.exe --model DIR --cond FILE --out DIR [options]
+usage: trellis.exe --model DIR --cond FILE [--cond FILE ...] --out DIR [options]
+       trellis.exe --model DIR --inputs MANIFEST.jsonl --out DIR [options]
        trellis.exe --inspect
+
+One process sets the model up once (weights staged, GPU code loaded) and runs
+every generation through it; each prints one line with its wall time, GPU
+time and voxel count.
 
   --model DIR          TRELLIS model directory (its ckpts/*.safetensors are
                        mapped, never copied whole)
   --cond FILE          conditioning tokens, .npy or .npz (first array),
-                       f32 [images, Lc, Cc] (post-LayerNorm DINOv2 tokens)
+                       f32 [images, Lc, Cc] (post-LayerNorm DINOv2 tokens).
+                       Repeat it for several generations: outputs go to
+                       OUT/0, OUT/1, ... (one --cond: OUT itself)
+  --inputs FILE        a manifest, one JSON object a line:
+                       {"id": "chair", "cond": "chair.npy", "seed": 7}
+                       (optional "coords": FILE); outputs go to OUT/<id>;
+                       relative paths are relative to the manifest
+  --repeat N           run each generation N times (benchmarking; the
+                       files are rewritten)
   --neg-cond FILE      unconditional tokens (text pipelines: CLIP(""))
   --out DIR            output directory (created)
   --seed N             noise seed (default 42)
@@ -76,19 +92,26 @@ usage: trellis.exe --model DIR --cond FILE --out DIR [options]
   --no-cuda-graphs     launch sampler steps op by op instead of as graphs
   --stop-after STAGE   ss (after coords.npy) or slat (after slat.npy)
   --low-memory         release a stage's device weights and arena after it
+  --gpu-device N       the CUDA device to run on (default 0)
+  --debug-outputs      also write mesh_fields.npz (the mesh decoder's raw
+                       fields) and print the mesh report
   --bundle FILE        run this bundle (for the bare trellis-runtime)
   --inspect            print the bundle (format, sections, functions, weights)
                        and the device memory plan of its GPU stages (of the
                        sparse ones for the voxels of --coords)
 
 outputs: ss_latent.npy coords.npy slat.npy gaussians.ply gaussians.npz
-         radiance_field.npz mesh_fields.npz mesh.ply mesh.glb (per-sample
-         files get a _<b>
-         suffix when the program was compiled with --batch > 1)
+         radiance_field.npz mesh.ply mesh.glb (per-sample files get a _<b>
+         suffix when the program was compiled with --batch > 1); each file
+         appears whole or not at all
 )";
 
 struct Options {
-  std::string model, cond, negCond, out, ssNoise, slatNoise, coords, bundle;
+  std::string model, negCond, out, ssNoise, slatNoise, coords, bundle;
+  std::vector<std::string> conds;
+  std::string inputs; // --inputs manifest
+  int64_t repeat = 1;
+  bool debugOutputs = false;
   uint64_t seed = 42;
   bool gs = true, rf = true, mesh = true;
   SamplerRunOverrides ss, slat;
@@ -171,6 +194,22 @@ Result<Options> parseArgs(int argc, char **argv) {
       o.gpu.options.cudaGraphs = false;
     else if (a == "--low-memory")
       o.gpu.options.lowMemory = true;
+    else if (a == "--debug-outputs")
+      o.debugOutputs = true;
+    else if (a == "--gpu-device") {
+      double d = -1;
+      s = number(d);
+      if (s && !(d >= 0 && d <= 1023 && d == std::floor(d)))
+        s = Error{"option --gpu-device expects a device ordinal in 0..1023"};
+      o.gpu.options.device = int(d);
+    } else if (a == "--repeat") {
+      double n = 0;
+      s = number(n);
+      if (s && !(n >= 1 && n <= 1e6 && n == std::floor(n)))
+        s = Error{"option --repeat expects a count in 1..1000000"};
+      o.repeat = int64_t(n);
+    } else if (a == "--inputs")
+      s = str(o.inputs);
     else if (a == "--stop-after") {
       std::string stage;
       s = str(stage);
@@ -195,9 +234,11 @@ Result<Options> parseArgs(int argc, char **argv) {
                   "'"};
     } else if (a == "--model")
       s = str(o.model);
-    else if (a == "--cond")
-      s = str(o.cond);
-    else if (a == "--neg-cond")
+    else if (a == "--cond") {
+      std::string c;
+      s = str(c);
+      o.conds.push_back(c);
+    } else if (a == "--neg-cond")
       s = str(o.negCond);
     else if (a == "--out")
       s = str(o.out);
@@ -281,13 +322,14 @@ public:
   void message(const std::string &line) override { std::cerr << line << "\n"; }
 };
 
-/// Reads the input files of the command line into a pipeline request.
-Result<PipelineRequest> makeRequest(const Options &o) {
-  PipelineRequest req;
-  auto cond = readArray(o.cond, "--cond");
+/// Reads one generation's input files into a request.
+Result<GenerationRequest> makeRequest(const Options &o,
+                                      const GenerationSpec &g) {
+  GenerationRequest req;
+  auto cond = readArray(g.cond, "--cond");
   if (!cond)
     return Error{cond.message()};
-  req.cond = {*cond, "--cond " + o.cond};
+  req.cond = {*cond, "--cond " + g.cond};
   auto optional = [](const std::string &path, const char *what,
                      std::optional<NamedTensor> &dst) -> Status {
     if (path.empty())
@@ -303,32 +345,31 @@ Result<PipelineRequest> makeRequest(const Options &o) {
   };
   if (Status s = optional(o.negCond, "--neg-cond", req.negCond); !s)
     return Error{s.message()};
-  if (Status s = optional(o.coords, "--coords", req.coords); !s)
+  if (Status s = optional(g.coords, "--coords", req.coords); !s)
     return Error{s.message()};
   if (!req.coords)
     if (Status s = optional(o.ssNoise, "--ss-noise", req.ssNoise); !s)
       return Error{s.message()};
   if (Status s = optional(o.slatNoise, "--slat-noise", req.slatNoise); !s)
     return Error{s.message()};
-  req.seed = o.seed;
+  req.seed = g.seed;
   req.gs = o.gs;
   req.rf = o.rf;
   req.mesh = o.mesh;
   req.meshOnCpu = o.meshCpu;
   req.ss = o.ss;
   req.slat = o.slat;
-  req.checkFinite = o.checkFinite;
-  req.gpu = o.gpu;
   req.lastStage = o.lastStage;
-  req.modelDir = o.model;
-  req.outDir = o.out;
+  req.outDir = g.outDir;
+  req.debugOutputs = o.debugOutputs;
   return req;
 }
 
 /// The arguments of a sparse GPU entry for --inspect --coords: the voxel set,
 /// and zeros of the declared shapes (N rows where dynamic) for the rest (the
 /// plan depends on the coordinates only).
-std::vector<RtValue> planArguments(const Function &fn, const HostTensor &coords) {
+std::vector<RtValue> planArguments(const Function &fn,
+                                   const HostTensor &coords) {
   std::vector<RtValue> args;
   for (size_t i = 0; i < fn.argTypes.size(); ++i) {
     const ValueType &t = fn.argTypes[i];
@@ -404,6 +445,84 @@ int inspect(const Bundle &bundle, const Program &program, const json &meta,
   return 0;
 }
 
+/// Creates the engine and runs every generation (each opts.repeat times).
+/// Files of generation g are written while g+1 computes; a write error is
+/// reported as g's.
+int runGenerations(const LoadedBundle &loaded, const Options &opts,
+                   const std::vector<GenerationSpec> &generations) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  StderrObserver observer;
+  EngineOptions eo;
+  eo.gpu = opts.gpu;
+  eo.checkFinite = opts.checkFinite;
+  eo.modelDir = opts.model;
+  eo.notice = [&](const std::string &line) { observer.message(line); };
+  auto engine = Engine::create(loaded, std::move(eo));
+  if (!engine)
+    return fail(engine.message());
+  const double setupSeconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  std::cerr << "engine ready in " << setupSeconds << " s\n";
+  struct Pending {
+    std::string label;
+    uint64_t ticket;
+  };
+  std::optional<Pending> pending; // the last generation's files
+  int failed = 0, runs = 0;
+  auto settle = [&]() {
+    if (!pending)
+      return;
+    if (Status s = (*engine)->finishWrites(pending->ticket); !s) {
+      std::cerr << "trellis.exe: error: " << pending->label << ": "
+                << s.message() << "\n";
+      ++failed;
+    }
+    pending.reset();
+  };
+  const bool several = generations.size() > 1 || opts.repeat > 1;
+  for (const GenerationSpec &g : generations)
+    for (int64_t rep = 0; rep < opts.repeat; ++rep) {
+      ++runs;
+      std::string label = "generation " + g.id;
+      if (opts.repeat > 1)
+        label += " (run " + std::to_string(rep + 1) + "/" +
+                 std::to_string(opts.repeat) + ")";
+      if (several)
+        std::cerr << "== " << label << " (" << g.origin << ")\n";
+      auto request = makeRequest(opts, g);
+      if (!request) {
+        std::cerr << "trellis.exe: error: " << label << ": "
+                  << request.message() << "\n";
+        ++failed;
+        continue;
+      }
+      request->asyncWrites = true;
+      auto result = (*engine)->run(*request, &observer);
+      settle(); // the previous generation's files, written meanwhile
+      if (!result) {
+        std::cerr << "trellis.exe: error: " << label << ": " << result.message()
+                  << "\n";
+        ++failed;
+        continue;
+      }
+      const GenerationStats &st = (*engine)->lastStats();
+      pending = Pending{label, st.writeTicket};
+      std::ostringstream line;
+      line << label << ": " << st.wallSeconds << " s wall, " << st.gpuSeconds
+           << " s GPU, " << st.voxels << " voxels -> " << g.outDir;
+      std::cerr << line.str() << "\n";
+    }
+  settle();
+  const double total =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  std::cerr << runs - failed << " of " << runs << " generation"
+            << (runs == 1 ? "" : "s") << " written to " << opts.out << " in "
+            << total << " s (engine setup " << setupSeconds
+            << " s; files included)\n";
+  return failed ? 1 : 0;
+}
+
 } // namespace
 
 int runtimeMain(int argc, char **argv) {
@@ -421,9 +540,26 @@ int runtimeMain(int argc, char **argv) {
   if (opts->inspect)
     return inspect(loaded->bundle, loaded->program, loaded->meta, source,
                    opts->coords);
-  if (opts->model.empty() || opts->cond.empty() || opts->out.empty()) {
+  if (opts->model.empty() || (opts->conds.empty() && opts->inputs.empty()) ||
+      opts->out.empty()) {
     std::cerr << kUsage;
-    return fail("--model, --cond and --out are required");
+    return fail("--model, --cond (or --inputs) and --out are required");
+  }
+  if (!opts->conds.empty() && !opts->inputs.empty())
+    return fail("--cond and --inputs exclude each other (list every "
+                "generation in the manifest)");
+  std::vector<GenerationSpec> generations;
+  if (!opts->inputs.empty()) {
+    if (!opts->coords.empty())
+      return fail("--coords applies to --cond; give each manifest line its "
+                  "own \"coords\"");
+    auto read = readGenerationManifest(opts->inputs, opts->out);
+    if (!read)
+      return fail(read.message());
+    generations = std::move(*read);
+  } else {
+    generations =
+        generationsFromConds(opts->conds, opts->coords, opts->seed, opts->out);
   }
   if (opts->threads > 0)
     ref::setNumThreads(opts->threads);
@@ -436,14 +572,7 @@ int runtimeMain(int argc, char **argv) {
               << "; CPU reference stages use " << ref::numThreads()
               << " threads\n";
   }
-  auto request = makeRequest(*opts);
-  if (!request)
-    return fail(request.message());
-  StderrObserver observer;
-  auto result = runPipeline(*loaded, *request, &observer);
-  if (!result)
-    return fail(result.message());
-  return 0;
+  return runGenerations(*loaded, *opts, generations);
 }
 
 } // namespace trellis

@@ -1,15 +1,17 @@
 //===- TrellisRt.cpp - libtrellis_rt.so: the runtime behind a C ABI -----===//
 //
-// include/trellis/trellis_rt.h over the runtime library (Runner.h): the
-// pipeline (runPipeline) and single entry functions (Session). Nothing
-// throws across the boundary: every entry point catches and reports.
+// include/trellis/trellis_rt.h over the runtime library: the pipeline
+// (Engine.h; trellis_run is create + run + destroy) and single entry
+// functions (Session, Runner.h). Nothing throws across the boundary: every
+// entry point catches and reports.
 //
 //===----------------------------------------------------------------------===//
 #include "trellis/trellis_rt.h"
 
 #include "trellis/Reference/Parallel.h"
-#include "trellis/Runtime/Runner.h"
+#include "trellis/Runtime/Engine.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -21,7 +23,21 @@ using namespace trellis;
 struct trellis_program {
   LoadedBundle bundle;
   std::string metaJson;
+  /// The caller's handle plus one per engine: the last release frees it.
+  std::atomic<int> refs{1};
 };
+
+struct trellis_engine {
+  trellis_program *program;
+  std::unique_ptr<Engine> engine;
+};
+
+namespace {
+void releaseProgram(trellis_program *p) {
+  if (p && p->refs.fetch_sub(1) == 1)
+    delete p;
+}
+} // namespace
 
 namespace {
 
@@ -157,13 +173,15 @@ trellis_status deliver(const HostTensor &src, trellis_tensor *dst,
 /// Weights from the caller's table, else from model_dir.
 WeightProvider weightProvider(const trellis_weights *w,
                               const LoadedBundle &bundle) {
+  // The table is copied (an engine outlives the caller's array); the
+  // tensors' memory stays the caller's.
   auto table = std::make_shared<
-      std::map<std::pair<std::string, std::string>, const trellis_tensor *>>();
+      std::map<std::pair<std::string, std::string>, trellis_tensor>>();
   WeightProvider fromDir;
   if (w) {
     for (size_t i = 0; i < w->count && w->entries; ++i) {
       const trellis_weight &e = w->entries[i];
-      (*table)[{e.model ? e.model : "", e.name ? e.name : ""}] = &e.tensor;
+      (*table)[{e.model ? e.model : "", e.name ? e.name : ""}] = e.tensor;
     }
     if (w->model_dir && *w->model_dir)
       fromDir = modelDirectoryWeights(bundle.weights, w->model_dir);
@@ -172,8 +190,8 @@ WeightProvider weightProvider(const trellis_weights *w,
                           const std::string &name) -> Result<HostTensor> {
     auto it = table->find({model, name});
     if (it != table->end())
-      return viewOf(it->second, "weight '" + name + "' of model '" + model +
-                                    "' (weight table)");
+      return viewOf(&it->second, "weight '" + name + "' of model '" + model +
+                                     "' (weight table)");
     if (fromDir)
       return fromDir(model, name);
     return Error{"the weight table has no tensor '" + name + "' of model '" +
@@ -314,41 +332,56 @@ private:
   std::string stage_;
 };
 
-trellis_status runPipelineC(const trellis_run_spec *spec,
-                            const trellis_weights *weights,
-                            const trellis_embeddings *emb,
-                            trellis_outputs *outputs, trellis_error *err) {
-  if (!spec)
-    return report(err, TRELLIS_ERR_INVALID_ARGUMENT, "spec is NULL");
-  if (spec->struct_size < sizeof(trellis_run_spec))
-    return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
-                  "spec->struct_size is " + std::to_string(spec->struct_size) +
-                      ", expected " + std::to_string(sizeof(trellis_run_spec)) +
-                      " (call trellis_run_spec_init)");
+constexpr uint32_t kEngineFlags =
+    TRELLIS_FLAG_LOW_MEMORY | TRELLIS_FLAG_GRAPHS | TRELLIS_FLAG_CHECK_FINITE |
+    TRELLIS_FLAG_CPU_ONLY | TRELLIS_FLAG_REQUIRE_GPU;
+constexpr uint32_t kAllFlags = kEngineFlags | TRELLIS_FLAG_DETERMINISTIC;
+
+/// Engine options from C flags; errors name the field.
+Result<EngineOptions> engineOptions(uint32_t flags, int32_t device,
+                                    const std::string &what) {
+  if (flags & ~kAllFlags)
+    return Error{what + ".flags has unknown bits (see TRELLIS_FLAG_*)"};
+  if ((flags & TRELLIS_FLAG_CPU_ONLY) && (flags & TRELLIS_FLAG_REQUIRE_GPU))
+    return Error{what + ".flags: TRELLIS_FLAG_CPU_ONLY and "
+                        "TRELLIS_FLAG_REQUIRE_GPU exclude each other"};
+  if (device < 0)
+    return Error{what + ".device must be >= 0, found " +
+                 std::to_string(device)};
+  EngineOptions o;
+  o.checkFinite = flags & TRELLIS_FLAG_CHECK_FINITE;
+  o.gpu.options.lowMemory = flags & TRELLIS_FLAG_LOW_MEMORY;
+  o.gpu.options.cudaGraphs = flags & TRELLIS_FLAG_GRAPHS;
+  o.gpu.options.device = device;
+  if (flags & TRELLIS_FLAG_CPU_ONLY)
+    o.gpu.mode = GpuMode::Off;
+  else if (flags & TRELLIS_FLAG_REQUIRE_GPU)
+    o.gpu.mode = GpuMode::Require;
+  return o;
+}
+
+/// The status of an Engine::create failure.
+trellis_status engineFailure(const std::string &message) {
+  if (message.rfind("weights: ", 0) == 0)
+    return TRELLIS_ERR_WEIGHTS;
+  if (message.rfind("--gpu=require", 0) == 0)
+    return TRELLIS_ERR_UNSUPPORTED;
+  return TRELLIS_ERR_RUNTIME;
+}
+
+/// One generation's request from the C structs (spec->flags, program and
+/// bundle_path are the caller's business).
+Result<GenerationRequest> generationRequest(const Program &program,
+                                            const trellis_run_spec *spec,
+                                            const trellis_embeddings *emb,
+                                            trellis_status &code) {
+  code = TRELLIS_ERR_INVALID_ARGUMENT;
   if (!emb)
-    return report(err, TRELLIS_ERR_INVALID_ARGUMENT, "embeddings is NULL");
-  std::optional<LoadedBundle> own;
-  const LoadedBundle *bundle = nullptr;
-  if (spec->program) {
-    bundle = &spec->program->bundle;
-  } else if (spec->bundle_path && *spec->bundle_path) {
-    std::string path = spec->bundle_path;
-    auto b = Bundle::readEmbedded(path);
-    auto loaded =
-        b ? LoadedBundle::load(path, true) : LoadedBundle::load(path, false);
-    if (!loaded)
-      return report(err, TRELLIS_ERR_BUNDLE, loaded.message());
-    own = std::move(*loaded);
-    bundle = &*own;
-  } else {
-    return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
-                  "spec names no program: set spec->program or "
-                  "spec->bundle_path");
-  }
-  PipelineRequest req;
+    return Error{"embeddings is NULL"};
+  GenerationRequest req;
   auto cond = viewOf(&emb->cond, "embeddings.cond");
   if (!cond)
-    return report(err, TRELLIS_ERR_INVALID_ARGUMENT, cond.message());
+    return Error{cond.message()};
   req.cond = {*cond, "embeddings.cond"};
   auto optional = [&](const trellis_tensor *t, const char *what,
                       std::optional<NamedTensor> &dst) -> Status {
@@ -365,54 +398,35 @@ trellis_status runPipelineC(const trellis_run_spec *spec,
                    optional(spec->slat_noise, "spec.slat_noise", req.slatNoise),
                    optional(spec->coords, "spec.coords", req.coords)})
     if (!s)
-      return report(err, TRELLIS_ERR_INVALID_ARGUMENT, s.message());
-  auto ss = samplerOverrides(bundle->program, "ss_stage", spec->ss, "spec.ss");
+      return Error{s.message()};
+  code = TRELLIS_ERR_UNSUPPORTED;
+  auto ss = samplerOverrides(program, "ss_stage", spec->ss, "spec.ss");
   if (!ss)
-    return report(err, TRELLIS_ERR_UNSUPPORTED, ss.message());
-  auto slat =
-      samplerOverrides(bundle->program, "slat_stage", spec->slat, "spec.slat");
+    return Error{ss.message()};
+  auto slat = samplerOverrides(program, "slat_stage", spec->slat, "spec.slat");
   if (!slat)
-    return report(err, TRELLIS_ERR_UNSUPPORTED, slat.message());
+    return Error{slat.message()};
   req.ss = *ss;
   req.slat = *slat;
+  code = TRELLIS_ERR_INVALID_ARGUMENT;
   uint32_t targets = spec->targets ? spec->targets : TRELLIS_TARGET_ALL;
   if (targets & ~TRELLIS_TARGET_ALL)
-    return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
-                  "spec.targets has unknown bits (expected TRELLIS_TARGET_GS "
-                  "| _RF | _MESH)");
+    return Error{"spec.targets has unknown bits (expected TRELLIS_TARGET_GS "
+                 "| _RF | _MESH)"};
   req.gs = targets & TRELLIS_TARGET_GS;
   req.rf = targets & TRELLIS_TARGET_RF;
   req.mesh = targets & TRELLIS_TARGET_MESH;
   req.seed = spec->seed;
-  req.checkFinite = spec->flags & TRELLIS_FLAG_CHECK_FINITE;
-  req.gpu.options.lowMemory = spec->flags & TRELLIS_FLAG_LOW_MEMORY;
-  req.gpu.options.cudaGraphs = spec->flags & TRELLIS_FLAG_GRAPHS;
-  if ((spec->flags & TRELLIS_FLAG_CPU_ONLY) &&
-      (spec->flags & TRELLIS_FLAG_REQUIRE_GPU))
-    return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
-                  "spec.flags: TRELLIS_FLAG_CPU_ONLY and "
-                  "TRELLIS_FLAG_REQUIRE_GPU exclude each other");
-  if (spec->flags & TRELLIS_FLAG_CPU_ONLY)
-    req.gpu.mode = GpuMode::Off;
-  else if (spec->flags & TRELLIS_FLAG_REQUIRE_GPU)
-    req.gpu.mode = GpuMode::Require;
-  req.weights = weightProvider(weights, *bundle);
   req.outDir = spec->out_dir ? spec->out_dir : "";
-  setThreads(spec->threads);
-  CallbackObserver observer(spec->progress, spec->user_data);
-  auto result = runPipeline(*bundle, req, &observer);
-  if (!result) {
-    const std::string &m = result.message();
-    trellis_status code = m.rfind("embeddings.", 0) == 0 ||
-                                  m.rfind("spec.", 0) == 0 ||
-                                  m.find("text pipeline") != std::string::npos
-                              ? TRELLIS_ERR_INVALID_ARGUMENT
-                              : TRELLIS_ERR_RUNTIME;
-    return report(err, code, m);
-  }
+  code = TRELLIS_OK;
+  return req;
+}
+
+/// Copies a generation's tensors into the caller's outputs.
+trellis_status deliverOutputs(const PipelineResult &r, trellis_outputs *outputs,
+                              trellis_error *err) {
   if (!outputs)
     return TRELLIS_OK;
-  const PipelineResult &r = *result;
   std::pair<const HostTensor *, trellis_tensor *> all[] = {
       {&r.ssLatent, &outputs->ss_latent},
       {&r.coords, &outputs->coords},
@@ -444,6 +458,64 @@ trellis_status runPipelineC(const trellis_run_spec *spec,
         s != TRELLIS_OK)
       return s;
   }
+  return TRELLIS_OK;
+}
+
+trellis_status checkSpec(const trellis_run_spec *spec, trellis_error *err) {
+  if (!spec)
+    return report(err, TRELLIS_ERR_INVALID_ARGUMENT, "spec is NULL");
+  if (spec->struct_size < sizeof(trellis_run_spec))
+    return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                  "spec->struct_size is " + std::to_string(spec->struct_size) +
+                      ", expected " + std::to_string(sizeof(trellis_run_spec)) +
+                      " (call trellis_run_spec_init)");
+  return TRELLIS_OK;
+}
+
+/// One generation through `e`; progress to the spec's callback.
+trellis_status engineRun(trellis_engine *e, const trellis_embeddings *emb,
+                         const trellis_run_spec *spec, trellis_outputs *outputs,
+                         trellis_error *err) {
+  trellis_status code = TRELLIS_OK;
+  auto req = generationRequest(e->program->bundle.program, spec, emb, code);
+  if (!req)
+    return report(err, code, req.message());
+  setThreads(spec->threads);
+  CallbackObserver observer(spec->progress, spec->user_data);
+  auto result = e->engine->run(*req, &observer);
+  if (!result) {
+    const std::string &m = result.message();
+    trellis_status code = m.rfind("engine busy", 0) == 0 ? TRELLIS_ERR_BUSY
+                          : m.rfind("embeddings.", 0) == 0 ||
+                                  m.rfind("spec.", 0) == 0 ||
+                                  m.find("text pipeline") != std::string::npos
+                              ? TRELLIS_ERR_INVALID_ARGUMENT
+                          : m.rfind("writing ", 0) == 0 ? TRELLIS_ERR_IO
+                                                        : TRELLIS_ERR_RUNTIME;
+    return report(err, code, m);
+  }
+  return deliverOutputs(*result, outputs, err);
+}
+
+/// Creates an engine for `program` (which gains a reference).
+trellis_status engineCreate(trellis_program *program,
+                            const trellis_weights *weights, uint32_t flags,
+                            int32_t device, trellis_progress_fn progress,
+                            void *user, trellis_engine **out,
+                            trellis_error *err) {
+  auto options = engineOptions(flags, device, "options");
+  if (!options)
+    return report(err, TRELLIS_ERR_INVALID_ARGUMENT, options.message());
+  options->weights = weightProvider(weights, program->bundle);
+  auto observer = std::make_shared<CallbackObserver>(progress, user);
+  options->notice = [observer](const std::string &line) {
+    observer->message(line);
+  };
+  auto engine = Engine::create(program->bundle, std::move(*options));
+  if (!engine)
+    return report(err, engineFailure(engine.message()), engine.message());
+  program->refs.fetch_add(1);
+  *out = new trellis_engine{program, std::move(*engine)};
   return TRELLIS_OK;
 }
 
@@ -522,7 +594,7 @@ trellis_status trellis_program_from_memory(const void *bytes, size_t size,
   });
 }
 
-void trellis_program_close(trellis_program *p) { delete p; }
+void trellis_program_close(trellis_program *p) { releaseProgram(p); }
 
 const char *trellis_program_meta(const trellis_program *p) {
   return p ? p->metaJson.c_str() : "{}";
@@ -606,9 +678,107 @@ trellis_status trellis_run(const trellis_run_spec *spec,
                            const trellis_weights *weights,
                            const trellis_embeddings *embeddings,
                            trellis_outputs *outputs, trellis_error *err) {
-  return guarded(err, [&]() {
-    return runPipelineC(spec, weights, embeddings, outputs, err);
+  return guarded(err, [&]() -> trellis_status {
+    if (trellis_status s = checkSpec(spec, err); s != TRELLIS_OK)
+      return s;
+    if (!embeddings)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT, "embeddings is NULL");
+    trellis_program *program = spec->program;
+    if (!program) {
+      if (!spec->bundle_path || !*spec->bundle_path)
+        return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                      "spec names no program: set spec->program or "
+                      "spec->bundle_path");
+      if (trellis_status s =
+              trellis_program_open(spec->bundle_path, &program, err);
+          s != TRELLIS_OK)
+        return s;
+    } else {
+      program->refs.fetch_add(1);
+    }
+    // The run's reference to the program (the engine takes its own).
+    std::unique_ptr<trellis_program, void (*)(trellis_program *)> hold(
+        program, releaseProgram);
+    setThreads(spec->threads);
+    trellis_engine *engine = nullptr;
+    if (trellis_status s =
+            engineCreate(program, weights, spec->flags & kEngineFlags, 0,
+                         spec->progress, spec->user_data, &engine, err);
+        s != TRELLIS_OK)
+      return s;
+    std::unique_ptr<trellis_engine, void (*)(trellis_engine *)> own(
+        engine, trellis_engine_destroy);
+    return engineRun(engine, embeddings, spec, outputs, err);
   });
+}
+
+void trellis_engine_options_init(trellis_engine_options *o) {
+  if (!o)
+    return;
+  std::memset(o, 0, sizeof(*o));
+  o->struct_size = sizeof(*o);
+  o->flags = TRELLIS_FLAG_GRAPHS;
+}
+
+trellis_status trellis_engine_create(trellis_program *program,
+                                     const trellis_weights *weights,
+                                     const trellis_engine_options *options,
+                                     trellis_engine **out, trellis_error *err) {
+  return guarded(err, [&]() -> trellis_status {
+    if (!program || !out)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                    "trellis_engine_create: program and out must not be NULL");
+    *out = nullptr;
+    trellis_engine_options defaults;
+    trellis_engine_options_init(&defaults);
+    if (options && options->struct_size < sizeof(trellis_engine_options))
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                    "options->struct_size is " +
+                        std::to_string(options->struct_size) + ", expected " +
+                        std::to_string(sizeof(trellis_engine_options)) +
+                        " (call trellis_engine_options_init)");
+    const trellis_engine_options &o = options ? *options : defaults;
+    if (o.flags & ~kEngineFlags)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                    "options.flags: only TRELLIS_FLAG_LOW_MEMORY, _GRAPHS, "
+                    "_CHECK_FINITE, _CPU_ONLY and _REQUIRE_GPU are engine "
+                    "options");
+    setThreads(o.threads);
+    return engineCreate(program, weights, o.flags, o.device, o.progress,
+                        o.user_data, out, err);
+  });
+}
+
+trellis_status trellis_engine_run(trellis_engine *engine,
+                                  const trellis_embeddings *embeddings,
+                                  const trellis_run_spec *spec,
+                                  trellis_outputs *outputs,
+                                  trellis_error *err) {
+  return guarded(err, [&]() -> trellis_status {
+    if (!engine)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                    "trellis_engine_run: engine is NULL");
+    if (trellis_status s = checkSpec(spec, err); s != TRELLIS_OK)
+      return s;
+    if (spec->program && spec->program != engine->program)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                    "spec.program is not the program this engine was "
+                    "created for (set it to NULL)");
+    if (spec->bundle_path && *spec->bundle_path)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                    "spec.bundle_path must be NULL for trellis_engine_run "
+                    "(the engine has its program)");
+    return engineRun(engine, embeddings, spec, outputs, err);
+  });
+}
+
+void trellis_engine_destroy(trellis_engine *engine) {
+  if (!engine)
+    return;
+  trellis_program *program = engine->program;
+  engine->engine.reset();
+  delete engine;
+  releaseProgram(program);
 }
 
 } // extern "C"

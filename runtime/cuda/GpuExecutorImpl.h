@@ -1,9 +1,11 @@
 //===- GpuExecutorImpl.h - The CUDA executor's internals --------*- C++ -*-===//
 //
-// Private to runtime/cuda: the inlined op tree (Body, Node), the slots of the
-// memory plan and GpuExecutor::Impl, shared by GpuExecutor.cpp (planning,
-// dense commands, running) and SparseCommands.cpp (binding the coordinates of
-// a sparse stage, the sparse feature ops).
+// Private to runtime/cuda: GpuExecutor::Impl, the device context and the
+// prepared functions of one executor. Its members are defined one concept a
+// file: Context.cpp, Instantiate.cpp, MemoryPlan.cpp, WeightStaging.cpp, the
+// *Commands.cpp and Sparse*.cpp command builders, OpCheck.cpp, GraphRunner.cpp,
+// Sampler.cpp and GpuExecutor.cpp (the public facade). The op tree and the
+// slots they share are in PreparedFunction.h.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TRELLIS_RUNTIME_CUDA_GPUEXECUTORIMPL_H
@@ -13,6 +15,7 @@
 
 #include "CudaApi.h"
 #include "GemmTuningCache.h"
+#include "PreparedFunction.h"
 
 #include "runtime/kernels/attention.h"
 #include "trellis/Reference/Kernels.h"
@@ -27,146 +30,8 @@
 
 namespace trellis {
 
-using cuda::Api;
-using json = nlohmann::json;
-using CoordsPtr = std::shared_ptr<const ref::CoordSet>;
-
 namespace gpuexec {
-
-constexpr size_t kAlign = 256;
-constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
-
-inline size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-inline size_t bytesOf(const ValueType &t) {
-  int64_t n = 1;
-  for (int64_t d : t.shape)
-    n *= d;
-  return size_t(n) * dtypeSize(t.dtype);
-}
-
-inline bool isStatic(const ValueType &t) {
-  if (t.kind != ValueType::Kind::Tensor)
-    return false;
-  for (int64_t d : t.shape)
-    if (d < 0)
-      return false;
-  return true;
-}
-
-/// The ops that run on the host at a stage boundary (their inputs are
-/// downloaded, their outputs stay on the host).
-inline bool isHostOp(const std::string &op) {
-  return op == "trellis.occupancy" || op == "trellis.sparse.to_tensor";
-}
-
-/// The optional head-norm gain operands of an attention op: `fixed` leading
-/// operands (q, k, v for trellis.attention; q, k, v, segments for
-/// trellis.sparse.attention), then q_gamma?, k_gamma? as the op's
-/// operandSegmentSizes says: indices into the operand list, or -1.
-inline std::pair<int, int> gammaOperands(const Instr &instr, int fixed) {
-  auto seg = instr.attrs.find("operandSegmentSizes");
-  if (seg == instr.attrs.end() || !seg->is_array() ||
-      int(seg->size()) != fixed + 2)
-    return {-1, -1};
-  int next = fixed, q = -1, k = -1;
-  if ((*seg)[fixed].get<int>() == 1)
-    q = next++;
-  if ((*seg)[fixed + 1].get<int>() == 1)
-    k = next++;
-  return {q, k};
-}
-inline std::pair<int, int> attentionGammas(const Instr &instr) {
-  return gammaOperands(instr, 3);
-}
-inline std::pair<int, int> sparseAttentionGammas(const Instr &instr) {
-  return gammaOperands(instr, 4);
-}
-
-} // namespace gpuexec
-
-//===----------------------------------------------------------------------===//
-// The inlined op tree of one entry function
-//===----------------------------------------------------------------------===//
-
-namespace gpuexec {
-
-struct Node;
-
-/// A region body (or the function body): ops, block arguments, yields.
-struct Body {
-  std::vector<Node> nodes;
-  std::vector<int> args, yields;
-  int endPos = 0; // position of the body's last use point (its yields)
-};
-
-/// One op with its operand/result slots in the instantiation's global
-/// numbering. Sampler ops keep their regions as nested bodies.
-struct Node {
-  const Instr *instr = nullptr;
-  std::vector<int> in, out;
-  std::vector<Body> regions;
-  int pos = 0, endPos = 0;         // endPos > pos for loops
-  std::function<Status()> command; // enqueues the op's work on the stream
-  std::string what;                // profile category
-  bool view = false;               // a split whose results are views
-  int scratch = -1;                // conv3d: the im2col buffer's slot
-  int loopState = -1;              // flow_sample: v_cond, v_uncond, tau...
-  std::vector<int> loopSlots;      // flow_sample: [vc, vu, tau0, tau1]
-  // Sparse stages: evaluated on the host when the coordinates are bound
-  // (a coordinate op, or an op of bound values only); no device command.
-  bool bound = false;
-  // Index arrays a sparse op needs besides its operands (built at binding,
-  // uploaded to the binding pool): downsample {child offsets, children},
-  // upsample {parent rows}.
-  std::vector<HostTensor> auxHost;
-  std::vector<CUdeviceptr> aux;
-};
-
-/// A node's regions in the order a sampler step runs them: a sampler's
-/// shared prefix (region 2, trellis-share-guidance-prefix) before the
-/// branches that read it.
-std::vector<Body *> inRunOrder(Node &node);
-
-struct SlotInfo {
-  ValueType type;
-  enum class Where {
-    Unset,
-    Arena,
-    Weight,
-    Constant,
-    Host,
-    Bound // computed on the host at binding, copied to the binding pool
-  } where = Where::Unset;
-  int root = -1;           // the slot this one is a view of (or itself)
-  size_t viewOffset = 0;   // bytes from the parent's address (split views)
-  int64_t tokenStride = 0; // strided split views: elements between tokens
-  // Lane 1: storage of the unconditional sampler branch, which runs on a
-  // second stream concurrently with lane 0; it must not share memory with
-  // lane-0 values alive at any time in [laneFrom, laneTo] (the loop).
-  int lane = 0, laneFrom = 0, laneTo = 0;
-  int def = -1, last = -1;
-  size_t offset = 0;   // in the arena / weight pool / constant pool
-  CUdeviceptr ptr = 0; // resolved address
-  // Bound coordinate values on the device: coords int32 [N, 4] or segment
-  // rows int32 [N] at ptr; the per-sample / per-segment offsets int32 at aux.
-  CUdeviceptr aux = 0;
-  bool dynamicRows = false; // declared with a dynamic dimension 0
-  std::string weightModel, weightName;
-};
-
-/// Less common GEMM layouts: A's leading dimension when it is a column block
-/// of a wider matrix, an f32 D from f16 A/B, and strided batches (strides in
-/// elements; 0 reuses the matrix for every batch).
-struct GemmLayout {
-  int64_t lda = 0; // 0: dense (k for transA, else m)
-  std::optional<DType> outType;
-  int32_t batch = 1;
-  int64_t strideA = 0, strideB = 0, strideD = 0;
-  /// C of D = op(A)·B + C (β = 1), laid out as D; 0: β = 0.
-  CUdeviceptr residual = 0;
-};
-
+struct ConvTiles; // SparseSupport.h
 } // namespace gpuexec
 
 using namespace gpuexec;
@@ -189,8 +54,7 @@ struct GpuExecutor::Impl {
   CUevent fork = nullptr, join = nullptr;
   bool concurrentBranches() const {
     return options.concurrentBranches && !options.lowMemory &&
-           !options.checkOps &&
-           !options.checkFinite && !options.profile;
+           !options.checkOps && !options.checkFinite && !options.profile;
   }
   GemmPicks tunedGemms; // GEMM key -> the picked algorithm (algoBytes)
   /// A cuBLASLt algorithm (id and configuration) as hex text.
@@ -222,56 +86,8 @@ struct GpuExecutor::Impl {
     return eventPool[eventsUsed++];
   }
 
-  /// One prepared entry function.
-  struct Prepared {
-    std::string name;
-    Body body;
-    std::vector<SlotInfo> slots;
-    std::vector<int> args, results;
-    size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
-    CUdeviceptr arena = 0, weightPool = 0, constantPool = 0;
-    std::vector<RtValue> hostSlots; // host values (coords)
-    // Sparse stages: the argument values the binding was computed from, the
-    // bound host values by slot, and their device copies.
-    bool dynamic = false;
-    std::vector<std::optional<HostTensor>> bindingKey;
-    std::vector<RtValue> boundValues;
-    CUdeviceptr boundPool = 0;
-    size_t boundBytes = 0;
-    std::vector<std::vector<uint8_t>> constantBytesHost;
-    // trellis-hoist-time: the host copy of each trellis.time_grid result (by
-    // slot) and the τ of the sampler step being launched (by the region's τ
-    // slot): trellis.time_row resolves its table row on the host.
-    std::map<int, HostTensor> timeGrids;
-    std::map<int, float> stepTau;
-    // The sampler's τ for every (step, branch), in pinned host memory that
-    // the asynchronous copies read: allocated once and kept (pinning and
-    // unpinning cost ~1 ms each, which a per-run buffer paid every run).
-    void *pinnedTau = nullptr;
-    size_t pinnedTauBytes = 0;
-    // trellis.sparse.window_segments, computed on the device (by result slot;
-    // the slot holds int32 rows [N] then offsets [S + 1]): the row count, the
-    // window grid n_x, n_y, n_z of the binding's coordinates, the segment
-    // count S = B·n_x·n_y·n_z (empty windows are empty segments) and the
-    // 256-row blocks of the counting sort.
-    struct WindowPartition {
-      int64_t rows = 0, segments = 0;
-      int32_t window = 0, shift = 0, n[3] = {0, 0, 0}, blocks = 0;
-    };
-    std::map<int, WindowPartition> windows;
-    // CUDA graphs by their first node: each sampler region's body after its
-    // leading time rows (runBody), and the function body's runs of plain
-    // device commands (runSegments).
-    std::map<const Node *, CUgraphExec> graphs;
-    // --gpu-check-ops: a hash of each checked result as its op wrote it (by
-    // slot): every input must still hold what its producer wrote when it is
-    // read.
-    std::map<int, std::pair<uint64_t, const Instr *>> writtenHashes;
-    std::vector<cublasLtMatmulDesc_t> descs;
-    std::vector<cublasLtMatrixLayout_t> layouts;
-    int positions = 0;
-    bool resident = false;
-  };
+  /// One prepared entry function (PreparedFunction.h).
+  using Prepared = gpuexec::Prepared;
   std::map<std::string, std::unique_ptr<Prepared>> prepared;
 
   Impl(const Program &p, WeightProvider w, GpuOptions o)
@@ -339,14 +155,45 @@ struct GpuExecutor::Impl {
   /// weights are kept).
   Result<Prepared *> prepare(const std::string &name,
                              const std::vector<RtValue> *args = nullptr);
-  // -- sparse stages (SparseCommands.cpp) ------------------------------------
+  // -- sparse stages (SparseBinding.cpp, SparseCommands.cpp) ------------------
   /// Evaluates the coordinate values on the host and gives every dynamic
   /// tensor its concrete shape (before plan()).
   Status bind(Prepared &p, const std::vector<RtValue> &args);
   /// Copies the bound values and index arrays to the device (after plan()).
   Status uploadBound(Prepared &p);
+  // The steps of bind() (SparseBinding.cpp): a walk over the op tree.
+  struct BindState;
+  Result<RtValue> hostValue(Prepared &p, BindState &st, int slot);
+  Status bindBody(Prepared &p, Body &body, BindState &st);
+  Status bindNode(Prepared &p, Node &node, BindState &st);
+  Status bindHostOp(Prepared &p, Node &node, BindState &st, bool allHost);
+  Status bindNeighborMap(Prepared &p, Node &node);
+  Status bindWindowSegments(Prepared &p, Node &node);
+  Status bindParentNeighborMap(Prepared &p, Node &node);
+  Status bindResultRows(Prepared &p, Node &node);
   /// The device command of a sparse feature op; false if `node` is not one.
   Result<bool> buildSparseCommand(Prepared &p, Node &node);
+  // The sparse op commands buildSparseCommand dispatches to (true: built).
+  Result<bool> buildNeighborMapCommand(Prepared &p, Node &node);
+  Result<bool> buildWindowSegmentsCommand(Prepared &p, Node &node);
+  Result<bool> buildParentNeighborMapCommand(Prepared &p, Node &node);
+  Result<bool> buildSparseGroupNormCommand(Prepared &p, Node &node);
+  // -- sparse convs (SparseConv.cpp) ------------------------------------------
+  Result<bool> buildSparseConvCommand(Prepared &p, Node &node);
+  Result<bool> buildImplicitConvCommand(Prepared &p, Node &node,
+                                        const gpuexec::ConvTiles &tiles,
+                                        int neighbors, CUdeviceptr b);
+  Result<bool> buildTapsFirstConvCommand(Prepared &p, Node &node, int neighbors,
+                                         CUdeviceptr b);
+  // -- sparse attention (SparseAttention.cpp) ---------------------------------
+  Result<bool> buildSparseAttentionCommand(Prepared &p, Node &node);
+  Status sparseCrossAttentionParams(Prepared &p, Node &node,
+                                    TrellisAttnParams &params);
+  Status sparseSelfAttentionParams(Prepared &p, Node &node,
+                                   TrellisAttnParams &params,
+                                   std::vector<std::function<Status()>> &before,
+                                   std::vector<std::function<Status()>> &after,
+                                   bool &kNormalized, CUdeviceptr &redoFlags);
   /// Scratch bytes a sparse feature op needs (conv gather rows, group-norm
   /// statistics, window-ordered q/k/v), 0 for none.
   size_t sparseScratchBytes(const Prepared &p, const Node &node) const;
@@ -426,21 +273,40 @@ struct GpuExecutor::Impl {
       s = p.slots[s].root;
     }
   }
-  bool viewSplit(Prepared &p, Node &node,
-                 const std::multimap<int, std::pair<const Node *, int>> &users);
+  bool viewSplit(Prepared &p, Node &node, const SlotUsers &users);
   void number(Prepared &p, Body &body, int &pos);
   void liveness(Prepared &p, Body &body, std::vector<const Node *> &loops);
   void use(Prepared &p, int slot, int pos,
            const std::vector<const Node *> &loops);
   Status plan(Prepared &p);
+  // The steps of plan() (MemoryPlan.cpp).
+  Status classify(Prepared &p, Body &body, const SlotUsers &users);
+  Status classifyNode(Prepared &p, Node &node, const SlotUsers &users);
+  void classifyHostOp(Prepared &p, Node &node);
+  Status classifyDeviceOp(Prepared &p, Node &node);
+  Status classifySampler(Prepared &p, Node &node);
+  void addAttentionScratch(Prepared &p, Node &node);
+  void markLane(Prepared &p, Body &body, const Node &loop);
+  void assignLanes(Prepared &p, Body &body);
+  void placeArena(Prepared &p);
+  void placePools(Prepared &p);
   Status stageWeights(Prepared &p);
   Status buildCommands(Prepared &p, Body &body);
   Status buildCommand(Prepared &p, Node &node);
+  // The commands buildCommand dispatches to (DenseCommands.cpp, attention in
+  // AttentionCommands.cpp).
+  Status buildTimeGridCommand(Prepared &p, Node &node);
+  Status buildTimeRowCommand(Prepared &p, Node &node);
+  Status buildLinearCommand(Prepared &p, Node &node);
+  Status buildConvCommand(Prepared &p, Node &node);
+  Status buildAttentionCommand(Prepared &p, Node &node);
+  Status buildKernelCommand(Prepared &p, Node &node);
   Status buildGemm(Prepared &p, Node &node, CUdeviceptr a, CUdeviceptr b,
                    CUdeviceptr d, CUdeviceptr bias, DType dtype, int64_t m,
                    int64_t n, int64_t k, bool transA, const std::string &act,
-                   std::function<Status()> &out,
-                   const GemmLayout &layout = {});
+                   std::function<Status()> &out, const GemmLayout &layout = {});
+  struct GemmProblem; // GemmCommands.cpp
+  Status pickGemmAlgo(const GemmProblem &g, cublasLtMatmulAlgo_t &algo);
 
   // -- running --------------------------------------------------------------
   /// A sampler region: one graph per body (captured at its first run).
@@ -453,6 +319,15 @@ struct GpuExecutor::Impl {
                      size_t to);
   Status runNode(Prepared &p, Node &node);
   Status runSampler(Prepared &p, Node &node);
+  // The steps of runSampler() (Sampler.cpp).
+  struct SamplerRun;
+  Status runSamplerStep(SamplerRun &r, int64_t i);
+  Status setSamplerTau(SamplerRun &r, Body &body, float tau, int slotIndex,
+                       int64_t step);
+  Status evaluateSamplerBranch(SamplerRun &r, Body &body, float tau,
+                               int slotIndex, int cond, CUdeviceptr into,
+                               int64_t step);
+  Status reportSamplerStep(SamplerRun &r, int64_t step);
   Status checkNode(Prepared &p, const Node &node);
   std::string storageNeighbours(const Prepared &p, int slot) const;
   std::string describeAlgo(const cublasLtMatmulAlgo_t &algo);
@@ -461,6 +336,10 @@ struct GpuExecutor::Impl {
   Result<HostTensor> download(const Prepared &p, int slot);
   Status upload(const Prepared &p, int slot, const HostTensor &t);
   void release(Prepared &p);
+  // Making a prepared function resident before its first run (GpuExecutor.cpp).
+  Status makeResident(Prepared &p, const std::string &name);
+  void resolveAddresses(Prepared &p);
+  Status uploadConstants(Prepared &p, Body &body);
 
   /// The device copies of the last run's tensor results, while the arena
   /// holding them is alive: a later step reads a result in place instead of
@@ -488,7 +367,6 @@ struct GpuExecutor::Impl {
   } flexiScratch;
   Result<CUdeviceptr> scratch(const std::string &name, size_t bytes);
 };
-
 
 } // namespace trellis
 

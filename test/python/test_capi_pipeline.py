@@ -39,7 +39,7 @@ def tiny(tmp_path_factory):
     assert r.returncode == 0, r.stderr
     ref = d / "ref"
     r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out", ref,
-            "--seed", "1", *STEPS, timeout=300)
+            "--seed", "1", "--debug-outputs", *STEPS, timeout=300)
     assert r.returncode == 0, r.stderr
     return model, exe, ref, d
 

@@ -40,7 +40,7 @@ def outputs(compiled):
     for i in range(2):
         out = d / f"out{i}"
         r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out",
-                out, "--seed", "7", timeout=600)
+                out, "--seed", "7", "--debug-outputs", timeout=600)
         assert r.returncode == 0, r.stderr
         assert "ss_stage: step 25/25" in r.stderr  # progress on stderr
         outs.append(out)
@@ -81,7 +81,7 @@ def test_output_shapes(outputs):
     assert np.abs(g["_xyz"] - centres).max() <= 0.75 / 32 + 1e-6
     rf = np.load(out / "radiance_field.npz")
     assert rf["trivec"].shape == (n, 16, 3, 8)
-    m = np.load(out / "mesh_fields.npz")
+    m = np.load(out / "mesh_fields.npz")  # --debug-outputs
     assert m["coords"].shape == (64 * n, 4) and m["fields"].shape == (64 * n, 101)
     assert m["coords"][:, 1:].max() < 128
 

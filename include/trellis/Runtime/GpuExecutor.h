@@ -32,6 +32,9 @@
 namespace trellis {
 
 struct GpuOptions {
+  /// The CUDA device ordinal this executor runs on (one executor, one
+  /// device: two GPUs are two executors).
+  int device = 0;
   /// Capture each sampler body as a CUDA graph (off: eager launches).
   bool cudaGraphs = true;
   /// Compare every op's result with the CPU reference on the same inputs

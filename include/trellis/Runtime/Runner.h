@@ -5,11 +5,12 @@
 // (libtrellis_rt.so, include/trellis/trellis_rt.h):
 //
 //   LoadedBundle   a parsed bundle: program, location table, meta, weights
-//   Session        runs entry functions of a program. The ONE place where an
-//                  entry function is executed (today the CPU executor; the
-//                  CUDA executor is chosen here when it lands)
-//   runPipeline    inputs -> ss_stage -> slat_stage -> decoders -> outputs,
-//                  reporting progress to a PipelineObserver
+//   Session        runs entry functions of a program: the ONE place that
+//                  picks the backend (CUDA executor or CPU reference) per
+//                  entry function
+//   PipelineResult / PipelineObserver
+//                  what a generation produces and how it reports progress
+//                  (the pipeline itself: Engine.h)
 //
 // No exceptions, no printing: errors are Status/Result, messages go to the
 // observer.
@@ -92,11 +93,18 @@ public:
   Session(const Session &) = delete;
   Session &operator=(const Session &) = delete;
 
+  /// Replaces the sampler overrides (per entry function) and the step
+  /// callback for the following calls (a generation's settings).
+  void setRunHooks(const std::map<std::string, SamplerRunOverrides> &overrides,
+                   StepCallback onStep);
   /// Runs entry function `name` on `args` (checked against its types).
   Result<std::vector<RtValue>> call(const std::string &name,
                                     std::vector<RtValue> args);
   /// The backend that runs entry `name`: "cuda" or "cpu".
   const char *backend(const std::string &name) const;
+  /// Why the GPU executor could not start (empty when it did, or was not
+  /// asked for).
+  const std::string &gpuUnavailable() const { return gpuUnavailable_; }
   /// The GPU executor's report (null when the GPU is not used).
   const GpuReport *gpuReport() const;
   /// The GPU executor (null when the GPU is not used), for work outside the
@@ -115,26 +123,6 @@ private:
 struct NamedTensor {
   HostTensor tensor;
   std::string what;
-};
-
-struct PipelineRequest {
-  NamedTensor cond;                   // f32 [images, Lc, Cc]
-  std::optional<NamedTensor> negCond; // text pipelines
-  std::optional<NamedTensor> ssNoise, slatNoise, coords;
-  uint64_t seed = 42;
-  bool gs = true, rf = true, mesh = true;
-  /// FlexiCubes on the CPU even when the mesh decoder ran on the GPU.
-  bool meshOnCpu = false;
-  SamplerRunOverrides ss, slat;
-  bool checkFinite = false;
-  GpuRunOptions gpu;
-  /// Stop after stage 1 (sparse structure) or 2 (structured latent).
-  int lastStage = 3;
-  /// Where the checkpoints come from: a provider, else the model directory.
-  WeightProvider weights;
-  std::string modelDir;
-  /// If set, every output file trellis.exe writes goes here (created).
-  std::string outDir;
 };
 
 /// Everything the pipeline produced (tensors are owned or views that the
@@ -170,11 +158,6 @@ public:
   /// A human-readable line (what trellis.exe prints on stderr).
   virtual void message(const std::string &line) {}
 };
-
-/// Runs the TRELLIS pipeline of `bundle`.
-Result<PipelineResult> runPipeline(const LoadedBundle &bundle,
-                                   const PipelineRequest &request,
-                                   PipelineObserver *observer = nullptr);
 
 /// Checks an input against the entry function's argument type:
 /// "<what> is [1, 5, 128] F32, the compiled program expects …".

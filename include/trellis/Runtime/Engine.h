@@ -1,0 +1,133 @@
+//===- Engine.h - The TRELLIS pipeline, set up once, run many times -*- C++
+//-*-===//
+//
+// An Engine is what lives across generations: the parsed program, the backend
+// (CUDA context, loaded modules, staged weights, planned memory, built
+// commands and captured graphs — kept by the GPU executor per entry function,
+// and for the sparse stages per voxel set), and the output writer thread.
+// Each run() is one generation: conditioning (+ seed or noise) in, tensors
+// and files out.
+//
+//   made once           Engine::create: weights checked against the program,
+//                       backend started, dense stages prepared (GPU)
+//   per voxel set       the sparse stages' binding (coordinate values, plan,
+//                       commands), kept while the set is unchanged
+//   per generation      noise, the stages' launches, downloads, output files
+//
+// Rules: one generation at a time per engine (a second concurrent run() fails
+// with EngineBusy instead of racing); an engine is bound to one device
+// (GpuOptions::device), so two GPUs are two engines. The LoadedBundle passed
+// to create() must outlive the engine.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRELLIS_RUNTIME_ENGINE_H
+#define TRELLIS_RUNTIME_ENGINE_H
+
+#include "trellis/Runtime/OutputWriter.h"
+#include "trellis/Runtime/Runner.h"
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace trellis {
+
+/// What stays fixed for an engine's life.
+struct EngineOptions {
+  /// Backend choice and GPU options (device, lowMemory, graphs, ...).
+  GpuRunOptions gpu;
+  /// Stop at the first op producing NaN/Inf, naming it.
+  bool checkFinite = false;
+  /// Where the checkpoints come from: a provider, else the model directory.
+  WeightProvider weights;
+  std::string modelDir;
+  /// One-line notices while starting (e.g. "no usable GPU: ...").
+  std::function<void(const std::string &)> notice;
+};
+
+/// One generation's inputs and what to produce.
+struct GenerationRequest {
+  NamedTensor cond;                   // f32 [images, Lc, Cc]
+  std::optional<NamedTensor> negCond; // text pipelines
+  std::optional<NamedTensor> ssNoise, slatNoise, coords;
+  uint64_t seed = 42;
+  bool gs = true, rf = true, mesh = true;
+  /// FlexiCubes on the CPU even when the mesh decoder ran on the GPU.
+  bool meshOnCpu = false;
+  SamplerRunOverrides ss, slat;
+  /// Stop after stage 1 (sparse structure) or 2 (structured latent).
+  int lastStage = 3;
+  /// If set, the output files go here (created).
+  std::string outDir;
+  /// Also write the debug outputs: mesh_fields.npz (the mesh decoder's raw
+  /// fields) and print the mesh report (manifoldness, components).
+  bool debugOutputs = false;
+  /// Return before this generation's files are written (trellis.exe's batch
+  /// mode: the next generation computes meanwhile); collect the outcome with
+  /// Engine::finishWrites(ticket). Otherwise run() returns after the files.
+  bool asyncWrites = false;
+};
+
+/// Where one generation's time went.
+struct GenerationStats {
+  double wallSeconds = 0;      // run() from entry to return
+  double stageSeconds = 0;     // the stage functions' calls, summed
+  double gpuSeconds = 0;       // GPU time of the stages and FlexiCubes (events)
+  double writeWaitSeconds = 0; // run() waiting for its files at the end
+  int64_t voxels = 0;
+  uint64_t writeTicket = 0; // for finishWrites (asyncWrites)
+};
+
+class Engine {
+public:
+  /// Checks every weight the program reads (present, dtype, shape; such
+  /// errors start with "weights: "), starts the backend and prepares what
+  /// does not depend on the inputs.
+  static Result<std::unique_ptr<Engine>> create(const LoadedBundle &bundle,
+                                                EngineOptions options);
+  ~Engine();
+  Engine(const Engine &) = delete;
+  Engine &operator=(const Engine &) = delete;
+
+  /// Runs one generation. Fails with a message starting "engine busy" while
+  /// another thread is inside run() of the same engine.
+  Result<PipelineResult> run(const GenerationRequest &request,
+                             PipelineObserver *observer = nullptr);
+  /// The statistics of the last successful run().
+  const GenerationStats &lastStats() const { return stats_; }
+  /// Waits for the files of the runs up to `ticket` (GenerationStats) and
+  /// returns the first write error among them.
+  Status finishWrites(uint64_t ticket) { return writer_.wait(ticket); }
+  Status finishWrites() { return writer_.drain(); }
+
+  /// "cuda" or "cpu": where entry function `name` runs.
+  const char *backend(const std::string &name) const;
+  const GpuReport *gpuReport() const { return session_->gpuReport(); }
+  const LoadedBundle &bundle() const { return bundle_; }
+
+private:
+  Engine(const LoadedBundle &bundle, std::unique_ptr<Session> session);
+
+  const LoadedBundle &bundle_;
+  std::unique_ptr<Session> session_;
+  OutputWriter writer_;
+  GenerationStats stats_;
+  std::atomic<bool> busy_{false};
+};
+
+/// One generation through a fresh engine (create + run + files written).
+Result<PipelineResult> runPipeline(const LoadedBundle &bundle,
+                                   const EngineOptions &options,
+                                   const GenerationRequest &request,
+                                   PipelineObserver *observer = nullptr);
+
+/// Checks that `weights` has every tensor the program's functions read, with
+/// the dtype and shape they expect; the error names the model, tensor,
+/// expected and found.
+Status checkProgramWeights(const Program &program,
+                           const WeightProvider &weights);
+
+} // namespace trellis
+
+#endif // TRELLIS_RUNTIME_ENGINE_H

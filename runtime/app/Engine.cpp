@@ -1,0 +1,149 @@
+//===- Engine.cpp - The TRELLIS pipeline, set up once, run many times
+//------===//
+//
+// See Engine.h for the life cycle. The engine owns the Session (and through
+// it the GPU executor, which keeps each entry function prepared: weights
+// staged, memory planned, commands built, graphs captured) and the output
+// writer; Generation.cpp runs the stages of one request.
+//
+//===----------------------------------------------------------------------===//
+#include "trellis/Runtime/Engine.h"
+
+#include "Generation.h"
+
+#include <chrono>
+#include <functional>
+#include <set>
+
+namespace trellis {
+
+Status checkProgramWeights(const Program &program,
+                           const WeightProvider &weights) {
+  std::set<std::pair<std::string, std::string>> seen;
+  std::function<Status(const std::vector<Instr> &)> walk =
+      [&](const std::vector<Instr> &body) -> Status {
+    for (const Instr &instr : body) {
+      for (const Region &r : instr.regions)
+        if (Status s = walk(r.body); !s)
+          return s;
+      if (instr.op != "trellis.weight")
+        continue;
+      auto model = instr.stringAttr("model");
+      auto name = instr.stringAttr("name");
+      if (!model || !name || instr.types.empty())
+        return Error{"the program has a malformed trellis.weight op"};
+      if (!seen.insert({*model, *name}).second)
+        continue;
+      auto t = weights(*model, *name);
+      if (!t)
+        return Error{t.message()};
+      const ValueType &want = instr.types[0];
+      if (t->dtype() != want.dtype || t->shape() != want.shape)
+        return Error{"weight '" + *name + "' of model '" + *model + "' is " +
+                     shapeToString(t->shape()) + " " +
+                     std::string(dtypeName(t->dtype())) +
+                     ", the compiled program expects " + want.str()};
+    }
+    return Status::ok();
+  };
+  for (const Function &fn : program.functions())
+    if (Status s = walk(fn.body); !s)
+      return s;
+  return Status::ok();
+}
+
+Engine::Engine(const LoadedBundle &bundle, std::unique_ptr<Session> session)
+    : bundle_(bundle), session_(std::move(session)) {}
+
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::create(const LoadedBundle &bundle,
+                                               EngineOptions options) {
+  if (!bundle.program.find("slat_stage"))
+    return Error{"the bundle is not a TRELLIS pipeline (no slat_stage)"};
+  WeightProvider weights =
+      options.weights ? options.weights
+                      : modelDirectoryWeights(bundle.weights, options.modelDir);
+  if (Status s = checkProgramWeights(bundle.program, weights); !s)
+    return Error{"weights: " + s.message()};
+  SessionOptions so;
+  so.gpu = options.gpu;
+  so.gpuCode = BundleGpuCode::from(bundle);
+  so.notice = options.notice;
+  so.checkFinite = options.checkFinite;
+  auto session =
+      std::make_unique<Session>(bundle.program, std::move(weights), so);
+  if (options.gpu.mode == GpuMode::Require &&
+      !session->gpuUnavailable().empty())
+    return Error{"--gpu=require: no usable GPU (" + session->gpuUnavailable() +
+                 ")"};
+  return std::unique_ptr<Engine>(new Engine(bundle, std::move(session)));
+}
+
+const char *Engine::backend(const std::string &name) const {
+  return session_->backend(name);
+}
+
+namespace {
+/// Clears the engine's busy flag when a run ends, however it ends.
+struct BusyGuard {
+  std::atomic<bool> &flag;
+  ~BusyGuard() { flag.store(false); }
+};
+} // namespace
+
+Result<PipelineResult> Engine::run(const GenerationRequest &request,
+                                   PipelineObserver *observer) {
+  bool expected = false;
+  if (!busy_.compare_exchange_strong(expected, true))
+    return Error{"engine busy: another thread is running a generation on "
+                 "this engine (an engine runs one generation at a time; "
+                 "create one engine per thread)"};
+  BusyGuard guard{busy_};
+  const auto start = std::chrono::steady_clock::now();
+  PipelineObserver none;
+  PipelineObserver &obs = observer ? *observer : none;
+  session_->setRunHooks(
+      {{"ss_stage", request.ss}, {"slat_stage", request.slat}},
+      [&obs](const std::string &fn, int64_t k, int64_t n) {
+        obs.step(fn, k, n);
+      });
+  GenerationStats stats;
+  auto result = runGeneration(bundle_, *session_, writer_, request, obs, stats);
+  // The step callback refers to this run's observer: drop it.
+  session_->setRunHooks({}, nullptr);
+  stats.writeTicket = writer_.mark();
+  if (!request.asyncWrites) {
+    auto waitStart = std::chrono::steady_clock::now();
+    Status written = writer_.wait(stats.writeTicket);
+    stats.writeWaitSeconds = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - waitStart)
+                                 .count();
+    if (result && !written)
+      return Error{written.message()};
+  }
+  if (!result)
+    return result;
+  stats.wallSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  stats_ = stats;
+  return result;
+}
+
+Result<PipelineResult> runPipeline(const LoadedBundle &bundle,
+                                   const EngineOptions &options,
+                                   const GenerationRequest &request,
+                                   PipelineObserver *observer) {
+  EngineOptions o = options;
+  if (!o.notice && observer)
+    o.notice = [observer](const std::string &line) { observer->message(line); };
+  auto engine = Engine::create(bundle, std::move(o));
+  if (!engine)
+    return Error{engine.message()};
+  GenerationRequest r = request;
+  r.asyncWrites = false;
+  return (*engine)->run(r, observer);
+}
+
+} // namespace trellis

@@ -1,0 +1,27 @@
+//===- Generation.h - One generation of the TRELLIS pipeline -----*- C++
+//-*-===//
+//
+// Private to runtime/app: the stage order of one generation (inputs -> ss_stage
+// -> slat_stage -> decoders), seeded noise, and the output files handed to the
+// engine's writer thread. Engine::run (Engine.cpp) owns the long-lived state
+// and calls runGeneration for each request.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRELLIS_RUNTIME_APP_GENERATION_H
+#define TRELLIS_RUNTIME_APP_GENERATION_H
+
+#include "trellis/Runtime/Engine.h"
+
+namespace trellis {
+
+/// Runs `request` through `session`; files go to `writer` (not waited for).
+/// `stats` gets the stage and GPU times and the voxel count.
+Result<PipelineResult> runGeneration(const LoadedBundle &bundle,
+                                     Session &session, OutputWriter &writer,
+                                     const GenerationRequest &request,
+                                     PipelineObserver &observer,
+                                     GenerationStats &stats);
+
+} // namespace trellis
+
+#endif // TRELLIS_RUNTIME_APP_GENERATION_H

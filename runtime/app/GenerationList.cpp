@@ -1,0 +1,118 @@
+//===- GenerationList.cpp - The generations one trellis.exe run makes -----===//
+//
+// See GenerationList.h. The manifest is JSON Lines (nlohmann::json per line);
+// blank lines are skipped; unknown keys are errors (a misspelt "seeed" must
+// not silently fall back to a default).
+//
+//===----------------------------------------------------------------------===//
+#include "GenerationList.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+namespace trellis {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+/// An id becomes a folder name: letters, digits, '-', '_', '.', not "." or
+/// "..", at most 128 characters.
+bool safeId(const std::string &id) {
+  if (id.empty() || id.size() > 128 || id == "." || id == "..")
+    return false;
+  for (char c : id)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
+          c == '.'))
+      return false;
+  return true;
+}
+
+std::string resolve(const fs::path &base, const std::string &p) {
+  fs::path path(p);
+  return path.is_absolute() ? p : (base / path).string();
+}
+
+} // namespace
+
+Result<std::vector<GenerationSpec>>
+readGenerationManifest(const std::string &path, const std::string &outDir) {
+  std::ifstream in(path);
+  if (!in)
+    return Error{"--inputs: cannot open '" + path + "'"};
+  const fs::path base = fs::path(path).parent_path();
+  std::vector<GenerationSpec> specs;
+  std::set<std::string> ids;
+  std::string line;
+  for (int lineNo = 1; std::getline(in, line); ++lineNo) {
+    std::string where = path + ":" + std::to_string(lineNo);
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      return Error{where + ": expected one JSON object per line, found '" +
+                   line.substr(0, 80) + "'"};
+    for (const auto &[key, value] : j.items())
+      if (key != "id" && key != "cond" && key != "seed" && key != "coords")
+        return Error{where + ": unknown field '" + key +
+                     "' (expected id, cond, seed, coords)"};
+    GenerationSpec g;
+    g.origin = where;
+    if (!j.contains("id") || !j["id"].is_string() ||
+        !safeId(j["id"].get<std::string>()))
+      return Error{where +
+                   ": field 'id' must be a string of letters, "
+                   "digits, '-', '_' or '.' (it names the output "
+                   "folder), found " +
+                   (j.contains("id") ? j["id"].dump() : "nothing")};
+    g.id = j["id"].get<std::string>();
+    if (!ids.insert(g.id).second)
+      return Error{where + ": id '" + g.id + "' appears twice"};
+    if (!j.contains("cond") || !j["cond"].is_string() ||
+        j["cond"].get<std::string>().empty())
+      return Error{where + ": field 'cond' must be a file path, found " +
+                   (j.contains("cond") ? j["cond"].dump() : "nothing")};
+    g.cond = resolve(base, j["cond"].get<std::string>());
+    if (!j.contains("seed") || !j["seed"].is_number_unsigned())
+      return Error{where +
+                   ": field 'seed' must be an integer in 0..2^64-1, "
+                   "found " +
+                   (j.contains("seed") ? j["seed"].dump() : "nothing")};
+    g.seed = j["seed"].get<uint64_t>();
+    if (j.contains("coords")) {
+      if (!j["coords"].is_string())
+        return Error{where + ": field 'coords' must be a file path, found " +
+                     j["coords"].dump()};
+      g.coords = resolve(base, j["coords"].get<std::string>());
+    }
+    g.outDir = (fs::path(outDir) / g.id).string();
+    specs.push_back(std::move(g));
+  }
+  if (specs.empty())
+    return Error{"--inputs: '" + path + "' lists no generation"};
+  return specs;
+}
+
+std::vector<GenerationSpec>
+generationsFromConds(const std::vector<std::string> &conds,
+                     const std::string &coords, uint64_t seed,
+                     const std::string &outDir) {
+  std::vector<GenerationSpec> specs;
+  for (size_t i = 0; i < conds.size(); ++i) {
+    GenerationSpec g;
+    g.id = std::to_string(i);
+    g.cond = conds[i];
+    g.coords = coords;
+    g.seed = seed;
+    g.outDir = conds.size() == 1 ? outDir : (fs::path(outDir) / g.id).string();
+    g.origin = "--cond " + conds[i];
+    specs.push_back(std::move(g));
+  }
+  return specs;
+}
+
+} // namespace trellis

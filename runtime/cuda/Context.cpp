@@ -1,0 +1,155 @@
+//===- Context.cpp - The CUDA context, streams and modules ----------------===//
+//
+// GpuExecutor::Impl::init: the dlopen'ed driver and cuBLASLt, the device, its
+// primary context, the streams and GEMM workspaces, and the generated and
+// attention modules of the bundle; runtimeKernel() finds a kernel of the
+// runtime module. ~Impl releases all of it (the prepared functions first).
+//
+//===----------------------------------------------------------------------===//
+#include "GpuExecutorImpl.h"
+
+#include <chrono>
+#include <string>
+
+namespace trellis {
+
+GpuExecutor::Impl::~Impl() {
+  if (!api)
+    return;
+  for (auto &[name, p] : prepared)
+    release(*p);
+  for (auto &[name, buffer] : flexiScratch.buffers)
+    if (buffer.first)
+      api->cuMemFree(buffer.first);
+  if (gemmWorkspace)
+    api->cuMemFree(gemmWorkspace);
+  if (gemmWorkspace2)
+    api->cuMemFree(gemmWorkspace2);
+  for (CUevent e : {fork, join})
+    if (e)
+      api->cuEventDestroy(e);
+  if (stream2)
+    api->cuStreamDestroy(stream2);
+  if (lt)
+    api->cublasLtDestroy(lt);
+  if (generated)
+    api->cuModuleUnload(generated);
+  if (attention)
+    api->cuModuleUnload(attention);
+  if (stream)
+    api->cuStreamDestroy(stream);
+  if (context)
+    api->cuDevicePrimaryCtxRelease(device);
+}
+
+Status GpuExecutor::Impl::loadModule(CUmodule &module, const std::string &image,
+                                     const char *what) {
+  char log[8192] = {0};
+  CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER,
+                         CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, reinterpret_cast<void *>(sizeof(log))};
+  CUresult r = api->cuModuleLoadDataEx(&module, image.c_str(), 2, opts, values);
+  if (r != CUDA_SUCCESS)
+    return Error{std::string("loading the ") + what + " module failed: " +
+                 api->describe(r) + (log[0] ? std::string("\n") + log : "")};
+  return Status::ok();
+}
+
+Status GpuExecutor::Impl::init(const GpuImages &images) {
+  auto loaded = cuda::loadApi();
+  if (!loaded)
+    return Error{loaded.message()};
+  api = *loaded;
+  if (Status s = check(api->cuDeviceGet(&device, 0), "cuDeviceGet"); !s)
+    return s;
+  char name[256] = {0};
+  api->cuDeviceGetName(name, sizeof(name), device);
+  int major = 0, minor = 0;
+  api->cuDeviceGetAttribute(
+      &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  api->cuDeviceGetAttribute(
+      &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  sm = major * 10 + minor;
+  api->cuDeviceGetAttribute(&multiprocessors,
+                            CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+  report.device = name;
+  report.computeCapability = sm;
+  if (sm < 75)
+    return Error{std::string("the GPU '") + name + "' is sm_" +
+                 std::to_string(sm) + "; trellis needs sm_75 or newer"};
+  if (Status s = check(api->cuDevicePrimaryCtxRetain(&context, device),
+                       "cuDevicePrimaryCtxRetain");
+      !s)
+    return s;
+  if (Status s = check(api->cuCtxSetCurrent(context), "cuCtxSetCurrent"); !s)
+    return s;
+  if (Status s = check(api->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+                       "cuStreamCreate");
+      !s)
+    return s;
+  const auto loadStart = std::chrono::steady_clock::now();
+  // Generated kernels: on Hopper trellisc's sm_90a cubin (no JIT; where the
+  // driver refuses it, e.g. one older than the toolkit that assembled it, the
+  // PTX it came from), else its PTX; the portable PTX elsewhere.
+  bool cubinLoaded = false;
+  if (sm == 90 && !images.cubinSm90a.empty())
+    cubinLoaded =
+        bool(loadModule(generated, images.cubinSm90a, "generated-kernel"));
+  const std::string &ptx = sm == 90 && !images.ptxSm90a.empty()
+                               ? images.ptxSm90a
+                               : images.ptxCompute75;
+  if (!cubinLoaded && !ptx.empty())
+    if (Status s = loadModule(generated, ptx, "generated-kernel"); !s)
+      return s;
+  // Attention: the wgmma cubin on sm_90, else the mma.sync PTX.
+  if (sm == 90 && !images.attnSm90a.empty()) {
+    attentionFamily = TRELLIS_ATTN_SM90A;
+    if (Status s = loadModule(attention, images.attnSm90a, "attention"); !s)
+      return s;
+  } else if (sm >= 80 && !images.attnCompute80.empty()) {
+    attentionFamily = TRELLIS_ATTN_SM80;
+    if (Status s = loadModule(attention, images.attnCompute80, "attention"); !s)
+      return s;
+  } else if (!images.attnCompute75.empty()) {
+    attentionFamily = TRELLIS_ATTN_SM75;
+    if (Status s = loadModule(attention, images.attnCompute75, "attention"); !s)
+      return s;
+  }
+  report.moduleLoadSeconds = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - loadStart)
+                                 .count();
+  if (Status s = check(api->cublasLtCreate(&lt), "cublasLtCreate"); !s)
+    return s;
+  loadTuningCache();
+  if (Status s = check(api->cuMemAlloc(&gemmWorkspace, kGemmWorkspaceBytes),
+                       "cuMemAlloc (GEMM workspace)");
+      !s)
+    return s;
+  if (concurrentBranches()) {
+    if (Status s = check(api->cuStreamCreate(&stream2, CU_STREAM_NON_BLOCKING),
+                         "cuStreamCreate");
+        !s)
+      return s;
+    if (Status s = check(api->cuMemAlloc(&gemmWorkspace2, kGemmWorkspaceBytes),
+                         "cuMemAlloc (GEMM workspace)");
+        !s)
+      return s;
+    api->cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING);
+    api->cuEventCreate(&join, CU_EVENT_DISABLE_TIMING);
+  }
+  return Status::ok();
+}
+
+Result<CUfunction> GpuExecutor::Impl::runtimeKernel(const std::string &name) {
+  CUfunction &f = functions[name];
+  if (!f) {
+    if (!attention ||
+        api->cuModuleGetFunction(&f, attention, name.c_str()) != CUDA_SUCCESS)
+      return Error{"kernel '" + name +
+                   "' is not in the bundle's runtime "
+                   "kernel module"};
+  }
+  return f;
+}
+
+} // namespace trellis

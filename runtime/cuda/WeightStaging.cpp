@@ -1,0 +1,142 @@
+//===- WeightStaging.cpp - Host <-> device copies: weights, values --------===//
+//
+// stageWeights() streams the weights of a prepared function from the mapped
+// safetensors through two pinned chunks into its device weight pool;
+// download() and upload() copy one value slot (a strided view gathered row
+// by row) between the device and a host tensor.
+//
+//===----------------------------------------------------------------------===//
+#include "GpuExecutorImpl.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <vector>
+
+namespace trellis {
+
+Status GpuExecutor::Impl::stageWeights(Prepared &p) {
+  auto start = std::chrono::steady_clock::now();
+  if (p.weightBytes == 0)
+    return Status::ok();
+  if (Status s = check(api->cuMemAlloc(&p.weightPool, p.weightBytes),
+                       "cuMemAlloc (weights)");
+      !s)
+    return Error{"cannot allocate " + std::to_string(p.weightBytes >> 20) +
+                 " MiB of device memory for the weights of '" + p.name +
+                 "': " + s.message()};
+  size_t half = std::max<size_t>(options.stagingBytes / 2, 1 << 20);
+  void *pinned = nullptr;
+  if (Status s = check(api->cuMemAllocHost(&pinned, 2 * half),
+                       "cuMemAllocHost (staging buffer)");
+      !s)
+    return s;
+  CUevent done[2] = {nullptr, nullptr};
+  for (CUevent &e : done)
+    api->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+  bool used[2] = {false, false};
+  int buffer = 0;
+  std::set<size_t> uploaded;
+  Status status = Status::ok();
+  for (size_t s = 0; s < p.slots.size() && status; ++s) {
+    const SlotInfo &info = p.slots[s];
+    if (info.where != SlotInfo::Where::Weight ||
+        !uploaded.insert(info.offset).second)
+      continue;
+    auto t = weights(info.weightModel, info.weightName);
+    if (!t) {
+      status = Error{t.message()};
+      break;
+    }
+    if (t->dtype() != info.type.dtype || t->shape() != info.type.shape) {
+      status = Error{
+          "weight '" + info.weightName + "' of '" + info.weightModel +
+          "': the bundle expects " + info.type.str() + ", the file holds " +
+          shapeToString(t->shape()) + " " + std::string(dtypeName(t->dtype()))};
+      break;
+    }
+    const char *src = static_cast<const char *>(t->raw());
+    size_t n = t->nbytes();
+    for (size_t done_ = 0; done_ < n;) {
+      size_t chunk = std::min(half, n - done_);
+      if (used[buffer])
+        api->cuEventSynchronize(done[buffer]);
+      char *dst = static_cast<char *>(pinned) + buffer * half;
+      std::memcpy(dst, src + done_, chunk);
+      if (Status c =
+              check(api->cuMemcpyHtoDAsync(p.weightPool + info.offset + done_,
+                                           dst, chunk, stream),
+                    "cuMemcpyHtoDAsync (weights)");
+          !c) {
+        status = c;
+        break;
+      }
+      api->cuEventRecord(done[buffer], stream);
+      used[buffer] = true;
+      buffer ^= 1;
+      done_ += chunk;
+    }
+  }
+  if (Status c = check(api->cuStreamSynchronize(stream), "weight staging");
+      !c && status)
+    status = c;
+  for (CUevent e : done)
+    api->cuEventDestroy(e);
+  api->cuMemFreeHost(pinned);
+  report.weightUploadSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return status;
+}
+
+Result<HostTensor> GpuExecutor::Impl::download(const Prepared &p, int slot) {
+  const SlotInfo &info = p.slots[slot];
+  HostTensor t(info.type.dtype, info.type.shape);
+  if (t.nbytes() == 0)
+    return t;
+  if (int64_t stride = tokenStride(p, slot)) {
+    // A strided view ([B, L, H, d] or sparse [N, H, d]): gather its token
+    // rows.
+    int64_t tokens = 1;
+    for (size_t d = 0; d + 2 < info.type.shape.size(); ++d)
+      tokens *= info.type.shape[d];
+    size_t row = t.nbytes() / size_t(tokens), elem = dtypeSize(t.dtype());
+    std::vector<char> span(size_t((tokens - 1) * stride) * elem + row);
+    if (Status s = check(api->cuMemcpyDtoHAsync(span.data(), address(p, slot),
+                                                span.size(), stream),
+                         "cuMemcpyDtoHAsync");
+        !s)
+      return Error{s.message()};
+    if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream");
+        !s)
+      return Error{s.message()};
+    for (int64_t i = 0; i < tokens; ++i)
+      std::memcpy(static_cast<char *>(t.mutableRaw()) + i * row,
+                  span.data() + size_t(i * stride) * elem, row);
+    return t;
+  }
+  if (Status s = check(api->cuMemcpyDtoHAsync(t.mutableRaw(), address(p, slot),
+                                              t.nbytes(), stream),
+                       "cuMemcpyDtoHAsync");
+      !s)
+    return Error{s.message()};
+  if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream"); !s)
+    return Error{s.message()};
+  return t;
+}
+
+Status GpuExecutor::Impl::upload(const Prepared &p, int slot,
+                                 const HostTensor &t) {
+  if (t.nbytes() == 0)
+    return Status::ok();
+  if (Status s = check(
+          api->cuMemcpyHtoDAsync(address(p, slot), t.raw(), t.nbytes(), stream),
+          "cuMemcpyHtoDAsync");
+      !s)
+    return s;
+  // The host tensor may die when we return: wait for the copy.
+  return check(api->cuStreamSynchronize(stream), "the GPU stream");
+}
+
+} // namespace trellis

@@ -1,0 +1,244 @@
+"""The engine (trellis_engine_* / tc.trellis.Pipeline / trellis.exe with several
+generations) on the tiny preset, CPU reference: a reused engine gives the same
+bits as a fresh run, also across voxel sets of different sizes and after a
+failed run; misuse of the C ABI is a named error; trellis.exe runs several
+generations into their own folders and writes only what was asked for."""
+import ctypes
+import json
+import struct
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+import _tc_env  # noqa: F401
+from _tc_env import BUILD
+import trellisc as tc
+from trellisc import _native
+
+BIN = BUILD / "bin"
+STEPS = ["--steps-ss", "1", "--steps-slat", "1"]
+FILES = ["ss_latent.npy", "coords.npy", "slat.npy", "gaussians.ply", "gaussians.npz",
+         "radiance_field.npz", "mesh.ply", "mesh.glb"]
+
+
+def run(*args, **kw):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("engine")
+    model = d / "model"
+    r = run(BIN / "trellis-mkmodel", "--preset", "tiny", "--seed", "1", "--out", model,
+            "--quiet")
+    assert r.returncode == 0, r.stderr
+    exe = d / "trellis.exe"
+    r = run(BIN / "trellisc", model / "pipeline.json", "--target=cpu", "--cond-tokens",
+            "21", "-o", exe)
+    assert r.returncode == 0, r.stderr
+    return model, exe, d
+
+
+@pytest.fixture(scope="module")
+def pipeline(tiny):
+    model, exe, _ = tiny
+    return tc.trellis.Pipeline(exe_bundle(exe), model_dir=model)
+
+
+def exe_bundle(exe):
+    """The bundle bytes trellis.exe carries (its trailer says where)."""
+    data = exe.read_bytes()
+    assert data[-8:] == b"TRLSEXE1"
+    offset, size = struct.unpack_from("<QQ", data, len(data) - 24)
+    return data[offset:offset + size]
+
+
+def fresh(tiny, cond, **kw):
+    model, exe, _ = tiny
+    return tc.trellis.run(None, cond, bundle_path=exe, model_dir=model, ss_steps=1,
+                          slat_steps=1, **kw)
+
+
+def assert_same(a, b):
+    assert sorted(a) == sorted(b)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], k)
+
+
+def test_reused_engine_matches_fresh_runs(tiny, pipeline):
+    model, _, _ = tiny
+    cond = np.load(model / "cond.npy")
+    ref1, ref2 = fresh(tiny, cond, seed=1), fresh(tiny, cond, seed=2)
+    coords = ref1["coords"]
+    half = coords[: max(1, len(coords) // 2)]  # another voxel count
+    ref_half = fresh(tiny, cond, seed=3, coords=half)
+    got = [pipeline.run(cond, seed=s, ss_steps=1, slat_steps=1) for s in (1, 2)]
+    got_half = pipeline.run(cond, seed=3, ss_steps=1, slat_steps=1, coords=half)
+    again = pipeline.run(cond, seed=1, ss_steps=1, slat_steps=1)
+    engine = pipeline.engine()
+    assert_same(got[0], ref1)
+    assert_same(got[1], ref2)
+    assert_same(got_half, ref_half)
+    assert len(got_half["coords"]) != len(got[0]["coords"])
+    assert_same(again, ref1)
+    assert pipeline.engine() is engine  # one engine throughout
+
+
+def test_a_failed_run_leaves_the_engine_usable(tiny, pipeline):
+    model, _, _ = tiny
+    cond = np.load(model / "cond.npy")
+    with pytest.raises(tc.TrellisError, match="embeddings.cond is"):
+        pipeline.run(cond[:, :5], seed=1, ss_steps=1, slat_steps=1)
+    with pytest.raises(tc.TrellisError, match="spec.coords"):
+        pipeline.run(cond, seed=1, ss_steps=1, slat_steps=1,
+                     coords=np.zeros((3, 2), np.int32))
+    assert_same(pipeline.run(cond, seed=1, ss_steps=1, slat_steps=1),
+                fresh(tiny, cond, seed=1))
+
+
+def engine_run(engine, cond, spec=None, outputs=None):
+    lib = _native.runtime()
+    if spec is None:
+        spec = _native.RunSpec()
+        lib.trellis_run_spec_init(ctypes.byref(spec))
+        spec.ss.steps = spec.slat.steps = 1
+        spec.targets = 1
+    emb = _native.Embeddings()
+    emb.cond = _native.tensor_of(cond)
+    err = _native.Error()
+    status = lib.trellis_engine_run(engine, ctypes.byref(emb), ctypes.byref(spec),
+                                    ctypes.byref(outputs) if outputs else None,
+                                    ctypes.byref(err))
+    message = ctypes.string_at(err.message).decode() if err.message else ""
+    lib.trellis_error_clear(ctypes.byref(err))
+    return status, message
+
+
+def test_an_engine_runs_one_generation_at_a_time(tiny, pipeline):
+    model, _, _ = tiny
+    cond = np.load(model / "cond.npy")
+    engine = pipeline.engine().handle
+    inside, release = threading.Event(), threading.Event()
+    lib = _native.runtime()
+    spec = _native.RunSpec()
+    lib.trellis_run_spec_init(ctypes.byref(spec))
+    spec.ss.steps = spec.slat.steps = 1
+    spec.targets = 1
+
+    def hold(p, _user):  # the first progress event parks the run
+        inside.set()
+        release.wait(60)
+
+    spec.progress = _native.PROGRESS_FN(hold)
+    results = []
+    t = threading.Thread(target=lambda: results.append(engine_run(engine, cond, spec)))
+    t.start()
+    assert inside.wait(60)
+    status, message = engine_run(engine, cond)
+    release.set()
+    t.join(120)
+    assert status == 9 and "engine busy" in message, (status, message)
+    assert results[0][0] == 0, results
+    assert engine_run(engine, cond)[0] == 0  # free again
+
+
+def test_c_abi_misuse_is_a_named_error(tiny):
+    model, exe, _ = tiny
+    lib = _native.runtime()
+    program = _native.Program(path=exe)
+    err = _native.Error()
+    handle = ctypes.c_void_p()
+
+    def message():
+        m = ctypes.string_at(err.message).decode() if err.message else ""
+        lib.trellis_error_clear(ctypes.byref(err))
+        return m
+
+    # NULL program; no weights at all (named tensor, TRELLIS_ERR_WEIGHTS).
+    assert lib.trellis_engine_create(None, None, None, ctypes.byref(handle),
+                                     ctypes.byref(err)) == 1
+    assert "must not be NULL" in message()
+    assert lib.trellis_engine_create(program.handle, None, None, ctypes.byref(handle),
+                                     ctypes.byref(err)) == 3
+    assert "weights: " in message()
+    # A weight of the wrong shape in the table: named with expected and found.
+    keep = []
+    bad = {("sparse_structure_flow_model", "input_layer.weight"): np.zeros((3, 3), np.float32)}
+    table = _native.weight_table(bad, model, keep)
+    assert lib.trellis_engine_create(program.handle, ctypes.byref(table), None,
+                                     ctypes.byref(handle), ctypes.byref(err)) == 3
+    m = message()
+    assert "input_layer.weight" in m and "expects" in m, m
+    opts = _native.EngineOptions()
+    lib.trellis_engine_options_init(ctypes.byref(opts))
+    opts.flags = 2  # DETERMINISTIC is a per-run bit
+    good = _native.weight_table(None, model, keep)
+    assert lib.trellis_engine_create(program.handle, ctypes.byref(good),
+                                     ctypes.byref(opts), ctypes.byref(handle),
+                                     ctypes.byref(err)) == 1
+    assert "engine options" in message()
+    assert lib.trellis_engine_create(program.handle, ctypes.byref(good), None,
+                                     ctypes.byref(handle), ctypes.byref(err)) == 0, message()
+    cond = np.load(model / "cond.npy")
+    # NULL engine; a spec naming another program; a too-small caller buffer.
+    assert engine_run(None, cond)[0] == 1
+    spec = _native.RunSpec()
+    lib.trellis_run_spec_init(ctypes.byref(spec))
+    other = _native.Program(path=exe)
+    spec.program = other.handle
+    status, m = engine_run(handle, cond, spec)
+    assert status == 1 and "not the program this engine" in m
+    outs = _native.Outputs()
+    small = np.zeros(4, np.uint8)
+    outs.coords.data, outs.coords.capacity = small.ctypes.data, small.nbytes
+    status, m = engine_run(handle, cond, outputs=outs)
+    assert status == 6 and "outputs.coords needs" in m, m
+    # The program closed before the engine: the engine keeps it alive.
+    program_handle = program.handle
+    lib.trellis_program_close(program_handle)
+    program._handle = None
+    assert engine_run(handle, cond)[0] == 0
+    lib.trellis_engine_destroy(handle)
+
+
+def test_trellis_exe_runs_several_generations(tiny, tmp_path):
+    model, exe, _ = tiny
+    cond = model / "cond.npy"
+    single = tmp_path / "single"
+    r = run(exe, "--model", model, "--cond", cond, "--out", single, "--seed", "5",
+            *STEPS, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in single.iterdir()) == sorted(FILES)  # no debug files
+    assert "generation 0:" in r.stderr and "voxels" in r.stderr
+    # Two --cond: OUT/0 and OUT/1, each the same bytes as the single run.
+    multi = tmp_path / "multi"
+    r = run(exe, "--model", model, "--cond", cond, "--cond", cond, "--out", multi,
+            "--seed", "5", "--repeat", "2", *STEPS, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "4 of 4 generations" in r.stderr
+    for sub in ("0", "1"):
+        for f in FILES:
+            assert (multi / sub / f).read_bytes() == (single / f).read_bytes(), (sub, f)
+    # A manifest with a bad line in the middle: the others still run, exit 1.
+    (tmp_path / "m.jsonl").write_text(
+        json.dumps({"id": "a", "cond": str(cond), "seed": 5}) + "\n" +
+        json.dumps({"id": "broken", "cond": "missing.npy", "seed": 1}) + "\n" +
+        json.dumps({"id": "c", "cond": str(cond), "seed": 5}) + "\n")
+    man = tmp_path / "man"
+    r = run(exe, "--model", model, "--inputs", tmp_path / "m.jsonl", "--out", man,
+            "--debug-outputs", *STEPS, timeout=300)
+    assert r.returncode == 1
+    assert "generation broken" in r.stderr and "missing.npy" in r.stderr, r.stderr
+    assert "2 of 3 generations" in r.stderr
+    for sub in ("a", "c"):
+        assert (man / sub / "mesh_fields.npz").exists()  # --debug-outputs
+        assert (man / sub / "slat.npy").read_bytes() == (single / "slat.npy").read_bytes()
+    assert not (man / "broken").exists()
+    # Manifest errors stop before any work, naming the line.
+    (tmp_path / "bad.jsonl").write_text('{"id": "a", "cond": "x.npy"}\n')
+    r = run(exe, "--model", model, "--inputs", tmp_path / "bad.jsonl", "--out",
+            tmp_path / "none")
+    assert r.returncode == 1 and "bad.jsonl:1: field 'seed'" in r.stderr, r.stderr
+    assert not (tmp_path / "none").exists()

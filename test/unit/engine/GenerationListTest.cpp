@@ -1,0 +1,88 @@
+//===- GenerationListTest.cpp - trellis.exe's generation list
+//--------------===//
+#include "GenerationList.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace trellis;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string writeManifest(const std::string &name, const std::string &text) {
+  fs::path dir = fs::temp_directory_path() / "trellis-genlist-test";
+  fs::create_directories(dir);
+  fs::path p = dir / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+std::string errorOf(const std::string &text) {
+  auto r = readGenerationManifest(writeManifest("bad.jsonl", text), "/out");
+  return r ? "" : r.message();
+}
+
+} // namespace
+
+TEST(GenerationList, ManifestLinesBecomeGenerations) {
+  std::string path = writeManifest(
+      "good.jsonl",
+      "{\"id\": \"chair\", \"cond\": \"c/chair.npy\", \"seed\": 7}\n"
+      "\n"
+      "{\"id\": \"lamp-2\", \"cond\": \"/abs/lamp.npy\", \"seed\": 0, "
+      "\"coords\": \"lamp_coords.npy\"}\n");
+  auto r = readGenerationManifest(path, "/out");
+  ASSERT_TRUE(bool(r)) << r.message();
+  ASSERT_EQ(r->size(), 2u);
+  const fs::path base = fs::path(path).parent_path();
+  EXPECT_EQ((*r)[0].id, "chair");
+  EXPECT_EQ((*r)[0].cond, (base / "c/chair.npy").string());
+  EXPECT_EQ((*r)[0].seed, 7u);
+  EXPECT_EQ((*r)[0].outDir, "/out/chair");
+  EXPECT_EQ((*r)[0].origin, path + ":1");
+  EXPECT_EQ((*r)[1].cond, "/abs/lamp.npy");
+  EXPECT_EQ((*r)[1].coords, (base / "lamp_coords.npy").string());
+  EXPECT_EQ((*r)[1].origin, path + ":3");
+}
+
+TEST(GenerationList, ManifestErrorsNameTheLineAndField) {
+  EXPECT_NE(errorOf("{\"id\": \"a\", \"cond\": \"a.npy\", \"seed\": 1}\n"
+                    "not json\n")
+                .find("bad.jsonl:2: expected one JSON object"),
+            std::string::npos);
+  EXPECT_NE(errorOf("{\"id\": \"a\", \"cond\": \"a.npy\", \"seeed\": 1}")
+                .find("unknown field 'seeed'"),
+            std::string::npos);
+  EXPECT_NE(errorOf("{\"id\": \"../up\", \"cond\": \"a.npy\", \"seed\": 1}")
+                .find("field 'id'"),
+            std::string::npos);
+  EXPECT_NE(errorOf("{\"id\": \"a\", \"cond\": \"a.npy\", \"seed\": -1}")
+                .find("field 'seed' must be an integer"),
+            std::string::npos);
+  EXPECT_NE(errorOf("{\"id\": \"a\", \"seed\": 1}").find("field 'cond'"),
+            std::string::npos);
+  EXPECT_NE(errorOf("{\"id\": \"a\", \"cond\": \"a.npy\", \"seed\": 1}\n"
+                    "{\"id\": \"a\", \"cond\": \"b.npy\", \"seed\": 2}")
+                .find(":2: id 'a' appears twice"),
+            std::string::npos);
+  EXPECT_NE(errorOf("\n\n").find("lists no generation"), std::string::npos);
+  auto missing = readGenerationManifest("/nonexistent/m.jsonl", "/out");
+  ASSERT_FALSE(bool(missing));
+  EXPECT_NE(missing.message().find("cannot open '/nonexistent/m.jsonl'"),
+            std::string::npos);
+}
+
+TEST(GenerationList, RepeatedCondsGetNumberedFolders) {
+  auto one = generationsFromConds({"a.npy"}, "", 3, "/out");
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].outDir, "/out");
+  auto two = generationsFromConds({"a.npy", "b.npy"}, "c.npy", 3, "/out");
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1].outDir, "/out/1");
+  EXPECT_EQ(two[1].cond, "b.npy");
+  EXPECT_EQ(two[1].coords, "c.npy");
+  EXPECT_EQ(two[1].seed, 3u);
+}
