@@ -362,6 +362,7 @@ Result<GenerationRequest> makeRequest(const Options &o,
   req.lastStage = o.lastStage;
   req.outDir = g.outDir;
   req.debugOutputs = o.debugOutputs;
+  req.keepMeshFields = false; // written only as a debug output
   return req;
 }
 
@@ -510,7 +511,9 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
       pending = Pending{label, st.writeTicket};
       std::ostringstream line;
       line << label << ": " << st.wallSeconds << " s wall, " << st.gpuSeconds
-           << " s GPU, " << st.voxels << " voxels -> " << g.outDir;
+           << " s GPU, " << st.voxels << " voxels -> " << g.outDir
+           << " (host: setup " << st.setupSeconds << " s, downloads "
+           << st.downloadSeconds << " s)";
       std::cerr << line.str() << "\n";
     }
   settle();

@@ -115,8 +115,9 @@ public:
   Result<PipelineResult> run();
 
 private:
-  Result<std::vector<RtValue>> stage(const char *name, const char *title,
-                                     std::vector<RtValue> args);
+  Result<std::vector<RtValue>>
+  stage(const char *name, const char *title, std::vector<RtValue> args,
+        const std::vector<bool> *deviceOnly = nullptr);
   Result<std::vector<RtValue>> condArguments();
   Status sparseStructure(const std::vector<RtValue> &condArgs, NormalRng &rng,
                          PipelineResult &res);
@@ -157,13 +158,14 @@ private:
   std::vector<std::pair<int64_t, int64_t>> ranges_;
 };
 
-Result<std::vector<RtValue>> Generation::stage(const char *name,
-                                               const char *title,
-                                               std::vector<RtValue> args) {
+Result<std::vector<RtValue>>
+Generation::stage(const char *name, const char *title,
+                  std::vector<RtValue> args,
+                  const std::vector<bool> *deviceOnly) {
   auto start = std::chrono::steady_clock::now();
   obs_.stageBegin(name, title);
   obs_.message(std::string("[") + title + "] running " + name);
-  auto r = session_.call(name, std::move(args));
+  auto r = session_.call(name, std::move(args), deviceOnly);
   double s = secondsSince(start);
   if (!r)
     return r;
@@ -172,6 +174,9 @@ Result<std::vector<RtValue>> Generation::stage(const char *name,
   if (std::string(session_.backend(name)) == "cuda") {
     const GpuReport &g = *session_.gpuReport();
     stats_.gpuSeconds += g.runSeconds;
+    stats_.setupSeconds +=
+        g.weightUploadSeconds + g.planSeconds + g.commandSeconds;
+    stats_.downloadSeconds += g.downloadSeconds;
     line << " on the GPU (" << g.runSeconds << " s of GPU time";
     if (g.weightUploadSeconds > 0)
       line << ", " << (g.weightBytes >> 20) << " MiB weights staged in "
@@ -179,7 +184,7 @@ Result<std::vector<RtValue>> Generation::stage(const char *name,
     if (g.planSeconds + g.commandSeconds > 0)
       line << ", " << (g.arenaBytes >> 20) << " MiB arena; host setup: plan "
            << g.planSeconds << " s, commands " << g.commandSeconds << " s";
-    line << ")";
+    line << "; results downloaded in " << g.downloadSeconds << " s)";
     if (g.checkedOps)
       line << "; " << g.checkedOps
            << " op results matched the CPU reference (worst relative L2 "
@@ -312,6 +317,19 @@ Result<PipelineResult> Generation::run() {
   if (req_.lastStage <= 1)
     return res;
 
+  // The decoders' binding to this voxel set (host work) is planned on other
+  // threads while the GPU runs the SLat stage.
+  if (req_.lastStage >= 3)
+    for (auto [wanted, fn] : {std::pair{req_.mesh, "decode_mesh"},
+                              {req_.gs, "decode_gs"},
+                              {req_.rf, "decode_rf"}})
+      if (wanted && b_.program.find(fn)) {
+        const Function *slat = b_.program.find("slat_stage");
+        HostTensor latentShape(
+            DType::F32, {res.coords.dim(0), slat->argTypes.back().shape[1]});
+        std::memset(latentShape.mutableRaw(), 0, latentShape.nbytes());
+        session_.prepareInBackground(fn, {res.coords, latentShape});
+      }
   if (Status s = structuredLatent(*condArgs, rng, res); !s)
     return Error{s.message()};
   if (req_.lastStage <= 2)
@@ -391,7 +409,16 @@ Status Generation::decodeRf(PipelineResult &res) {
 }
 
 Status Generation::decodeMesh(PipelineResult &res) {
-  auto r = decode("decode_mesh", res);
+  if (!b_.program.find("decode_mesh"))
+    return Error{"the bundle has no decode_mesh"};
+  // The fields (0.2-0.5 GB) stay on the device when only FlexiCubes on the
+  // GPU reads them.
+  const bool fieldsOnDevice =
+      !req_.keepMeshFields && !req_.debugOutputs && !req_.meshOnCpu &&
+      std::string(session_.backend("decode_mesh")) == "cuda";
+  const std::vector<bool> deviceOnly = {false, fieldsOnDevice};
+  auto r =
+      stage("decode_mesh", "3/3 decoders", {res.coords, res.slat}, &deviceOnly);
   if (!r)
     return r.status();
   res.hasMesh = true;
@@ -403,7 +430,10 @@ Status Generation::decodeMesh(PipelineResult &res) {
       return writeNpz(path, {{"coords", cubes}, {"fields", fields}}, false);
     });
   }
-  return extractMesh(res);
+  Status extracted = extractMesh(res);
+  if (!res.meshFields.raw())
+    res.meshFields = HostTensor(); // kept on the device: not a result
+  return extracted;
 }
 
 /// FlexiCubes over the candidate cubes (first sample): on the GPU when the
@@ -426,7 +456,10 @@ Status Generation::extractMesh(PipelineResult &res) {
           (g.flexiUploadMs + g.flexiComputeMs + g.flexiDownloadMs) / 1e3;
     } else {
       // E.g. a bundle from a trellisc without the FlexiCubes kernels: the
-      // CPU reference gives the same mesh (or the same input error).
+      // CPU reference gives the same mesh (or the same input error), if
+      // the fields came to the host.
+      if (!res.meshFields.raw())
+        return extracted.status();
       obs_.message("  FlexiCubes on the GPU failed (" + extracted.message() +
                    "): extracting on the CPU");
       onGpu = false;

@@ -179,10 +179,17 @@ void Session::setRunHooks(
     gpu_->setStepCallback(std::move(onStep));
 }
 
-Result<std::vector<RtValue>> Session::call(const std::string &name,
-                                           std::vector<RtValue> args) {
+void Session::prepareInBackground(const std::string &name,
+                                  std::vector<RtValue> args) {
   if (std::string(backend(name)) == "cuda")
-    return gpu_->run(name, std::move(args));
+    gpu_->prepareInBackground(name, std::move(args));
+}
+
+Result<std::vector<RtValue>>
+Session::call(const std::string &name, std::vector<RtValue> args,
+              const std::vector<bool> *deviceOnly) {
+  if (std::string(backend(name)) == "cuda")
+    return gpu_->run(name, std::move(args), deviceOnly);
   if (gpuMode_ == GpuMode::Require && !gpuUnavailable_.empty())
     return Error{"--gpu=require: no usable GPU (" + gpuUnavailable_ + ")"};
   return exec_->run(name, std::move(args));

@@ -480,6 +480,7 @@ trellis_status engineRun(trellis_engine *e, const trellis_embeddings *emb,
   auto req = generationRequest(e->program->bundle.program, spec, emb, code);
   if (!req)
     return report(err, code, req.message());
+  req->keepMeshFields = outputs != nullptr;
   setThreads(spec->threads);
   CallbackObserver observer(spec->progress, spec->user_data);
   auto result = e->engine->run(*req, &observer);

@@ -14,8 +14,12 @@
 namespace trellis {
 
 GpuExecutor::Impl::~Impl() {
+  for (auto &[name, plan] : pendingPlans) // threads reading the program
+    if (plan.valid())
+      plan.wait();
   if (!api)
     return;
+  (void)makeCurrent();
   for (auto &[name, p] : prepared)
     release(*p);
   for (auto &[name, buffer] : flexiScratch.buffers)
@@ -60,7 +64,17 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
   if (!loaded)
     return Error{loaded.message()};
   api = *loaded;
-  if (Status s = check(api->cuDeviceGet(&device, 0), "cuDeviceGet"); !s)
+  int count = 0;
+  if (Status s = check(api->cuDeviceGetCount(&count), "cuDeviceGetCount"); !s)
+    return s;
+  if (options.device < 0 || options.device >= count)
+    return Error{"GPU device " + std::to_string(options.device) +
+                 " does not exist: this machine has " + std::to_string(count) +
+                 " CUDA device" + (count == 1 ? "" : "s") + " (ordinals 0.." +
+                 std::to_string(std::max(count - 1, 0)) + ")"};
+  if (Status s =
+          check(api->cuDeviceGet(&device, options.device), "cuDeviceGet");
+      !s)
     return s;
   char name[256] = {0};
   api->cuDeviceGetName(name, sizeof(name), device);

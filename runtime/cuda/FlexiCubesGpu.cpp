@@ -106,6 +106,8 @@ GpuExecutor::extractFlexiCubes(const HostTensor &coords,
   using mesh::kMeshHeadChannels;
   Impl &m = *impl_;
   const Api &api = *m.api;
+  if (Status s = m.makeCurrent(); !s)
+    return Error{s.message()};
   // The CPU's checks and messages.
   if (Status s = mesh::checkFlexiCubesInput(coords, fields, R); !s)
     return Error{s.message()};
@@ -218,6 +220,9 @@ GpuExecutor::extractFlexiCubes(const HostTensor &coords,
   // The mesh decoder's fields are usually still on the device (its last
   // result): read in place, else uploaded.
   CUdeviceptr resident = m.deviceCopyOf(fields);
+  if (!resident && !fields.raw() && fields.nbytes())
+    return Error{"extractFlexiCubes on the GPU: the fields were kept on the "
+                 "device by a run that is no longer the last one"};
   CUdeviceptr dFields =
       resident ? resident : buffer("fields", size_t(fields.nbytes()));
   CUdeviceptr dTables = buffer("tables", sizeof(TrellisFcTables));

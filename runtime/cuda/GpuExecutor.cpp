@@ -14,11 +14,56 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace trellis {
+
+/// Whether `p` was bound to the same voxel set as `args` would be: the same
+/// bytes in every coordinate argument, the same shape in every feature one.
+static bool sameBinding(const GpuExecutor::Impl::Prepared &p,
+                        const std::vector<RtValue> &args) {
+  if (p.bindingKey.size() != args.size())
+    return false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const HostTensor *a = std::get_if<HostTensor>(&args[i]);
+    const std::optional<HostTensor> &b = p.bindingKey[i];
+    if (!a)
+      return false;
+    if (b) { // a coordinate argument: the same bytes
+      if (a->dtype() != b->dtype() || a->shape() != b->shape() ||
+          std::memcmp(a->raw(), b->raw(), b->nbytes()) != 0)
+        return false;
+    } else if (a->shape() != p.slots[p.args[i]].type.shape) {
+      return false; // a feature argument: the same shape
+    }
+  }
+  return true;
+}
+
+/// Instantiates, binds (a sparse stage) and plans `fn`: host work only, no
+/// CUDA call and no write to the executor's state, so prepareInBackground
+/// may run it on another thread.
+Result<std::unique_ptr<GpuExecutor::Impl::Prepared>>
+GpuExecutor::Impl::planFunction(const Function &fn,
+                                const std::vector<RtValue> *args) const {
+  auto p = std::make_unique<Prepared>();
+  p->name = fn.name;
+  for (const ValueType &t : fn.argTypes)
+    p->dynamic |= !isStatic(t);
+  for (const ValueType &t : fn.argTypes)
+    p->args.push_back(newSlot(*p, t));
+  if (Status s = instantiate(*p, fn, p->args, p->results, p->body); !s)
+    return Error{s.message()};
+  if (p->dynamic)
+    if (Status s = bind(*p, *args); !s)
+      return Error{s.message()};
+  if (Status s = plan(*p); !s)
+    return Error{s.message()};
+  return p;
+}
 
 Result<GpuExecutor::Impl::Prepared *>
 GpuExecutor::Impl::prepare(const std::string &name,
@@ -38,47 +83,68 @@ GpuExecutor::Impl::prepare(const std::string &name,
                  "when it is called"};
   // A sparse stage stays prepared while its coordinate arguments are the
   // same bytes (the bench and the decoders call it repeatedly).
-  if (it != prepared.end()) {
-    const Prepared &old = *it->second;
-    bool same = old.bindingKey.size() == args->size();
-    for (size_t i = 0; same && i < args->size(); ++i) {
-      const HostTensor *a = std::get_if<HostTensor>(&(*args)[i]);
-      const std::optional<HostTensor> &b = old.bindingKey[i];
-      if (!a) {
-        same = false;
-      } else if (b) { // a coordinate argument: the same bytes
-        same = a->dtype() == b->dtype() && a->shape() == b->shape() &&
-               std::memcmp(a->raw(), b->raw(), b->nbytes()) == 0;
-      } else { // a feature argument: the same shape
-        same = a->shape() == old.slots[old.args[i]].type.shape;
-      }
-    }
-    if (same)
-      return it->second.get();
+  if (it != prepared.end() && sameBinding(*it->second, *args))
+    return it->second.get();
+  // A plan made in the background for these arguments, else one made now.
+  std::unique_ptr<Prepared> p;
+  if (auto pending = pendingPlans.find(name); pending != pendingPlans.end()) {
+    auto planned = pending->second.get();
+    pendingPlans.erase(pending);
+    if (planned && sameBinding(**planned, *args))
+      p = std::move(*planned);
   }
-  auto p = std::make_unique<Prepared>();
-  p->name = name;
-  p->dynamic = dynamic;
-  for (const ValueType &t : fn->argTypes)
-    p->args.push_back(newSlot(*p, t));
-  if (Status s = instantiate(*p, *fn, p->args, p->results, p->body); !s)
-    return Error{s.message()};
-  if (dynamic)
-    if (Status s = bind(*p, *args); !s)
-      return Error{s.message()};
-  if (Status s = plan(*p); !s)
-    return Error{s.message()};
-  if (it != prepared.end()) {
-    // Re-bound: keep the staged weights (same function, same weight plan).
-    Prepared &old = *it->second;
-    if (old.weightPool && old.weightBytes == p->weightBytes) {
-      p->weightPool = old.weightPool;
-      old.weightPool = 0;
-    }
-    release(old);
+  if (!p) {
+    auto planned = planFunction(*fn, args);
+    if (!planned)
+      return Error{planned.message()};
+    p = std::move(*planned);
   }
+  if (it != prepared.end())
+    inheritAllocations(*it->second, *p);
   prepared[name] = std::move(p);
   return prepared[name].get();
+}
+
+void GpuExecutor::Impl::prepareInBackground(const std::string &name,
+                                            std::vector<RtValue> args) {
+  const Function *fn = program.find(name);
+  if (!fn || pendingPlans.count(name))
+    return;
+  if (auto it = prepared.find(name);
+      it != prepared.end() && sameBinding(*it->second, args))
+    return;
+  pendingPlans[name] =
+      std::async(std::launch::async, [this, fn, args = std::move(args)] {
+        return planFunction(*fn, &args);
+      });
+}
+
+/// A re-bound sparse stage takes over what its previous binding allocated
+/// and still fits: the staged weights (same function, same weight plan), the
+/// constants, the arena and bound-value pool when their capacity suffices,
+/// the pinned τ buffer. The rest of `old` is released.
+void GpuExecutor::Impl::inheritAllocations(Prepared &old, Prepared &p) {
+  auto take = [](CUdeviceptr &from, CUdeviceptr &to) {
+    to = from;
+    from = 0;
+  };
+  if (old.weightPool && old.weightBytes == p.weightBytes)
+    take(old.weightPool, p.weightPool);
+  if (old.constantPool && old.constantBytes == p.constantBytes)
+    take(old.constantPool, p.constantPool);
+  if (old.arena && old.arenaCapacity >= p.arenaBytes) {
+    take(old.arena, p.arena);
+    p.arenaCapacity = old.arenaCapacity;
+  }
+  if (old.boundPool) {
+    take(old.boundPool, p.boundPool);
+    p.boundCapacity = old.boundCapacity;
+  }
+  p.pinnedTau = old.pinnedTau;
+  p.pinnedTauBytes = old.pinnedTauBytes;
+  old.pinnedTau = nullptr;
+  old.pinnedTauBytes = 0;
+  release(old);
 }
 
 void GpuExecutor::Impl::release(Prepared &p) {
@@ -104,6 +170,7 @@ void GpuExecutor::Impl::release(Prepared &p) {
       api->cuMemFree(*m);
       *m = 0;
     }
+  p.arenaCapacity = p.boundCapacity = 0;
   p.resident = false;
 }
 
@@ -120,6 +187,8 @@ GpuExecutor::create(const Program &program, const GpuImages &images,
 }
 
 Status GpuExecutor::supports(const std::string &function) {
+  if (Status s = impl_->makeCurrent(); !s)
+    return s;
   auto p = impl_->prepare(function);
   if (!p)
     return Error{p.message()};
@@ -129,6 +198,11 @@ Status GpuExecutor::supports(const std::string &function) {
 void GpuExecutor::setSamplerOverrides(const std::string &function,
                                       SamplerRunOverrides overrides) {
   impl_->overrides[function] = overrides;
+}
+
+void GpuExecutor::prepareInBackground(const std::string &function,
+                                      std::vector<RtValue> args) {
+  impl_->prepareInBackground(function, std::move(args));
 }
 
 void GpuExecutor::setStepCallback(StepCallback callback) {
@@ -149,16 +223,19 @@ Status GpuExecutor::Impl::makeResident(Prepared &p, const std::string &name) {
   report.arenaBytes = p.arenaBytes;
   report.weightBytes = p.weightBytes;
   report.constantBytes = p.constantBytes;
-  if (Status s =
-          check(api->cuMemAlloc(&p.arena, std::max<size_t>(p.arenaBytes, 256)),
-                "cuMemAlloc (arena)");
-      !s)
-    return Error{"cannot allocate the " + std::to_string(p.arenaBytes >> 20) +
-                 " MiB activation arena of '" + name + "': " + s.message()};
+  if (!p.arena) {
+    size_t capacity = capacityFor(p.arenaBytes, p.dynamic);
+    if (Status s =
+            check(api->cuMemAlloc(&p.arena, capacity), "cuMemAlloc (arena)");
+        !s)
+      return Error{"cannot allocate the " + std::to_string(p.arenaBytes >> 20) +
+                   " MiB activation arena of '" + name + "': " + s.message()};
+    p.arenaCapacity = capacity;
+  }
   if (!p.weightPool)
     if (Status s = stageWeights(p); !s)
       return Error{s.message()};
-  if (p.constantBytes)
+  if (p.constantBytes && !p.constantPool)
     if (Status s = check(api->cuMemAlloc(&p.constantPool, p.constantBytes),
                          "cuMemAlloc (constants)");
         !s)
@@ -218,19 +295,22 @@ Status GpuExecutor::Impl::uploadConstants(Prepared &p, Body &body) {
   return Status::ok();
 }
 
-Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
-                                              std::vector<RtValue> args) {
+Result<std::vector<RtValue>>
+GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
+                 const std::vector<bool> *deviceOnly) {
   Impl &m = *impl_;
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::time_point since) {
     return std::chrono::duration<double>(Clock::now() - since).count();
   };
+  if (Status s = m.makeCurrent(); !s)
+    return Error{s.message()};
   const auto planStart = Clock::now();
   auto pr = m.prepare(name, &args);
   if (!pr)
     return Error{pr.message()};
   m.report.planSeconds = seconds(planStart);
-  m.report.commandSeconds = 0;
+  m.report.commandSeconds = m.report.weightUploadSeconds = 0;
   Impl::Prepared &p = **pr;
   const Api &api = *m.api;
   if (args.size() != p.args.size())
@@ -293,14 +373,24 @@ Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
   size_t freeBytes = 0, totalBytes = 0;
   api.cuMemGetInfo(&freeBytes, &totalBytes);
   m.report.deviceBytesInUse = totalBytes - freeBytes;
+  const auto downloadStart = Clock::now();
   std::vector<RtValue> results;
-  for (int r : p.results) {
+  for (size_t i = 0; i < p.results.size(); ++i) {
+    int r = p.results[i];
     if (p.slots[m.root(p, r)].where == SlotInfo::Where::Host) {
       results.push_back(p.hostSlots[m.root(p, r)]);
       continue;
     }
     if (p.slots[m.root(p, r)].where == SlotInfo::Where::Bound) {
       results.push_back(p.boundValues[m.root(p, r)]);
+      continue;
+    }
+    if (deviceOnly && i < deviceOnly->size() && (*deviceOnly)[i] &&
+        !m.options.lowMemory && !m.tokenStride(p, r)) {
+      const ValueType &type = p.slots[r].type;
+      HostTensor shapeOnly = HostTensor::view(type.dtype, type.shape, nullptr);
+      m.lastResults.push_back({nullptr, shapeOnly.nbytes(), m.address(p, r)});
+      results.push_back(shapeOnly);
       continue;
     }
     auto t = m.download(p, r);
@@ -310,6 +400,7 @@ Result<std::vector<RtValue>> GpuExecutor::run(const std::string &name,
       m.lastResults.push_back({t->raw(), t->nbytes(), m.address(p, r)});
     results.push_back(*t);
   }
+  m.report.downloadSeconds = seconds(downloadStart);
   if (m.options.lowMemory)
     m.release(p);
   return results;

@@ -21,6 +21,7 @@
 #include "trellis/Reference/Kernels.h"
 
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -146,6 +147,13 @@ struct GpuExecutor::Impl {
                 const char *what);
 
   Status init(const GpuImages &images);
+  /// Makes this executor's context current on the calling thread (an
+  /// engine may be used from another thread than the one that created it,
+  /// and two executors of two devices from one thread).
+  Status makeCurrent() const {
+    return context ? check(api->cuCtxSetCurrent(context), "cuCtxSetCurrent")
+                   : Status::ok();
+  }
   Status loadModule(CUmodule &module, const std::string &image,
                     const char *what);
 
@@ -158,19 +166,19 @@ struct GpuExecutor::Impl {
   // -- sparse stages (SparseBinding.cpp, SparseCommands.cpp) ------------------
   /// Evaluates the coordinate values on the host and gives every dynamic
   /// tensor its concrete shape (before plan()).
-  Status bind(Prepared &p, const std::vector<RtValue> &args);
+  Status bind(Prepared &p, const std::vector<RtValue> &args) const;
   /// Copies the bound values and index arrays to the device (after plan()).
   Status uploadBound(Prepared &p);
   // The steps of bind() (SparseBinding.cpp): a walk over the op tree.
   struct BindState;
-  Result<RtValue> hostValue(Prepared &p, BindState &st, int slot);
-  Status bindBody(Prepared &p, Body &body, BindState &st);
-  Status bindNode(Prepared &p, Node &node, BindState &st);
-  Status bindHostOp(Prepared &p, Node &node, BindState &st, bool allHost);
-  Status bindNeighborMap(Prepared &p, Node &node);
-  Status bindWindowSegments(Prepared &p, Node &node);
-  Status bindParentNeighborMap(Prepared &p, Node &node);
-  Status bindResultRows(Prepared &p, Node &node);
+  Result<RtValue> hostValue(Prepared &p, BindState &st, int slot) const;
+  Status bindBody(Prepared &p, Body &body, BindState &st) const;
+  Status bindNode(Prepared &p, Node &node, BindState &st) const;
+  Status bindHostOp(Prepared &p, Node &node, BindState &st, bool allHost) const;
+  Status bindNeighborMap(Prepared &p, Node &node) const;
+  Status bindWindowSegments(Prepared &p, Node &node) const;
+  Status bindParentNeighborMap(Prepared &p, Node &node) const;
+  Status bindResultRows(Prepared &p, Node &node) const;
   /// The device command of a sparse feature op; false if `node` is not one.
   Result<bool> buildSparseCommand(Prepared &p, Node &node);
   // The sparse op commands buildSparseCommand dispatches to (true: built).
@@ -235,10 +243,10 @@ struct GpuExecutor::Impl {
                   const Instr &instr, const char *what);
   Status instantiate(Prepared &p, const Function &fn,
                      const std::vector<int> &argSlots,
-                     std::vector<int> &resultSlots, Body &into);
+                     std::vector<int> &resultSlots, Body &into) const;
   Status instantiateBody(Prepared &p, const std::vector<Instr> &instrs,
-                         std::vector<int> &map, Body &into);
-  int newSlot(Prepared &p, const ValueType &type) {
+                         std::vector<int> &map, Body &into) const;
+  int newSlot(Prepared &p, const ValueType &type) const {
     SlotInfo s;
     s.type = type;
     s.dynamicRows = type.kind == ValueType::Kind::Tensor &&
@@ -273,23 +281,24 @@ struct GpuExecutor::Impl {
       s = p.slots[s].root;
     }
   }
-  bool viewSplit(Prepared &p, Node &node, const SlotUsers &users);
-  void number(Prepared &p, Body &body, int &pos);
-  void liveness(Prepared &p, Body &body, std::vector<const Node *> &loops);
+  bool viewSplit(Prepared &p, Node &node, const SlotUsers &users) const;
+  void number(Prepared &p, Body &body, int &pos) const;
+  void liveness(Prepared &p, Body &body,
+                std::vector<const Node *> &loops) const;
   void use(Prepared &p, int slot, int pos,
-           const std::vector<const Node *> &loops);
-  Status plan(Prepared &p);
+           const std::vector<const Node *> &loops) const;
+  Status plan(Prepared &p) const;
   // The steps of plan() (MemoryPlan.cpp).
-  Status classify(Prepared &p, Body &body, const SlotUsers &users);
-  Status classifyNode(Prepared &p, Node &node, const SlotUsers &users);
-  void classifyHostOp(Prepared &p, Node &node);
-  Status classifyDeviceOp(Prepared &p, Node &node);
-  Status classifySampler(Prepared &p, Node &node);
-  void addAttentionScratch(Prepared &p, Node &node);
-  void markLane(Prepared &p, Body &body, const Node &loop);
-  void assignLanes(Prepared &p, Body &body);
-  void placeArena(Prepared &p);
-  void placePools(Prepared &p);
+  Status classify(Prepared &p, Body &body, const SlotUsers &users) const;
+  Status classifyNode(Prepared &p, Node &node, const SlotUsers &users) const;
+  void classifyHostOp(Prepared &p, Node &node) const;
+  Status classifyDeviceOp(Prepared &p, Node &node) const;
+  Status classifySampler(Prepared &p, Node &node) const;
+  void addAttentionScratch(Prepared &p, Node &node) const;
+  void markLane(Prepared &p, Body &body, const Node &loop) const;
+  void assignLanes(Prepared &p, Body &body) const;
+  void placeArena(Prepared &p) const;
+  void placePools(Prepared &p) const;
   Status stageWeights(Prepared &p);
   Status buildCommands(Prepared &p, Body &body);
   Status buildCommand(Prepared &p, Node &node);
@@ -336,6 +345,14 @@ struct GpuExecutor::Impl {
   Result<HostTensor> download(const Prepared &p, int slot);
   Status upload(const Prepared &p, int slot, const HostTensor &t);
   void release(Prepared &p);
+  Result<std::unique_ptr<Prepared>>
+  planFunction(const Function &fn, const std::vector<RtValue> *args) const;
+  void prepareInBackground(const std::string &name, std::vector<RtValue> args);
+  /// Plans being made on other threads (prepareInBackground), by function;
+  /// prepare() takes one when its arguments match.
+  std::map<std::string, std::future<Result<std::unique_ptr<Prepared>>>>
+      pendingPlans;
+  void inheritAllocations(Prepared &old, Prepared &p);
   // Making a prepared function resident before its first run (GpuExecutor.cpp).
   Status makeResident(Prepared &p, const std::string &name);
   void resolveAddresses(Prepared &p);

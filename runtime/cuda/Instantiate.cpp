@@ -13,7 +13,7 @@ namespace trellis {
 Status GpuExecutor::Impl::instantiate(Prepared &p, const Function &fn,
                                       const std::vector<int> &argSlots,
                                       std::vector<int> &resultSlots,
-                                      Body &into) {
+                                      Body &into) const {
   std::vector<int> map(size_t(fn.numSlots), -1);
   for (size_t i = 0; i < fn.args.size(); ++i)
     map[fn.args[i]] = argSlots[i];
@@ -30,7 +30,8 @@ Status GpuExecutor::Impl::instantiate(Prepared &p, const Function &fn,
 
 Status GpuExecutor::Impl::instantiateBody(Prepared &p,
                                           const std::vector<Instr> &instrs,
-                                          std::vector<int> &map, Body &into) {
+                                          std::vector<int> &map,
+                                          Body &into) const {
   auto mapped = [&](int local) -> Result<int> {
     if (local < 0 || size_t(local) >= map.size() || map[local] < 0)
       return Error{"uses a value that is not defined before it"};

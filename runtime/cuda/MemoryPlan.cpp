@@ -27,7 +27,7 @@ std::vector<Body *> gpuexec::inRunOrder(Node &node) {
   return order;
 }
 
-void GpuExecutor::Impl::number(Prepared &p, Body &body, int &pos) {
+void GpuExecutor::Impl::number(Prepared &p, Body &body, int &pos) const {
   for (Node &node : body.nodes) {
     node.pos = pos++;
     for (Body *region : inRunOrder(node))
@@ -40,7 +40,7 @@ void GpuExecutor::Impl::number(Prepared &p, Body &body, int &pos) {
 /// Records a use of `slot` at `pos`. A use inside a loop of a value defined
 /// before the loop keeps the value alive to the end of the loop.
 void GpuExecutor::Impl::use(Prepared &p, int slot, int pos,
-                            const std::vector<const Node *> &loops) {
+                            const std::vector<const Node *> &loops) const {
   int r = root(p, slot);
   int at = pos;
   for (auto it = loops.rbegin(); it != loops.rend(); ++it)
@@ -50,7 +50,7 @@ void GpuExecutor::Impl::use(Prepared &p, int slot, int pos,
 }
 
 void GpuExecutor::Impl::liveness(Prepared &p, Body &body,
-                                 std::vector<const Node *> &loops) {
+                                 std::vector<const Node *> &loops) const {
   for (int a : body.args) {
     int r = root(p, a);
     if (p.slots[r].def < 0)
@@ -107,7 +107,7 @@ void GpuExecutor::Impl::liveness(Prepared &p, Body &body,
 ///    reshaped to [N, H, d], of trellis.sparse.attention): strided views the
 ///    attention kernel reads in place (its row stride is S·H·d).
 bool GpuExecutor::Impl::viewSplit(Prepared &p, Node &node,
-                                  const SlotUsers &users) {
+                                  const SlotUsers &users) const {
   const Instr &instr = *node.instr;
   const ValueType &in = p.slots[node.in[0]].type;
   auto axisAttr = instr.intAttr("axis");
@@ -178,7 +178,7 @@ void collectUsers(Body &body, SlotUsers &users) {
 
 } // namespace
 
-Status GpuExecutor::Impl::plan(Prepared &p) {
+Status GpuExecutor::Impl::plan(Prepared &p) const {
   // Who uses each slot (for view decisions).
   SlotUsers users;
   collectUsers(p.body, users);
@@ -210,7 +210,7 @@ Status GpuExecutor::Impl::plan(Prepared &p) {
 /// Which storage each root of `body` uses, and the aliases (views, sampler
 /// state).
 Status GpuExecutor::Impl::classify(Prepared &p, Body &body,
-                                   const SlotUsers &users) {
+                                   const SlotUsers &users) const {
   for (Node &node : body.nodes)
     if (Status s = classifyNode(p, node, users); !s)
       return s;
@@ -218,7 +218,7 @@ Status GpuExecutor::Impl::classify(Prepared &p, Body &body,
 }
 
 Status GpuExecutor::Impl::classifyNode(Prepared &p, Node &node,
-                                       const SlotUsers &users) {
+                                       const SlotUsers &users) const {
   const Instr &instr = *node.instr;
   if (node.bound) {
     for (int s : node.out)
@@ -262,7 +262,7 @@ Status GpuExecutor::Impl::classifyNode(Prepared &p, Node &node,
 
 /// A host op's results stay on the host; occupancy of f32 logits gets the
 /// scratch of its device compaction.
-void GpuExecutor::Impl::classifyHostOp(Prepared &p, Node &node) {
+void GpuExecutor::Impl::classifyHostOp(Prepared &p, Node &node) const {
   const Instr &instr = *node.instr;
   for (int s : node.out)
     p.slots[s].where = SlotInfo::Where::Host;
@@ -283,7 +283,7 @@ void GpuExecutor::Impl::classifyHostOp(Prepared &p, Node &node) {
 
 /// A device op's results are static arena values; its scratch (attention,
 /// the sparse ops, the im2col conv) is one more.
-Status GpuExecutor::Impl::classifyDeviceOp(Prepared &p, Node &node) {
+Status GpuExecutor::Impl::classifyDeviceOp(Prepared &p, Node &node) const {
   const Instr &instr = *node.instr;
   for (int s : node.out) {
     if (!isStatic(p.slots[s].type))
@@ -322,7 +322,7 @@ Status GpuExecutor::Impl::classifyDeviceOp(Prepared &p, Node &node) {
 /// A sampler: its regions' x arguments are the state (the op's result), the
 /// branches' arguments after (x, τ) views of the shared prefix's yields; the
 /// velocities v_cond, v_uncond get their own slots.
-Status GpuExecutor::Impl::classifySampler(Prepared &p, Node &node) {
+Status GpuExecutor::Impl::classifySampler(Prepared &p, Node &node) const {
   const Instr &instr = *node.instr;
   // Regions' x argument = the sampler state (the op's result).
   const ValueType &state = p.slots[node.out[0]].type;
@@ -348,7 +348,7 @@ Status GpuExecutor::Impl::classifySampler(Prepared &p, Node &node) {
 }
 
 /// A dense attention's scratch: the head-normalized copies, the redo flags.
-void GpuExecutor::Impl::addAttentionScratch(Prepared &p, Node &node) {
+void GpuExecutor::Impl::addAttentionScratch(Prepared &p, Node &node) const {
   // k is normalized once into a scratch copy (the fused k prologue
   // repeats the norm in every query tile: bench/attention/NOTES.md).
   // With --attention-norms=prepass q is normalized the same way: the
@@ -367,7 +367,8 @@ void GpuExecutor::Impl::addAttentionScratch(Prepared &p, Node &node) {
 }
 
 /// Marks the own storage of a branch body of `loop` as lane 1.
-void GpuExecutor::Impl::markLane(Prepared &p, Body &body, const Node &loop) {
+void GpuExecutor::Impl::markLane(Prepared &p, Body &body,
+                                 const Node &loop) const {
   auto mark = [&](int slot) {
     SlotInfo &info = p.slots[slot];
     if (info.root != slot || info.where != SlotInfo::Where::Arena)
@@ -390,7 +391,7 @@ void GpuExecutor::Impl::markLane(Prepared &p, Body &body, const Node &loop) {
 
 /// The unconditional branch's own storage (and v_uncond) of every guided
 /// sampler is lane 1 when the branches run concurrently.
-void GpuExecutor::Impl::assignLanes(Prepared &p, Body &body) {
+void GpuExecutor::Impl::assignLanes(Prepared &p, Body &body) const {
   for (Node &node : body.nodes) {
     if (node.instr->op == "trellis.flow_sample" && node.regions.size() >= 2) {
       markLane(p, node.regions[1], node);
@@ -405,7 +406,7 @@ void GpuExecutor::Impl::assignLanes(Prepared &p, Body &body) {
 }
 
 /// First-fit over the arena roots, in order of definition.
-void GpuExecutor::Impl::placeArena(Prepared &p) {
+void GpuExecutor::Impl::placeArena(Prepared &p) const {
   std::vector<int> order;
   for (size_t s = 0; s < p.slots.size(); ++s)
     if (p.slots[s].root == int(s) &&
@@ -453,7 +454,7 @@ void GpuExecutor::Impl::placeArena(Prepared &p) {
 }
 
 /// Weights (one pool, each tensor once) and constants.
-void GpuExecutor::Impl::placePools(Prepared &p) {
+void GpuExecutor::Impl::placePools(Prepared &p) const {
   std::map<std::pair<std::string, std::string>, size_t> weightOffsets;
   for (size_t s = 0; s < p.slots.size(); ++s) {
     SlotInfo &info = p.slots[s];

@@ -29,7 +29,8 @@ void GpuExecutor::setSamplerOverrides(const std::string &,
                                       SamplerRunOverrides) {}
 void GpuExecutor::setStepCallback(StepCallback) {}
 Result<std::vector<RtValue>> GpuExecutor::run(const std::string &,
-                                              std::vector<RtValue>) {
+                                              std::vector<RtValue>,
+                                              const std::vector<bool> *) {
   return Error{"built without the CUDA backend"};
 }
 const GpuReport &GpuExecutor::report() const { return impl_->report; }

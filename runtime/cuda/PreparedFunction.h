@@ -169,6 +169,15 @@ struct GemmLayout {
 /// Who reads each slot: slot -> (the reading node, the operand index).
 using SlotUsers = std::multimap<int, std::pair<const Node *, int>>;
 
+/// The bytes to allocate for `bytes` of a sparse stage's memory: 1/8 more,
+/// rounded up to 2 MiB, so that the next voxel set (up to ~12% larger) fits.
+inline size_t capacityFor(size_t bytes, bool dynamic) {
+  if (!dynamic)
+    return std::max<size_t>(bytes, 256);
+  constexpr size_t kGranule = size_t(2) << 20;
+  return (bytes + bytes / 8 + kGranule - 1) / kGranule * kGranule;
+}
+
 //===----------------------------------------------------------------------===//
 // A prepared entry function
 //===----------------------------------------------------------------------===//
@@ -181,6 +190,10 @@ struct Prepared {
   std::vector<int> args, results;
   size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
   CUdeviceptr arena = 0, weightPool = 0, constantPool = 0;
+  // Bytes allocated for the arena and the bound values: a sparse stage's are
+  // allocated with headroom (capacityFor) and handed to its next binding when
+  // they fit, so a new voxel set of similar size allocates nothing.
+  size_t arenaCapacity = 0, boundCapacity = 0;
   std::vector<RtValue> hostSlots; // host values (coords)
   // Sparse stages: the argument values the binding was computed from, the
   // bound host values by slot, and their device copies.

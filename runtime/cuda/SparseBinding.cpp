@@ -99,7 +99,8 @@ struct GpuExecutor::Impl::BindState {
   std::map<int, const Instr *> constants;
 };
 
-Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
+Status GpuExecutor::Impl::bind(Prepared &p,
+                               const std::vector<RtValue> &args) const {
   const std::string where = "'" + p.name + "'";
   if (args.size() != p.args.size())
     return Error{where + " takes " + std::to_string(p.args.size()) +
@@ -147,7 +148,7 @@ Status GpuExecutor::Impl::bind(Prepared &p, const std::vector<RtValue> &args) {
 /// The host value of a bound, argument or constant slot (a constant is
 /// evaluated on first use).
 Result<RtValue> GpuExecutor::Impl::hostValue(Prepared &p, BindState &st,
-                                             int slot) {
+                                             int slot) const {
   std::vector<char> &isArg = st.isArg, &isBound = st.isBound;
   std::map<int, const Instr *> &constants = st.constants;
   if (isBound[slot] || isArg[slot])
@@ -163,14 +164,16 @@ Result<RtValue> GpuExecutor::Impl::hostValue(Prepared &p, BindState &st,
   return (*v)[0];
 }
 
-Status GpuExecutor::Impl::bindBody(Prepared &p, Body &body, BindState &st) {
+Status GpuExecutor::Impl::bindBody(Prepared &p, Body &body,
+                                   BindState &st) const {
   for (Node &node : body.nodes)
     if (Status s = bindNode(p, node, st); !s)
       return s;
   return Status::ok();
 }
 
-Status GpuExecutor::Impl::bindNode(Prepared &p, Node &node, BindState &st) {
+Status GpuExecutor::Impl::bindNode(Prepared &p, Node &node,
+                                   BindState &st) const {
   std::vector<char> &isArg = st.isArg, &isBound = st.isBound;
   std::map<int, const Instr *> &constants = st.constants;
   const Instr &instr = *node.instr;
@@ -230,7 +233,7 @@ Status GpuExecutor::Impl::bindNode(Prepared &p, Node &node, BindState &st) {
 /// An op evaluated on the host at binding (a coordinate op, or one of bound
 /// values only): its results become bound values.
 Status GpuExecutor::Impl::bindHostOp(Prepared &p, Node &node, BindState &st,
-                                     bool allHost) {
+                                     bool allHost) const {
   const Instr &instr = *node.instr;
   std::vector<char> &isBound = st.isBound;
   if (!allHost)
@@ -261,7 +264,7 @@ Status GpuExecutor::Impl::bindHostOp(Prepared &p, Node &node, BindState &st,
 }
 
 /// trellis.sparse.neighbor_map, built on the device: its result's shape.
-Status GpuExecutor::Impl::bindNeighborMap(Prepared &p, Node &node) {
+Status GpuExecutor::Impl::bindNeighborMap(Prepared &p, Node &node) const {
   const Instr &instr = *node.instr;
   // Built on the device: an int32 [N, k³] tensor of the arena.
   const ref::CoordSet *c = coordsOf(p, node.in[0]);
@@ -278,7 +281,7 @@ Status GpuExecutor::Impl::bindNeighborMap(Prepared &p, Node &node) {
 
 /// trellis.sparse.window_segments, computed on the device: its window grid
 /// and segment count from the bound coordinates, and its result's shape.
-Status GpuExecutor::Impl::bindWindowSegments(Prepared &p, Node &node) {
+Status GpuExecutor::Impl::bindWindowSegments(Prepared &p, Node &node) const {
   const Instr &instr = *node.instr;
   // Computed on the device (the command below); fixed here from the
   // bound coordinates: the window grid (n_a from the maxima over all
@@ -309,7 +312,7 @@ Status GpuExecutor::Impl::bindWindowSegments(Prepared &p, Node &node) {
 
 /// trellis.sparse.parent_neighbor_map, built on the device: the fine row ->
 /// coarse row index array it reads, and its result's shape.
-Status GpuExecutor::Impl::bindParentNeighborMap(Prepared &p, Node &node) {
+Status GpuExecutor::Impl::bindParentNeighborMap(Prepared &p, Node &node) const {
   const Instr &instr = *node.instr;
   // Built on the device from the (device-built) map of the fine set and
   // the fine row -> coarse row index array computed here.
@@ -328,7 +331,7 @@ Status GpuExecutor::Impl::bindParentNeighborMap(Prepared &p, Node &node) {
 }
 
 /// The row counts of a device op's dynamic results, from its operands'.
-Status GpuExecutor::Impl::bindResultRows(Prepared &p, Node &node) {
+Status GpuExecutor::Impl::bindResultRows(Prepared &p, Node &node) const {
   const Instr &instr = *node.instr;
   const std::string &op = instr.op;
   for (int out : node.out) {
@@ -425,12 +428,20 @@ Status GpuExecutor::Impl::uploadBound(Prepared &p) {
   for (const Piece &piece : pieces)
     if (piece.bytes)
       std::memcpy(host.data() + piece.offset, piece.data, piece.bytes);
-  if (Status s = check(api->cuMemAlloc(&p.boundPool, total),
-                       "cuMemAlloc (coordinates)");
-      !s)
-    return Error{"cannot allocate " + std::to_string(total >> 20) +
-                 " MiB for the coordinates of '" + p.name +
-                 "': " + s.message()};
+  if (p.boundPool && p.boundCapacity < total) {
+    api->cuMemFree(p.boundPool);
+    p.boundPool = 0;
+  }
+  if (!p.boundPool) {
+    size_t capacity = capacityFor(total, p.dynamic);
+    if (Status s = check(api->cuMemAlloc(&p.boundPool, capacity),
+                         "cuMemAlloc (coordinates)");
+        !s)
+      return Error{"cannot allocate " + std::to_string(total >> 20) +
+                   " MiB for the coordinates of '" + p.name +
+                   "': " + s.message()};
+    p.boundCapacity = capacity;
+  }
   p.boundBytes = total;
   if (Status s =
           check(api->cuMemcpyHtoDAsync(p.boundPool, host.data(), total, stream),

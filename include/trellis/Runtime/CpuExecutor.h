@@ -22,9 +22,9 @@ namespace trellis {
 
 /// A runtime value: a tensor (also neighbour maps), a coordinate set, or
 /// attention segments.
-using RtValue =
-    std::variant<std::monostate, HostTensor, std::shared_ptr<const ref::CoordSet>,
-                 std::shared_ptr<const ref::Segments>>;
+using RtValue = std::variant<std::monostate, HostTensor,
+                             std::shared_ptr<const ref::CoordSet>,
+                             std::shared_ptr<const ref::Segments>>;
 
 /// Binds `trellis.weight` ops: (model key, tensor name) -> the tensor.
 using WeightProvider = std::function<Result<HostTensor>(

@@ -60,6 +60,10 @@ struct GenerationRequest {
   int lastStage = 3;
   /// If set, the output files go here (created).
   std::string outDir;
+  /// Return the mesh decoder's raw fields (PipelineResult::meshFields,
+  /// 0.2-0.5 GB at image-large). Off: on the GPU they stay on the device,
+  /// where FlexiCubes reads them, and meshFields stays empty.
+  bool keepMeshFields = true;
   /// Also write the debug outputs: mesh_fields.npz (the mesh decoder's raw
   /// fields) and print the mesh report (manifoldness, components).
   bool debugOutputs = false;
@@ -75,6 +79,9 @@ struct GenerationStats {
   double stageSeconds = 0;     // the stage functions' calls, summed
   double gpuSeconds = 0;       // GPU time of the stages and FlexiCubes (events)
   double writeWaitSeconds = 0; // run() waiting for its files at the end
+  /// Host work of the GPU stages: staging weights, planning (a sparse stage's
+  /// binding to a new voxel set), building commands, downloading results.
+  double setupSeconds = 0, downloadSeconds = 0;
   int64_t voxels = 0;
   uint64_t writeTicket = 0; // for finishWrites (asyncWrites)
 };

@@ -14,9 +14,10 @@
 // Launches, copies, synchronizations and cuBLASLt setup are checked (event
 // bookkeeping and teardown are not); every failure names the op and its
 // source location from the bundle's location table — an asynchronous fault
-// the enclosing op, or with GpuOptions::syncEachOp the op itself. No CUDA library is linked: the
-// driver and cuBLASLt are loaded at run time, so GpuExecutor::create fails
-// with a reason (and the caller falls back to the CPU) where there is no GPU.
+// the enclosing op, or with GpuOptions::syncEachOp the op itself. No CUDA
+// library is linked: the driver and cuBLASLt are loaded at run time, so
+// GpuExecutor::create fails with a reason (and the caller falls back to the
+// CPU) where there is no GPU.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TRELLIS_RUNTIME_GPUEXECUTOR_H
@@ -105,8 +106,8 @@ struct GpuReport {
   std::string device;
   int computeCapability = 0; // 90 for sm_90
   size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
-  size_t deviceBytesInUse = 0; // cuMemGetInfo: total - free, after the run
-  double weightUploadSeconds = 0;
+  size_t deviceBytesInUse = 0;    // cuMemGetInfo: total - free, after the run
+  double weightUploadSeconds = 0; // of the last run (0: weights were resident)
   /// Host time of the setup phases (wall clock): the device modules loaded
   /// at initialization (the generated PTX is JIT-compiled by the driver
   /// there), and of the last run: planning the function (for a sparse stage
@@ -114,8 +115,9 @@ struct GpuReport {
   /// the arena plan) and building its commands (cuBLASLt setup and the
   /// GEMM candidate timing); both zero when the last run reused them.
   double moduleLoadSeconds = 0, planSeconds = 0, commandSeconds = 0;
-  double runSeconds = 0; // the entry function, GPU events
-  int64_t commands = 0;  // per run, sampler bodies counted once per step
+  double runSeconds = 0;      // the entry function, GPU events
+  double downloadSeconds = 0; // the last run's results to the host (wall)
+  int64_t commands = 0;       // per run, sampler bodies counted once per step
   int64_t checkedOps = 0;
   double worstCheckError = 0;
   std::string worstCheckOp;
@@ -170,10 +172,23 @@ public:
   void setSamplerOverrides(const std::string &function,
                            SamplerRunOverrides overrides);
   void setStepCallback(StepCallback callback);
+  /// Starts planning sparse stage `function` for `args` (its binding to the
+  /// voxel set: coordinate values, shapes, memory plan — host work) on
+  /// another thread, while the GPU runs something else; the next run() with
+  /// the same coordinates takes the plan. Feature arguments count by shape
+  /// only (values may be placeholders).
+  void prepareInBackground(const std::string &function,
+                           std::vector<RtValue> args);
 
-  /// Runs entry `name` on host arguments; results come back to the host.
-  Result<std::vector<RtValue>> run(const std::string &name,
-                                   std::vector<RtValue> args);
+  /// Runs entry `name` on host arguments; results come back to the host,
+  /// except those `deviceOnly` flags (by result index): they stay on the
+  /// device until the next run and come back as tensors of the right dtype
+  /// and shape without data (raw() == nullptr) — for a consumer that reads
+  /// them in place (extractFlexiCubes), saving the download. Ignored with
+  /// lowMemory (the arena is released after the run).
+  Result<std::vector<RtValue>>
+  run(const std::string &name, std::vector<RtValue> args,
+      const std::vector<bool> *deviceOnly = nullptr);
   const GpuReport &report() const;
 
   /// FlexiCubes extraction on the GPU (runtime/cuda/FlexiCubesGpu.cpp): the
@@ -181,7 +196,8 @@ public:
   /// indices, positions to float rounding of tanh/exp), from host inputs.
   /// When `fields` is a result of the last run() (the mesh decoder's) and its
   /// device memory is still held (no lowMemory), the extraction reads the
-  /// device copy in place instead of uploading it again.
+  /// device copy in place instead of uploading it again; a result that run()
+  /// kept on the device (no data) must be read so.
   /// Resolutions up to 512 (dense bitmaps and a byte per cube on the GPU).
   Result<mesh::MeshResult> extractFlexiCubes(const HostTensor &coords,
                                              const HostTensor &fields,

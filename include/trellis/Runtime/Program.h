@@ -21,13 +21,13 @@ namespace trellis {
 struct ValueType {
   enum class Kind { Tensor, Coords, NeighborMap, Segments };
   Kind kind = Kind::Tensor;
-  DType dtype = DType::F32; // tensors
-  Shape shape;              // tensors; -1 for a bounded dynamic dim
+  DType dtype = DType::F32;    // tensors
+  Shape shape;                 // tensors; -1 for a bounded dynamic dim
   std::vector<int64_t> bounds; // tensors: one per dynamic dim
-  int64_t resolution = 0;   // coords
-  int64_t bound = 0;        // coords, neighbor_map, segments
-  int64_t kernel = 0;       // neighbor_map
-  int64_t maxLength = 0;    // segments
+  int64_t resolution = 0;      // coords
+  int64_t bound = 0;           // coords, neighbor_map, segments
+  int64_t kernel = 0;          // neighbor_map
+  int64_t maxLength = 0;       // segments
 
   std::string str() const;
 };

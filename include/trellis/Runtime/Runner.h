@@ -98,8 +98,14 @@ public:
   void setRunHooks(const std::map<std::string, SamplerRunOverrides> &overrides,
                    StepCallback onStep);
   /// Runs entry function `name` on `args` (checked against its types).
-  Result<std::vector<RtValue>> call(const std::string &name,
-                                    std::vector<RtValue> args);
+  /// On the GPU, results flagged in `deviceOnly` stay there (no data on the
+  /// host; GpuExecutor::run); the CPU ignores the flags.
+  Result<std::vector<RtValue>>
+  call(const std::string &name, std::vector<RtValue> args,
+       const std::vector<bool> *deviceOnly = nullptr);
+  /// Starts the host part of preparing GPU entry `name` for `args` on
+  /// another thread (GpuExecutor::prepareInBackground); nothing on the CPU.
+  void prepareInBackground(const std::string &name, std::vector<RtValue> args);
   /// The backend that runs entry `name`: "cuda" or "cpu".
   const char *backend(const std::string &name) const;
   /// Why the GPU executor could not start (empty when it did, or was not
