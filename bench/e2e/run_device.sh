@@ -4,8 +4,11 @@
 # PyTorch pipeline (bench/e2e/torch_pipeline.py), on the same weights (image-large, trellis-mkmodel seed 1)
 # and inputs, for two voxel sets: the pipeline's own stage 1 and a ~19k-voxel surface shell (--coords).
 # Needs build-gpu/ from bench/ss_gpu/prepare.sh (+ bench/tools/build.sh for the kernel trace).
-#   run_device.sh [steps]   steps: model warm cold torch-eager torch-compile trace check memcheck
-#                           (default: model warm cold trace)
+#   run_device.sh [steps]   steps: model warm vary cold torch-eager torch-compile trace check memcheck
+#                           (default: model warm vary cold trace)
+# vary: generations through one engine on surface shells of 18000, 18500, ..., 20000 voxels (a new voxel
+# set every generation, as real objects give; stage 1 skipped: the synthetic weights' own stage 1 gives
+# scattered sets, see README).
 # Writes logs and e2e_*.json under $OUT; bench/e2e/report.py prints the table from them.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,7 +20,7 @@ GENS=${GENS:-3}    # timed generations (after one warm-up)
 mkdir -p "$OUT" "$W"
 export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export TRELLIS_CACHE_DIR=$W/cache   # the GEMM tuning cache: filled by the first process
-STEPS=${*:-model warm cold trace}
+STEPS=${*:-model warm vary cold trace}
 status=0   # the check and memcheck steps fail the script (exit 1) when they miss
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 log() { echo "== $* ==" | tee -a "$OUT/summary.txt"; }
@@ -51,8 +54,11 @@ if has model; then
   log "model: image-large (trellis-mkmodel seed 1), surface shell coords"
   ( time "$B/trellis-mkmodel" --preset image-large --seed 1 --out $M --force --quiet ) 2>&1 | tail -3
   python3 "$ROOT/bench/slat_gpu/make_coords.py" --voxels 19000 --res 64 --out $W/surface.npy
+  for n in 18000 18500 19500 20000; do
+    python3 "$ROOT/bench/slat_gpu/make_coords.py" --voxels $n --res 64 --out $W/surface_$n.npy
+  done
 fi
-SETS="own surface"
+SETS=${SETS:-own surface}
 set_args() { [[ $1 == surface ]] && echo "--coords $W/surface.npy"; }
 
 if has warm; then
@@ -64,6 +70,18 @@ if has warm; then
       > "$OUT/warm_$set.log" 2>&1
     grep -E "^generation|generations written|engine ready" "$OUT/warm_$set.log" | tee -a "$OUT/summary.txt"
   done
+fi
+if has vary; then
+  log "vary: 1 + 4 generations through one engine, a new surface shell each (18000..20000 voxels)"
+  i=0
+  for n in 18000 19000 18500 20000 19500; do
+    i=$((i + 1))
+    c=$W/surface_$n.npy; [[ $n == 19000 ]] && c=$W/surface.npy
+    echo "{\"id\": \"v$i\", \"cond\": \"$M/cond.npy\", \"seed\": $i, \"coords\": \"$c\"}"
+  done > $W/m_vary.jsonl
+  rm -rf $W/vary
+  peak_mem vary "$B/large.exe" --model $M --inputs $W/m_vary.jsonl --out $W/vary > "$OUT/vary.log" 2>&1
+  grep -E "^generation|generations written|engine ready" "$OUT/vary.log" | tee -a "$OUT/summary.txt"
 fi
 if has cold; then
   for set in $SETS; do
@@ -83,22 +101,26 @@ for mode in eager compile; do
   has torch-$mode || continue
   for set in $SETS; do
     log "PyTorch $mode ($set): bench/e2e/torch_pipeline.py, 1 + $GENS generations"
-    peak_mem torch_${mode}_$set python3 "$ROOT/bench/e2e/torch_pipeline.py" --model $M --mode $mode \
+    peak_mem torch_${mode}_$set timeout ${TORCH_TIMEOUT:-560} python3 "$ROOT/bench/e2e/torch_pipeline.py" --model $M --mode $mode \
       --generations $GENS --warmup 1 --seed 1 $(set_args $set) --json "$OUT/e2e_torch_${mode}_$set.json" \
       > "$OUT/torch_${mode}_$set.log" 2>&1
     tail -4 "$OUT/torch_${mode}_$set.log" | tee -a "$OUT/summary.txt"
   done
 done
 if has trace; then
-  # The GPU's busy share of one warm generation: the kernel trace of a 1 + 1 generation run, the window
-  # the last generation's wall time (from the run without the tracer).
-  for set in $SETS; do
-    wall_ms=$(grep -E "^generation g$((GENS + 1)):" "$OUT/warm_$set.log" | sed -E 's/.*: ([0-9.]+) s wall.*/\1/' \
+  # The GPU's busy share of one warm generation: the kernel trace of the same run again, over a window of the
+  # last generation's wall time (from the run without the tracer).
+  for set in $SETS vary; do
+    if [[ $set == vary ]]; then log_=vary; man=$W/m_vary.jsonl; last=v5; else
+      log_=warm_$set; man=$W/m_$set.jsonl; last=g$((GENS + 1)); fi
+    [[ -f "$OUT/$log_.log" ]] || continue
+    wall_ms=$(grep -E "^generation $last:" "$OUT/$log_.log" | sed -E 's/.*: ([0-9.]+) s wall.*/\1/' \
       | python3 -c "import sys; print(int(float(sys.stdin.read()) * 1000))")
-    log "trace ($set): kernel trace over the last warm generation's $wall_ms ms"
-    manifest $W/t_$set.jsonl 2 $([[ $set == surface ]] && echo $W/surface.npy)
+    log "trace ($set): kernel trace over the last generation's $wall_ms ms"
+    rm -rf $W/trace
     CUDA_INJECTION64_PATH=$B/libkernel_trace.so KERNEL_TRACE_WINDOW_MS=$wall_ms \
-      "$B/large.exe" --model $M --inputs $W/t_$set.jsonl --out $W/trace_$set > "$OUT/trace_$set.log" 2>&1
+      "$B/large.exe" --model $M --inputs $man --out $W/trace > "$OUT/trace_$set.log" 2>&1
+    grep -E "^generation $last:" "$OUT/trace_$set.log" | tee -a "$OUT/summary.txt"
     grep -E "span|busy|idle" "$OUT/trace_$set.log" | head -4 | tee -a "$OUT/summary.txt"
   done
 fi

@@ -174,8 +174,8 @@ Generation::stage(const char *name, const char *title,
   if (std::string(session_.backend(name)) == "cuda") {
     const GpuReport &g = *session_.gpuReport();
     stats_.gpuSeconds += g.runSeconds;
-    stats_.setupSeconds +=
-        g.weightUploadSeconds + g.planSeconds + g.commandSeconds;
+    stats_.setupSeconds += g.weightUploadSeconds + g.planSeconds +
+                           g.uploadSeconds + g.commandSeconds;
     stats_.downloadSeconds += g.downloadSeconds;
     line << " on the GPU (" << g.runSeconds << " s of GPU time";
     if (g.weightUploadSeconds > 0)
@@ -183,7 +183,8 @@ Generation::stage(const char *name, const char *title,
            << g.weightUploadSeconds << " s";
     if (g.planSeconds + g.commandSeconds > 0)
       line << ", " << (g.arenaBytes >> 20) << " MiB arena; host setup: plan "
-           << g.planSeconds << " s, commands " << g.commandSeconds << " s";
+           << g.planSeconds << " s, uploads " << g.uploadSeconds
+           << " s, commands " << g.commandSeconds << " s";
     line << "; results downloaded in " << g.downloadSeconds << " s)";
     if (g.checkedOps)
       line << "; " << g.checkedOps

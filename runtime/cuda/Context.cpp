@@ -25,6 +25,8 @@ GpuExecutor::Impl::~Impl() {
   for (auto &[name, buffer] : flexiScratch.buffers)
     if (buffer.first)
       api->cuMemFree(buffer.first);
+  if (staging)
+    api->cuMemFreeHost(staging);
   if (gemmWorkspace)
     api->cuMemFree(gemmWorkspace);
   if (gemmWorkspace2)
@@ -57,6 +59,22 @@ Status GpuExecutor::Impl::loadModule(CUmodule &module, const std::string &image,
     return Error{std::string("loading the ") + what + " module failed: " +
                  api->describe(r) + (log[0] ? std::string("\n") + log : "")};
   return Status::ok();
+}
+
+Result<void *> GpuExecutor::Impl::pinnedStaging(size_t bytes) {
+  if (bytes <= stagingBytes)
+    return staging;
+  if (staging)
+    api->cuMemFreeHost(staging);
+  staging = nullptr;
+  stagingBytes = 0;
+  size_t want = bytes + bytes / 8;
+  if (Status s = check(api->cuMemAllocHost(&staging, want),
+                       "cuMemAllocHost (upload staging)");
+      !s)
+    return Error{s.message()};
+  stagingBytes = want;
+  return staging;
 }
 
 Status GpuExecutor::Impl::init(const GpuImages &images) {

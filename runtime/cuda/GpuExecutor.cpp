@@ -130,8 +130,10 @@ void GpuExecutor::Impl::inheritAllocations(Prepared &old, Prepared &p) {
   };
   if (old.weightPool && old.weightBytes == p.weightBytes)
     take(old.weightPool, p.weightPool);
-  if (old.constantPool && old.constantBytes == p.constantBytes)
+  if (old.constantPool && old.constantBytes == p.constantBytes) {
     take(old.constantPool, p.constantPool);
+    p.constantsUploaded = old.constantsUploaded;
+  }
   if (old.arena && old.arenaCapacity >= p.arenaBytes) {
     take(old.arena, p.arena);
     p.arenaCapacity = old.arenaCapacity;
@@ -171,6 +173,7 @@ void GpuExecutor::Impl::release(Prepared &p) {
       *m = 0;
     }
   p.arenaCapacity = p.boundCapacity = 0;
+  p.constantsUploaded = false;
   p.resident = false;
 }
 
@@ -241,11 +244,16 @@ Status GpuExecutor::Impl::makeResident(Prepared &p, const std::string &name) {
         !s)
       return Error{s.message()};
   resolveAddresses(p);
-  // Constants: evaluate with the reference, upload once.
-  if (Status s = uploadConstants(p, p.body); !s)
-    return Error{s.message()};
+  const auto uploadStart = Clock::now();
+  // Constants: evaluate with the reference, upload once (a re-bound stage
+  // inherits them, values and all).
+  if (!p.constantsUploaded)
+    if (Status s = uploadConstants(p, p.body); !s)
+      return Error{s.message()};
+  p.constantsUploaded = true;
   if (Status s = uploadBound(p); !s)
     return Error{s.message()};
+  report.uploadSeconds = seconds(uploadStart);
   const auto commandStart = Clock::now();
   if (Status s = buildCommands(p, p.body); !s)
     return Error{s.message()};
@@ -311,6 +319,7 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
     return Error{pr.message()};
   m.report.planSeconds = seconds(planStart);
   m.report.commandSeconds = m.report.weightUploadSeconds = 0;
+  m.report.uploadSeconds = 0;
   Impl::Prepared &p = **pr;
   const Api &api = *m.api;
   if (args.size() != p.args.size())

@@ -169,6 +169,11 @@ struct GpuExecutor::Impl {
   Status bind(Prepared &p, const std::vector<RtValue> &args) const;
   /// Copies the bound values and index arrays to the device (after plan()).
   Status uploadBound(Prepared &p);
+  /// A pinned host buffer of at least `bytes`, kept by the executor and grown
+  /// as needed (valid until the next call; synchronous users only).
+  Result<void *> pinnedStaging(size_t bytes);
+  void *staging = nullptr;
+  size_t stagingBytes = 0;
   // The steps of bind() (SparseBinding.cpp): a walk over the op tree.
   struct BindState;
   Result<RtValue> hostValue(Prepared &p, BindState &st, int slot) const;

@@ -194,6 +194,7 @@ struct Prepared {
   // allocated with headroom (capacityFor) and handed to its next binding when
   // they fit, so a new voxel set of similar size allocates nothing.
   size_t arenaCapacity = 0, boundCapacity = 0;
+  bool constantsUploaded = false; // the constant pool holds its values
   std::vector<RtValue> hostSlots; // host values (coords)
   // Sparse stages: the argument values the binding was computed from, the
   // bound host values by slot, and their device copies.

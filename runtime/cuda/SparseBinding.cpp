@@ -9,7 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GpuExecutorImpl.h"
+
 #include "SparseSupport.h"
+#include "trellis/Reference/Parallel.h"
 
 #include "trellis/Runtime/CpuExecutor.h"
 
@@ -423,11 +425,19 @@ Status GpuExecutor::Impl::uploadBound(Prepared &p) {
   if (total == 0)
     return Status::ok();
   // (The pieces point into the tensors' heap storage, which stays where it is
-  // when `keep` grows.)
-  std::vector<char> host(total);
-  for (const Piece &piece : pieces)
-    if (piece.bytes)
-      std::memcpy(host.data() + piece.offset, piece.data, piece.bytes);
+  // when `keep` grows.) They are gathered into pinned memory (kept by the
+  // executor): a pageable copy of a decoder's ~60 MB of positional
+  // embeddings cost ~40 ms per new voxel set.
+  auto host = pinnedStaging(total);
+  if (!host)
+    return Error{host.message()};
+  char *staging = static_cast<char *>(*host);
+  ref::parallelFor(int64_t(pieces.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      if (pieces[size_t(i)].bytes)
+        std::memcpy(staging + pieces[size_t(i)].offset, pieces[size_t(i)].data,
+                    pieces[size_t(i)].bytes);
+  });
   if (p.boundPool && p.boundCapacity < total) {
     api->cuMemFree(p.boundPool);
     p.boundPool = 0;
@@ -444,7 +454,7 @@ Status GpuExecutor::Impl::uploadBound(Prepared &p) {
   }
   p.boundBytes = total;
   if (Status s =
-          check(api->cuMemcpyHtoDAsync(p.boundPool, host.data(), total, stream),
+          check(api->cuMemcpyHtoDAsync(p.boundPool, staging, total, stream),
                 "cuMemcpyHtoDAsync (coordinates)");
       !s)
     return s;

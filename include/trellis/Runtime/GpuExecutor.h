@@ -115,6 +115,9 @@ struct GpuReport {
   /// the arena plan) and building its commands (cuBLASLt setup and the
   /// GEMM candidate timing); both zero when the last run reused them.
   double moduleLoadSeconds = 0, planSeconds = 0, commandSeconds = 0;
+  /// Of the last run: the constants and bound coordinate values copied to
+  /// the device (zero when the last run reused them).
+  double uploadSeconds = 0;
   double runSeconds = 0;      // the entry function, GPU events
   double downloadSeconds = 0; // the last run's results to the host (wall)
   int64_t commands = 0;       // per run, sampler bodies counted once per step
