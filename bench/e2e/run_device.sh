@@ -8,7 +8,7 @@
 #                           (default: model warm vary cold trace)
 # vary: generations through one engine on surface shells of 18000, 18500, ..., 20000 voxels (a new voxel
 # set every generation, as real objects give; stage 1 skipped: the synthetic weights' own stage 1 gives
-# scattered sets, see README).
+# scattered sets, see README), twice: the second cycle finds every GEMM shape bucket tuned.
 # Writes logs and e2e_*.json under $OUT; bench/e2e/report.py prints the table from them.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -72,9 +72,9 @@ if has warm; then
   done
 fi
 if has vary; then
-  log "vary: 1 + 4 generations through one engine, a new surface shell each (18000..20000 voxels)"
+  log "vary: 10 generations through one engine, a new surface shell each (18000..20000 voxels, two cycles)"
   i=0
-  for n in 18000 19000 18500 20000 19500; do
+  for n in 18000 19000 18500 20000 19500 18000 19000 18500 20000 19500; do
     i=$((i + 1))
     c=$W/surface_$n.npy; [[ $n == 19000 ]] && c=$W/surface.npy
     echo "{\"id\": \"v$i\", \"cond\": \"$M/cond.npy\", \"seed\": $i, \"coords\": \"$c\"}"
@@ -111,7 +111,7 @@ if has trace; then
   # The GPU's busy share of one warm generation: the kernel trace of the same run again, over a window of the
   # last generation's wall time (from the run without the tracer).
   for set in $SETS vary; do
-    if [[ $set == vary ]]; then log_=vary; man=$W/m_vary.jsonl; last=v5; else
+    if [[ $set == vary ]]; then log_=vary; man=$W/m_vary.jsonl; last=v10; else
       log_=warm_$set; man=$W/m_$set.jsonl; last=g$((GENS + 1)); fi
     [[ -f "$OUT/$log_.log" ]] || continue
     wall_ms=$(grep -E "^generation $last:" "$OUT/$log_.log" | sed -E 's/.*: ([0-9.]+) s wall.*/\1/' \
@@ -162,4 +162,5 @@ if has memcheck; then
   [[ $rc == 0 ]] || status=1
   grep -E "ERROR SUMMARY|^generation" "$OUT/memcheck.log" | tee -a "$OUT/summary.txt"
 fi
+python3 "$ROOT/bench/e2e/report.py" "$OUT" | tee "$OUT/report.md"
 exit $status

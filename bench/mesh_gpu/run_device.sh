@@ -26,9 +26,9 @@ same() { # same A B: byte-identical files? (Not expected: positions may differ i
 }
 pipeline() { # pipeline NAME EXE MODEL R [args...]: GPU and --mesh-cpu runs, compare outputs
   local name=$1 exe=$2 model=$3 res=$4; shift 4
-  "$exe" --model "$model" --cond "$model/cond.npy" --seed 1 --formats mesh --out /tmp/${name}_gpu "$@" > "$OUT/${name}_gpu.log" 2>&1
+  "$exe" --model "$model" --cond "$model/cond.npy" --seed 1 --formats mesh --debug-outputs --out /tmp/${name}_gpu "$@" > "$OUT/${name}_gpu.log" 2>&1
   echo "$name gpu rc=$?" | tee -a "$OUT/summary.txt"
-  "$exe" --model "$model" --cond "$model/cond.npy" --seed 1 --formats mesh --out /tmp/${name}_cpu --mesh-cpu "$@" > "$OUT/${name}_cpu.log" 2>&1
+  "$exe" --model "$model" --cond "$model/cond.npy" --seed 1 --formats mesh --debug-outputs --out /tmp/${name}_cpu --mesh-cpu "$@" > "$OUT/${name}_cpu.log" 2>&1
   echo "$name cpu rc=$?" | tee -a "$OUT/summary.txt"
   grep -h "FlexiCubes\|mesh:" "$OUT/${name}_gpu.log" "$OUT/${name}_cpu.log" | tee -a "$OUT/summary.txt"
   same /tmp/${name}_gpu/mesh.ply /tmp/${name}_cpu/mesh.ply

@@ -11,7 +11,8 @@ G=$ROOT/build-gpu
 mkdir -p "$G/lib"
 [[ -f /tmp/tiny/pipeline.json ]] || "$BUILD/bin/trellis-mkmodel" --preset tiny --seed 1 --out /tmp/tiny --force --quiet
 [[ -f /tmp/large/pipeline.json ]] || "$BUILD/bin/trellis-mkmodel" --preset image-large --seed 1 --out /tmp/large --force --quiet
-cp "$BUILD/bin/trellis-mkmodel" "$BUILD/bin/trellis-ss-bench" "$BUILD/bin/trellis-slat-bench" "$G/"
+cp "$BUILD/bin/trellis-mkmodel" "$BUILD/bin/trellis-ss-bench" "$BUILD/bin/trellis-slat-bench" \
+  "$BUILD/bin/trellis-flexicubes-bench" "$G/"
 "$BUILD/bin/trellisc" /tmp/tiny/pipeline.json --target=cuda --cond-tokens 21 -o "$G/tiny.exe"
 "$BUILD/bin/trellisc" /tmp/large/pipeline.json --target=cuda -o "$G/large.exe"
 python3 "$ROOT/test/gpu/codegen/gen_cases.py" --trellis-opt "$BUILD/bin/trellis-opt" --out "$G/codegen"

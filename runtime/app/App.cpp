@@ -137,155 +137,211 @@ std::string defaultGemmTuningCache() {
   return dir.empty() ? "" : dir + "/gemm-tuning.json";
 }
 
+/// The command line, one option at a time: its name and typed values.
+class ArgReader {
+public:
+  ArgReader(int argc, char **argv) : argc_(argc), argv_(argv) {}
+  /// Moves to the next option; false at the end.
+  bool next() {
+    if (++i_ >= argc_)
+      return false;
+    name_ = argv_[i_];
+    return true;
+  }
+  const std::string &name() const { return name_; }
+  Result<std::string> value() {
+    if (i_ + 1 >= argc_)
+      return Error{"option " + name_ + " needs a value"};
+    return std::string(argv_[++i_]);
+  }
+  Status str(std::string &dst) {
+    auto v = value();
+    if (!v)
+      return v.status();
+    dst = *v;
+    return Status::ok();
+  }
+  template <typename T> Status number(T &dst) {
+    auto v = value();
+    if (!v)
+      return v.status();
+    try {
+      size_t used = 0;
+      double d = std::stod(*v, &used);
+      if (used != v->size())
+        throw std::invalid_argument(*v);
+      dst = static_cast<T>(d);
+    } catch (...) {
+      return Error{"option " + name_ + " expects a number, found '" + *v + "'"};
+    }
+    return Status::ok();
+  }
+  /// A whole number in [lo, hi], named in the error.
+  Status count(int64_t &dst, int64_t lo, int64_t hi, const char *what) {
+    double d = 0;
+    Status s = number(d);
+    if (s && !(d >= double(lo) && d <= double(hi) && d == std::floor(d)))
+      return Error{"option " + name_ + " expects " + what + " in " +
+                   std::to_string(lo) + ".." + std::to_string(hi)};
+    dst = int64_t(d);
+    return s;
+  }
+
+private:
+  int argc_;
+  char **argv_;
+  int i_ = 0;
+  std::string name_;
+};
+
+/// The GPU options (--gpu, --gpu-*, --no-cuda-graphs, --low-memory); nullopt
+/// when `r.name()` is not one of them.
+std::optional<Status> parseGpuArg(ArgReader &r, Options &o) {
+  const std::string &a = r.name();
+  GpuOptions &g = o.gpu.options;
+  if (a == "--gpu-check-ops")
+    g.checkOps = true;
+  else if (a == "--gpu-check-tolerance")
+    return r.number(g.checkTolerance);
+  else if (a == "--gpu-no-gemm-tuning")
+    g.tuneGemms = false;
+  else if (a == "--gpu-tuning-cache") {
+    Status s = r.str(g.gemmTuningCache);
+    if (s && g.gemmTuningCache == "none")
+      g.gemmTuningCache.clear();
+    return s;
+  } else if (a == "--gpu-sync-ops")
+    g.syncEachOp = true;
+  else if (a == "--no-cuda-graphs")
+    g.cudaGraphs = false;
+  else if (a == "--low-memory")
+    g.lowMemory = true;
+  else if (a == "--gpu-device") {
+    int64_t device = 0;
+    Status s = r.count(device, 0, 1023, "a device ordinal");
+    g.device = int(device);
+    return s;
+  } else if (a == "--gpu") {
+    std::string mode;
+    Status s = r.str(mode);
+    if (s && mode == "auto")
+      o.gpu.mode = GpuMode::Auto;
+    else if (s && mode == "off")
+      o.gpu.mode = GpuMode::Off;
+    else if (s && mode == "require")
+      o.gpu.mode = GpuMode::Require;
+    else if (s)
+      s = Error{"option --gpu expects auto, off or require, found '" + mode +
+                "'"};
+    return s;
+  } else
+    return std::nullopt;
+  return Status::ok();
+}
+
+/// The sampler options (--steps-*, --cfg-*); nullopt for others.
+std::optional<Status> parseSamplerArg(ArgReader &r, Options &o) {
+  const std::string &a = r.name();
+  if (a == "--steps-ss" || a == "--steps-slat") {
+    int64_t n = 0;
+    Status s = r.number(n);
+    if (s && n < 1)
+      s = Error{"option " + a + " must be >= 1"};
+    (a == "--steps-ss" ? o.ss : o.slat).steps = n;
+    return s;
+  }
+  if (a == "--cfg-ss" || a == "--cfg-slat") {
+    double w = 0;
+    Status s = r.number(w);
+    if (s && w < 0)
+      s = Error{"option " + a + " must be >= 0"};
+    (a == "--cfg-ss" ? o.ss : o.slat).cfgStrength = w;
+    return s;
+  }
+  return std::nullopt;
+}
+
+Status parseFormats(ArgReader &r, Options &o) {
+  std::string list;
+  Status s = r.str(list);
+  o.gs = o.rf = o.mesh = false;
+  std::stringstream ss(list);
+  std::string f;
+  while (s && std::getline(ss, f, ',')) {
+    if (f == "gs")
+      o.gs = true;
+    else if (f == "rf")
+      o.rf = true;
+    else if (f == "mesh")
+      o.mesh = true;
+    else
+      s = Error{"--formats: unknown format '" + f +
+                "' (expected gs, rf, mesh)"};
+  }
+  return s;
+}
+
+Status parseStopAfter(ArgReader &r, Options &o) {
+  std::string stage;
+  Status s = r.str(stage);
+  if (s && stage == "ss")
+    o.lastStage = 1;
+  else if (s && stage == "slat")
+    o.lastStage = 2;
+  else if (s)
+    s = Error{"option --stop-after expects ss or slat, found '" + stage + "'"};
+  return s;
+}
+
 Result<Options> parseArgs(int argc, char **argv) {
   Options o;
   o.gpu.options.gemmTuningCache = defaultGemmTuningCache();
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> Result<std::string> {
-      if (i + 1 >= argc)
-        return Error{"option " + a + " needs a value"};
-      return std::string(argv[++i]);
-    };
-    auto number = [&](auto &dst) -> Status {
-      auto v = value();
-      if (!v)
-        return v.status();
-      try {
-        size_t used = 0;
-        double d = std::stod(*v, &used);
-        if (used != v->size())
-          throw std::invalid_argument(*v);
-        dst = static_cast<std::remove_reference_t<decltype(dst)>>(d);
-      } catch (...) {
-        return Error{"option " + a + " expects a number, found '" + *v + "'"};
-      }
-      return Status::ok();
-    };
-    Status s;
-    auto str = [&](std::string &dst) -> Status {
-      auto v = value();
-      if (!v)
-        return v.status();
-      dst = *v;
-      return Status::ok();
-    };
-    if (a == "--help" || a == "-h")
+  ArgReader r(argc, argv);
+  // Options that are a path (or a list of paths).
+  const std::map<std::string, std::string *> paths = {
+      {"--model", &o.model},
+      {"--neg-cond", &o.negCond},
+      {"--out", &o.out},
+      {"--ss-noise", &o.ssNoise},
+      {"--slat-noise", &o.slatNoise},
+      {"--coords", &o.coords},
+      {"--bundle", &o.bundle},
+      {"--inputs", &o.inputs}};
+  while (r.next()) {
+    const std::string &a = r.name();
+    Status s = Status::ok();
+    if (auto gpu = parseGpuArg(r, o))
+      s = *gpu;
+    else if (auto sampler = parseSamplerArg(r, o))
+      s = *sampler;
+    else if (auto it = paths.find(a); it != paths.end())
+      s = r.str(*it->second);
+    else if (a == "--help" || a == "-h")
       o.help = true;
     else if (a == "--inspect")
       o.inspect = true;
     else if (a == "--check-finite")
       o.checkFinite = true;
-    else if (a == "--gpu-check-ops")
-      o.gpu.options.checkOps = true;
-    else if (a == "--gpu-check-tolerance")
-      s = number(o.gpu.options.checkTolerance);
-    else if (a == "--gpu-no-gemm-tuning")
-      o.gpu.options.tuneGemms = false;
-    else if (a == "--gpu-tuning-cache") {
-      s = str(o.gpu.options.gemmTuningCache);
-      if (s && o.gpu.options.gemmTuningCache == "none")
-        o.gpu.options.gemmTuningCache.clear();
-    } else if (a == "--gpu-sync-ops")
-      o.gpu.options.syncEachOp = true;
     else if (a == "--mesh-cpu")
       o.meshCpu = true;
-    else if (a == "--no-cuda-graphs")
-      o.gpu.options.cudaGraphs = false;
-    else if (a == "--low-memory")
-      o.gpu.options.lowMemory = true;
     else if (a == "--debug-outputs")
       o.debugOutputs = true;
-    else if (a == "--gpu-device") {
-      double d = -1;
-      s = number(d);
-      if (s && !(d >= 0 && d <= 1023 && d == std::floor(d)))
-        s = Error{"option --gpu-device expects a device ordinal in 0..1023"};
-      o.gpu.options.device = int(d);
-    } else if (a == "--repeat") {
-      double n = 0;
-      s = number(n);
-      if (s && !(n >= 1 && n <= 1e6 && n == std::floor(n)))
-        s = Error{"option --repeat expects a count in 1..1000000"};
-      o.repeat = int64_t(n);
-    } else if (a == "--inputs")
-      s = str(o.inputs);
-    else if (a == "--stop-after") {
-      std::string stage;
-      s = str(stage);
-      if (s && stage == "ss")
-        o.lastStage = 1;
-      else if (s && stage == "slat")
-        o.lastStage = 2;
-      else if (s)
-        s = Error{"option --stop-after expects ss or slat, found '" + stage +
-                  "'"};
-    } else if (a == "--gpu") {
-      std::string mode;
-      s = str(mode);
-      if (s && mode == "auto")
-        o.gpu.mode = GpuMode::Auto;
-      else if (s && mode == "off")
-        o.gpu.mode = GpuMode::Off;
-      else if (s && mode == "require")
-        o.gpu.mode = GpuMode::Require;
-      else if (s)
-        s = Error{"option --gpu expects auto, off or require, found '" + mode +
-                  "'"};
-    } else if (a == "--model")
-      s = str(o.model);
+    else if (a == "--repeat")
+      s = r.count(o.repeat, 1, 1000000, "a count");
+    else if (a == "--stop-after")
+      s = parseStopAfter(r, o);
     else if (a == "--cond") {
       std::string c;
-      s = str(c);
+      s = r.str(c);
       o.conds.push_back(c);
-    } else if (a == "--neg-cond")
-      s = str(o.negCond);
-    else if (a == "--out")
-      s = str(o.out);
-    else if (a == "--ss-noise")
-      s = str(o.ssNoise);
-    else if (a == "--slat-noise")
-      s = str(o.slatNoise);
-    else if (a == "--coords")
-      s = str(o.coords);
-    else if (a == "--bundle")
-      s = str(o.bundle);
-    else if (a == "--seed")
-      s = number(o.seed);
+    } else if (a == "--seed")
+      s = r.number(o.seed);
     else if (a == "--threads")
-      s = number(o.threads);
-    else if (a == "--steps-ss" || a == "--steps-slat") {
-      int64_t n = 0;
-      s = number(n);
-      if (s && n < 1)
-        s = Error{"option " + a + " must be >= 1"};
-      (a == "--steps-ss" ? o.ss : o.slat).steps = n;
-    } else if (a == "--cfg-ss" || a == "--cfg-slat") {
-      double w = 0;
-      s = number(w);
-      if (s && w < 0)
-        s = Error{"option " + a + " must be >= 0"};
-      (a == "--cfg-ss" ? o.ss : o.slat).cfgStrength = w;
-    } else if (a == "--formats") {
-      std::string list;
-      s = str(list);
-      o.gs = o.rf = o.mesh = false;
-      std::stringstream ss(list);
-      std::string f;
-      while (s && std::getline(ss, f, ',')) {
-        if (f == "gs")
-          o.gs = true;
-        else if (f == "rf")
-          o.rf = true;
-        else if (f == "mesh")
-          o.mesh = true;
-        else
-          s = Error{"--formats: unknown format '" + f +
-                    "' (expected gs, rf, mesh)"};
-      }
-    } else {
+      s = r.number(o.threads);
+    else if (a == "--formats")
+      s = parseFormats(r, o);
+    else
       s = Error{"unknown option '" + a + "' (see --help)"};
-    }
     if (!s)
       return Error{s.message()};
   }
