@@ -302,18 +302,7 @@ class Program:
         ins = (Tensor * max(1, len(arrays)))(*[tensor_of(a) for a in arrays])
         outs = (Tensor * max(1, num_outputs))()
         keep = []
-        table = Weights()
-        if weights:
-            entries = (Weight * len(weights))()
-            for i, ((model, name), a) in enumerate(weights.items()):
-                a = np.ascontiguousarray(a)
-                keep.append(a)
-                entries[i].model = model.encode()
-                entries[i].name = name.encode()
-                entries[i].tensor = tensor_of(a)
-            table.entries = entries
-            table.count = len(weights)
-            keep.append(entries)
+        table = weight_table(weights, None, keep)
         opts = CallOptions(ctypes.sizeof(CallOptions), int(check_finite), threads)
         err = Error()
         check(lib.trellis_program_call(self._handle, function.encode(), ins,

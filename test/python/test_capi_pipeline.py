@@ -5,7 +5,6 @@ coordinates arrive before stage 2 starts, and bad calls return clear errors
 import ctypes
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import numpy as np
 import pytest
 
 import _tc_env  # noqa: F401
-from _tc_env import BUILD
+from _tc_env import BUILD, run, tiny_cpu_program
 import trellisc as tc
 from trellisc import _bundle, _native
 
@@ -22,21 +21,10 @@ BIN = BUILD / "bin"
 STEPS = ["--steps-ss", "1", "--steps-slat", "1"]
 
 
-def run(*args, **kw):
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("capi")
-    model = d / "model"
-    r = run(BIN / "trellis-mkmodel", "--preset", "tiny", "--seed", "1", "--out", model,
-            "--quiet")
-    assert r.returncode == 0, r.stderr
-    exe = d / "trellis.exe"
-    r = run(BIN / "trellisc", model / "pipeline.json", "--target=cpu", "--cond-tokens",
-            "21", "-o", exe)
-    assert r.returncode == 0, r.stderr
+    model, exe = tiny_cpu_program(d)
     ref = d / "ref"
     r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out", ref,
             "--seed", "1", "--debug-outputs", *STEPS, timeout=300)

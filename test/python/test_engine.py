@@ -6,38 +6,25 @@ generations into their own folders and writes only what was asked for."""
 import ctypes
 import json
 import struct
-import subprocess
 import threading
 
 import numpy as np
 import pytest
 
 import _tc_env  # noqa: F401
-from _tc_env import BUILD
+from _tc_env import run, tiny_cpu_program
 import trellisc as tc
 from trellisc import _native
 
-BIN = BUILD / "bin"
 STEPS = ["--steps-ss", "1", "--steps-slat", "1"]
 FILES = ["ss_latent.npy", "coords.npy", "slat.npy", "gaussians.ply", "gaussians.npz",
          "radiance_field.npz", "mesh.ply", "mesh.glb"]
 
 
-def run(*args, **kw):
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("engine")
-    model = d / "model"
-    r = run(BIN / "trellis-mkmodel", "--preset", "tiny", "--seed", "1", "--out", model,
-            "--quiet")
-    assert r.returncode == 0, r.stderr
-    exe = d / "trellis.exe"
-    r = run(BIN / "trellisc", model / "pipeline.json", "--target=cpu", "--cond-tokens",
-            "21", "-o", exe)
-    assert r.returncode == 0, r.stderr
+    model, exe = tiny_cpu_program(d)
     return model, exe, d
 
 
