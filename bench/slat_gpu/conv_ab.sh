@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # A/B of the two sparse-conv paths on one GPU machine (needs build-gpu/ from bench/ss_gpu/prepare.sh):
-# the implicit-GEMM conv (default on sm_90) against TRELLIS_SPARSE_CONV=gather (im2col rows + cuBLASLt),
-# same voxels and noise: stage times, outputs compared, the mesh decoder per-op profile. Results on stdout.
+# the implicit-GEMM conv (default on sm_90 for the narrow convs) against TRELLIS_SPARSE_CONV=gather (every
+# 3x3x3 conv through the generated neighbour gather / taps-first tap sum + cuBLASLt), same voxels and noise:
+# stage times, outputs compared, the mesh decoder per-op profile. Results on stdout.
+#   OUT=$OUT bash bench/slat_gpu/conv_ab.sh     (SKIP_TINY=1 skips the tiny check; MODES="default gather")
 set -u
 export LD_LIBRARY_PATH=$PWD/build-gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 B=build-gpu
 OUT=${OUT:-/tmp/out}
-if [ -z "${SKIP_TINY:-}" ]; then bash bench/slat_gpu/run_device.sh tiny check > $OUT/tiny.log 2>&1; grep -E "rel L2|matched|rc=" $OUT/summary.txt | tail -16; fi
+mkdir -p "$OUT"
+if [ -z "${SKIP_TINY:-}" ]; then
+  bash bench/slat_gpu/run_device.sh tiny check > $OUT/tiny.log 2>&1 || echo "run_device.sh tiny check: FAILED"
+  grep -E "rel L2|matched|rc=|FAIL" $OUT/summary.txt | tail -16
+fi
 M=/tmp/large
 $B/trellis-mkmodel --preset image-large --seed 1 --out $M --force --quiet --only slat_flow_model,slat_decoder_gs,slat_decoder_rf,slat_decoder_mesh
 python3 bench/slat_gpu/make_coords.py --voxels 20000 --out /tmp/c.npy

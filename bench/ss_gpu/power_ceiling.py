@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Sustained (power-capped) rates of the SS stage's kernel classes, PyTorch on the device.
 
-The SS stage runs at the H100's power cap (bench/ss_gpu/README.md, session 7), so the rates that matter are
-the ones a kernel sustains for seconds, not the ones of a short warm benchmark. For each shape class of the
-stage this runs the operation back to back for --seconds, reports its sustained TFLOP/s (CUDA events over
-the last half) and the board power / SM clock read by nvidia-smi meanwhile, and then the stage's lower bound:
-its executed FLOPs per class at those rates (GEMMs and attention), plus nothing for the memory-bound row kernels.
+The SS stage runs at the H100's power cap (measured 2026-11-22; bench/ss_gpu/README.md, "What bounds the
+stage"), so the rates that matter are the ones a kernel sustains for seconds, not the ones of a short warm
+benchmark. For each shape class of the stage this runs the operation back to back for --seconds, reports
+its sustained TFLOP/s (CUDA events over the last half) and the board power / SM clock read by nvidia-smi
+meanwhile, and then the stage's lower bound: its executed FLOPs per class at those rates (GEMMs and
+attention), plus nothing for the memory-bound row kernels.
 
   python3 bench/ss_gpu/power_ceiling.py [--seconds 4]
 """

@@ -350,7 +350,7 @@ Status GpuExecutor::Impl::classifySampler(Prepared &p, Node &node) const {
 /// A dense attention's scratch: the head-normalized copies, the redo flags.
 void GpuExecutor::Impl::addAttentionScratch(Prepared &p, Node &node) const {
   // k is normalized once into a scratch copy (the fused k prologue
-  // repeats the norm in every query tile: bench/attention/NOTES.md).
+  // repeats the norm in every query tile: bench/attention/README.md).
   // With --attention-norms=prepass q is normalized the same way: the
   // scratch then holds [k | q]. Then the redo flags of the fixed
   // softmax reference (attentionLaunch).

@@ -150,7 +150,7 @@ Status GpuExecutor::Impl::sparseSelfAttentionParams(
   CUdeviceptr at = node.scratch >= 0 ? ptr(node.scratch) : 0;
   if (kGamma >= 0) {
     // k is normalized once into a dense scratch copy; q in the kernel's
-    // prologue (as the dense stage's attention, bench/attention/NOTES.md).
+    // prologue (as the dense stage's attention, bench/attention/README.md).
     auto norm = headNormCommand(kp, kStride, k.shape.back(), at, rows, heads,
                                 k.shape.back(), ptr(node.in[kGamma]), instr);
     if (!norm)

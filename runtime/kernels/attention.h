@@ -133,7 +133,7 @@ typedef struct TrellisAttnConfig {
  * use 128-byte swizzled tiles, others (80) 32-byte swizzle. VARIANT is a mask
  * of TRELLIS_ATTN_SM90_* flags (name suffix _mbrs = MBAR_PIPELINE |
  * ROWSUM_MMA, _fx = FIXED_REF: launched together with its online twin,
- * trellis_attn_online_twin). Measured on the H100 (bench/attention/NOTES.md):
+ * trellis_attn_online_twin). Measured on the H100 (bench/attention/README.md):
  * for d64 sequences of >= 1024 rows m256_n64_s4_mbrs or m192_n128_s3_mbrs (they
  * read K/V once per 256 or 192 queries: 417 and ~428 TFLOP/s with full waves vs
  * 366 for m128_n64_s4), whichever fills the waves better; m128_n64_s4 for
@@ -291,7 +291,7 @@ static inline const char *trellis_attn_check(const TrellisAttnConfig *c,
  * K/V less often per query; which of the two wins depends on how their tiles
  * fill the waves. Estimated time = waves x one wave's time: ceil(CTAs / SMs) x
  * rows / the kernel's TFLOP/s with full waves (H100,
- * bench/attention/NOTES.md; the 128-row kernel, 366 TFLOP/s for 256 rows per
+ * bench/attention/README.md; the 128-row kernel, 366 TFLOP/s for 256 rows per
  * SM, never wins this estimate). E.g. L = 4096: 256 rows; the SLat flow's
  * L = 4368: 192 rows. */
 static inline const char *
@@ -332,7 +332,7 @@ trellis_attn_sm90_long_sequence_config(const TrellisAttnParams *p,
  * The fused prologue (q_gamma/k_gamma above) normalizes the K tiles in every
  * query tile's CTA (ceil(Lq/block_m) times per key); for long sequences
  * normalizing k once with this pre-pass and running attention with k_gamma =
- * NULL is cheaper (bench/attention/NOTES.md). */
+ * NULL is cheaper (bench/attention/README.md). */
 typedef struct TrellisHeadRmsNormParams {
   const void *x; /* fp16 */
   void *y;       /* fp16 */

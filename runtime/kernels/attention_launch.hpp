@@ -122,7 +122,7 @@ public:
 
   // The default configuration for a head dim on a GPU of compute capability
   // `sm` (90 = Hopper), among the loaded ones: measured choices
-  // (bench/attention/NOTES.md), else the first that fits.
+  // (bench/attention/README.md), else the first that fits.
   const TrellisAttnConfig *pick(int head_dim, int sm) const {
     static const char *const preferred[] = {
         TRELLIS_ATTN_NAME_SM90(64, 128, 64, 4),

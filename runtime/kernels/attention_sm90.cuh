@@ -113,7 +113,7 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo,
 //     p.redo_flags[CTA] instead of its output, and the online kernel of the
 //     same shape, launched next with the same flags, recomputes exactly those
 //     CTAs (the other CTAs find 0 and return at once). One kernel with both
-//     loops made ptxas serialize the wgmma (bench/attention/NOTES.md).
+//     loops made ptxas serialize the wgmma (bench/attention/README.md).
 template <int D, int BM, int BN, int STAGES, int MINB, int VARIANT>
 __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
   constexpr bool kRowSumMma = (VARIANT & TRELLIS_ATTN_SM90_ROWSUM_MMA) != 0;
@@ -489,7 +489,7 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
   // Steady state: S_j and P_{j-1} V_{j-1} are issued together. The source
   // waits for S_j, runs the softmax, then waits for P V; ptxas however moves
   // the second wait up to the first (seen in the SASS of every configuration,
-  // bench/attention/NOTES.md), so a warpgroup's softmax overlaps the other
+  // bench/attention/README.md), so a warpgroup's softmax overlaps the other
   // warpgroups' products, not its own.
   for (int j = 1; j < ntiles; ++j) {
     begin_tile(j);

@@ -16,7 +16,7 @@ TEST(OutputWriter, RunsJobsInOrderOffTheCallersThread) {
   std::vector<int> order;
   std::thread::id caller = std::this_thread::get_id(), worker;
   for (int i = 0; i < 5; ++i)
-    writer.submit("f" + std::to_string(i), [&, i] {
+    writer.submit(std::to_string(i) + ".npy", [&, i] {
       worker = std::this_thread::get_id();
       order.push_back(i);
       return Status::ok();

@@ -3,7 +3,7 @@
 // trellis_attn_sm90_long_sequence_config (runtime/kernels/attention.h) picks
 // the 192- or 256-row sm_90a kernel for long d = 64 sequences. The
 // expectations are the rankings measured on the H100
-// (bench/attention/NOTES.md, session 5).
+// (bench/attention/README.md).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/attention.h"
