@@ -113,15 +113,9 @@ Result<PipelineResult> Engine::run(const GenerationRequest &request,
   // The step callback refers to this run's observer: drop it.
   session_->setRunHooks({}, nullptr);
   stats.writeTicket = writer_.mark();
-  if (!request.asyncWrites) {
-    auto waitStart = std::chrono::steady_clock::now();
-    Status written = writer_.wait(stats.writeTicket);
-    stats.writeWaitSeconds = std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now() - waitStart)
-                                 .count();
-    if (result && !written)
+  if (!request.asyncWrites)
+    if (Status written = writer_.wait(stats.writeTicket); result && !written)
       return Error{written.message()};
-  }
   if (!result)
     return result;
   stats.wallSeconds =
@@ -129,21 +123,6 @@ Result<PipelineResult> Engine::run(const GenerationRequest &request,
           .count();
   stats_ = stats;
   return result;
-}
-
-Result<PipelineResult> runPipeline(const LoadedBundle &bundle,
-                                   const EngineOptions &options,
-                                   const GenerationRequest &request,
-                                   PipelineObserver *observer) {
-  EngineOptions o = options;
-  if (!o.notice && observer)
-    o.notice = [observer](const std::string &line) { observer->message(line); };
-  auto engine = Engine::create(bundle, std::move(o));
-  if (!engine)
-    return Error{engine.message()};
-  GenerationRequest r = request;
-  r.asyncWrites = false;
-  return (*engine)->run(r, observer);
 }
 
 } // namespace trellis

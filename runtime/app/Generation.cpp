@@ -193,7 +193,6 @@ Generation::stage(const char *name, const char *title,
   }
   obs_.message(line.str());
   obs_.stageEnd(name, title, s);
-  stats_.stageSeconds += s;
   return r;
 }
 
@@ -319,18 +318,19 @@ Result<PipelineResult> Generation::run() {
     return res;
 
   // The decoders' binding to this voxel set (host work) is planned on other
-  // threads while the GPU runs the SLat stage.
-  if (req_.lastStage >= 3)
+  // threads while the GPU runs the SLat stage; only the latent's shape
+  // matters to it.
+  if (req_.lastStage >= 3) {
+    const Function *slat = b_.program.find("slat_stage");
+    HostTensor latent(DType::F32,
+                      {res.coords.dim(0), slat->argTypes.back().shape[1]});
+    std::memset(latent.mutableRaw(), 0, latent.nbytes());
     for (auto [wanted, fn] : {std::pair{req_.mesh, "decode_mesh"},
                               {req_.gs, "decode_gs"},
                               {req_.rf, "decode_rf"}})
-      if (wanted && b_.program.find(fn)) {
-        const Function *slat = b_.program.find("slat_stage");
-        HostTensor latentShape(
-            DType::F32, {res.coords.dim(0), slat->argTypes.back().shape[1]});
-        std::memset(latentShape.mutableRaw(), 0, latentShape.nbytes());
-        session_.prepareInBackground(fn, {res.coords, latentShape});
-      }
+      if (wanted && b_.program.find(fn))
+        session_.prepareInBackground(fn, {res.coords, latent});
+  }
   if (Status s = structuredLatent(*condArgs, rng, res); !s)
     return Error{s.message()};
   if (req_.lastStage <= 2)

@@ -7,7 +7,6 @@
 #include "trellis/Runtime/OutputWriter.h"
 
 #include <algorithm>
-#include <chrono>
 
 namespace trellis {
 
@@ -61,11 +60,6 @@ Status OutputWriter::wait(uint64_t ticket) {
   return Error{message};
 }
 
-double OutputWriter::busySeconds() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return busySeconds_;
-}
-
 void OutputWriter::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
@@ -75,13 +69,8 @@ void OutputWriter::loop() {
     auto [index, job] = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    auto start = std::chrono::steady_clock::now();
     Status s = job(); // never throws: submit() wraps it
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
     lock.lock();
-    busySeconds_ += seconds;
     if (!s)
       errors_.emplace_back(index, s.message());
     finished_ = index + 1;

@@ -180,9 +180,7 @@ GpuExecutor::Impl::attentionLaunch(TrellisAttnParams params, bool kNormalized,
 /// of a packed qkv in place), after the head norms of q and k.
 Status GpuExecutor::Impl::buildAttentionCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
-  auto ptr = [&](int slot) { return address(p, slot); };
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
-  const ValueType &q = type(node.in[0]), &k = type(node.in[1]);
+  const ValueType &q = slotType(p, node.in[0]), &k = slotType(p, node.in[1]);
   if (q.dtype != DType::F16 || q.shape.size() != 4)
     return opError(instr, "the attention kernel takes fp16 [B, L, H, d]");
   auto scale = instr.floatAttr("scale");
@@ -194,13 +192,13 @@ Status GpuExecutor::Impl::buildAttentionCommand(Prepared &p, Node &node) {
   int kGamma = kIndex >= 0 ? node.in.at(kIndex) : -1;
   int64_t heads = q.shape[2], d = q.shape[3];
   TrellisAttnParams params{};
-  params.q = reinterpret_cast<const void *>(ptr(node.in[0]));
-  params.k = reinterpret_cast<const void *>(ptr(node.in[1]));
-  params.v = reinterpret_cast<const void *>(ptr(node.in[2]));
-  params.o = reinterpret_cast<void *>(ptr(node.out[0]));
+  params.q = reinterpret_cast<const void *>(address(p, node.in[0]));
+  params.k = reinterpret_cast<const void *>(address(p, node.in[1]));
+  params.v = reinterpret_cast<const void *>(address(p, node.in[2]));
+  params.o = reinterpret_cast<void *>(address(p, node.out[0]));
   // Dense [B, L, H, d], or strided views into a packed qkv.
   auto strides = [&](int slot, int64_t &b, int64_t &r, int64_t &h) {
-    const ValueType &t = type(slot);
+    const ValueType &t = slotType(p, slot);
     h = t.shape[3];
     r = tokenStride(p, slot);
     if (r == 0)
@@ -217,29 +215,30 @@ Status GpuExecutor::Impl::buildAttentionCommand(Prepared &p, Node &node) {
           params.o_head_stride);
   if (k.shape[0] == 1 && q.shape[0] > 1) // one context for the batch
     params.k_batch_stride = params.v_batch_stride = 0;
-  params.q_gamma =
-      qGamma >= 0 ? reinterpret_cast<const float *>(ptr(qGamma)) : nullptr;
+  params.q_gamma = qGamma >= 0
+                       ? reinterpret_cast<const float *>(address(p, qGamma))
+                       : nullptr;
   std::function<Status()> normalizeK, normalizeQ;
   if (kGamma >= 0 && options.attentionNorms != "fused") {
     // k into the dense scratch copy [B, Lk, H, d].
-    auto norm =
-        headNormCommand(ptr(node.in[1]), params.k_row_stride,
-                        params.k_head_stride, ptr(node.scratch),
-                        k.shape[0] * k.shape[1], heads, d, ptr(kGamma), instr);
+    auto norm = headNormCommand(address(p, node.in[1]), params.k_row_stride,
+                                params.k_head_stride, address(p, node.scratch),
+                                k.shape[0] * k.shape[1], heads, d,
+                                address(p, kGamma), instr);
     if (!norm)
       return norm.takeError();
     normalizeK = *norm;
-    params.k = reinterpret_cast<const void *>(ptr(node.scratch));
+    params.k = reinterpret_cast<const void *>(address(p, node.scratch));
     params.k_row_stride = heads * d;
     params.k_head_stride = d;
     params.k_batch_stride =
         k.shape[0] == 1 && q.shape[0] > 1 ? 0 : k.shape[1] * heads * d;
     params.k_gamma = nullptr;
     if (qGamma >= 0 && options.attentionNorms == "prepass") {
-      CUdeviceptr qCopy = ptr(node.scratch) + alignUp(bytesOf(k));
+      CUdeviceptr qCopy = address(p, node.scratch) + alignUp(bytesOf(k));
       auto qNorm = headNormCommand(
-          ptr(node.in[0]), params.q_row_stride, params.q_head_stride, qCopy,
-          q.shape[0] * q.shape[1], heads, d, ptr(qGamma), instr);
+          address(p, node.in[0]), params.q_row_stride, params.q_head_stride,
+          qCopy, q.shape[0] * q.shape[1], heads, d, address(p, qGamma), instr);
       if (!qNorm)
         return qNorm.takeError();
       normalizeQ = *qNorm;
@@ -251,9 +250,9 @@ Status GpuExecutor::Impl::buildAttentionCommand(Prepared &p, Node &node) {
     }
   }
   if (kGamma >= 0 && options.attentionNorms == "fused")
-    params.k_gamma = reinterpret_cast<const float *>(ptr(kGamma));
+    params.k_gamma = reinterpret_cast<const float *>(address(p, kGamma));
   else if (kGamma >= 0) // applied by the pre-pass: bounds the logits
-    params.k_norm_gamma = reinterpret_cast<const float *>(ptr(kGamma));
+    params.k_norm_gamma = reinterpret_cast<const float *>(address(p, kGamma));
   params.num_seqs = int32_t(q.shape[0]);
   params.heads = int32_t(heads);
   params.seqlen_q = int32_t(q.shape[1]);
@@ -264,7 +263,7 @@ Status GpuExecutor::Impl::buildAttentionCommand(Prepared &p, Node &node) {
   CUdeviceptr redoFlags = 0;
   if (node.scratch >= 0 &&
       attentionRedoFlagsBytes(q.shape[0], q.shape[1], heads) > 0)
-    redoFlags = ptr(node.scratch) + attentionNormCopiesBytes(p, node);
+    redoFlags = address(p, node.scratch) + attentionNormCopiesBytes(p, node);
   auto attend = attentionLaunch(params, kGamma >= 0, redoFlags, instr);
   if (!attend)
     return attend.takeError();

@@ -148,7 +148,6 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
 /// once per run.
 Status GpuExecutor::Impl::buildTimeGridCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
   // The grid of the steps the sampler runs (a run-time override
   // included), from the host once per run.
   auto steps = instr.intAttr("steps");
@@ -157,7 +156,7 @@ Status GpuExecutor::Impl::buildTimeGridCommand(Prepared &p, Node &node) {
     return opError(instr, "malformed time grid attributes");
   // The tables' capacity: the result's rows (>= the compiled steps).
   node.command = [this, &p, &node, &instr, steps = *steps,
-                  rows = type(node.out[0]).shape.at(0),
+                  rows = slotType(p, node.out[0]).shape.at(0),
                   rescale = *rescale]() -> Status {
     int64_t run = steps;
     if (auto it = overrides.find(p.name); it != overrides.end())
@@ -177,11 +176,11 @@ Status GpuExecutor::Impl::buildTimeGridCommand(Prepared &p, Node &node) {
 /// trellis.time_row: the row of the step's τ, copied from the table.
 Status GpuExecutor::Impl::buildTimeRowCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
   // The row of the step's τ, found on the host (the sampler knows τ
   // before it launches the step), copied from the table with no kernel:
   // runBody issues it ahead of the step's CUDA graph.
-  const ValueType &table = type(node.in[0]), &out = type(node.out[0]);
+  const ValueType &table = slotType(p, node.in[0]),
+                  &out = slotType(p, node.out[0]);
   if (!isStatic(table) || !isStatic(out) || table.shape.empty() ||
       out.shape.empty() || tokenStride(p, node.in[0]) ||
       p.slots[root(p, node.in[1])].where == SlotInfo::Where::Bound)
@@ -216,11 +215,9 @@ Status GpuExecutor::Impl::buildTimeRowCommand(Prepared &p, Node &node) {
 /// trellis.linear: one cuBLASLt GEMM (+ bias, activation, residual).
 Status GpuExecutor::Impl::buildLinearCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
-  auto ptr = [&](int slot) { return address(p, slot); };
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
-  const ValueType &x = type(node.in[0]), &w = type(node.in[1]);
+  const ValueType &x = slotType(p, node.in[0]), &w = slotType(p, node.in[1]);
   if (w.dtype != x.dtype ||
-      (node.in.size() > 2 && type(node.in[2]).dtype != x.dtype))
+      (node.in.size() > 2 && slotType(p, node.in[2]).dtype != x.dtype))
     return opError(instr, "the GPU GEMM needs x, W and b of one dtype");
   int64_t k = w.shape[1], n = w.shape[0];
   int64_t m = int64_t(bytesOf(x) / dtypeSize(x.dtype)) / k;
@@ -231,17 +228,17 @@ Status GpuExecutor::Impl::buildLinearCommand(Prepared &p, Node &node) {
   // the residual: operand 3, which comes with a bias).
   GemmLayout layout;
   if (node.in.size() > 3)
-    layout.residual = ptr(node.in[3]);
-  return buildGemm(p, node, ptr(node.in[1]), ptr(node.in[0]), ptr(node.out[0]),
-                   node.in.size() > 2 ? ptr(node.in[2]) : 0, x.dtype, n, m, k,
+    layout.residual = address(p, node.in[3]);
+  return buildGemm(p, node, address(p, node.in[1]), address(p, node.in[0]),
+                   address(p, node.out[0]),
+                   node.in.size() > 2 ? address(p, node.in[2]) : 0, x.dtype, n,
+                   m, k,
                    /*transA=*/true, act, node.command, layout);
 }
 
 /// trellis.conv3d: the direct kernel, or im2col then a cuBLASLt GEMM.
 Status GpuExecutor::Impl::buildConvCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
-  auto ptr = [&](int slot) { return address(p, slot); };
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
   auto launch = instr.attrs.find("trellis.launch");
   if (launch == instr.attrs.end())
     return opError(instr, "the compiler did not annotate this conv3d "
@@ -249,7 +246,7 @@ Status GpuExecutor::Impl::buildConvCommand(Prepared &p, Node &node) {
   if (node.in.size() > 2)
     return opError(instr, "conv3d with a bias operand: the compiler's "
                           "partition step should have split the bias off");
-  const ValueType &x = type(node.in[0]), &w = type(node.in[1]);
+  const ValueType &x = slotType(p, node.in[0]), &w = slotType(p, node.in[1]);
   if (x.shape[0] != 1)
     return opError(instr, "the GPU conv3d handles batch 1 only");
   if (instr.hasAttr("trellis.conv_direct")) {
@@ -257,8 +254,8 @@ Status GpuExecutor::Impl::buildConvCommand(Prepared &p, Node &node) {
     auto direct = resolveLaunch(*launch);
     if (!direct)
       return opError(instr, direct.message());
-    CUdeviceptr xp = ptr(node.in[0]), wp = ptr(node.in[1]),
-                yp = ptr(node.out[0]);
+    CUdeviceptr xp = address(p, node.in[0]), wp = address(p, node.in[1]),
+                yp = address(p, node.out[0]);
     node.command = [this, l = *direct, xp, wp, yp, &instr]() -> Status {
       CUdeviceptr args[3] = {xp, wp, yp};
       void *params[3] = {&args[0], &args[1], &args[2]};
@@ -268,14 +265,14 @@ Status GpuExecutor::Impl::buildConvCommand(Prepared &p, Node &node) {
   }
   int64_t cout = w.shape[0];
   int64_t k = w.shape[1] * w.shape[2] * w.shape[3] * w.shape[4];
-  const ValueType &o = type(node.out[0]);
+  const ValueType &o = slotType(p, node.out[0]);
   int64_t positions = o.shape[2] * o.shape[3] * o.shape[4];
   std::function<Status()> im2col, gemm;
   // im2col: (x, col).
   auto im2colLaunch = resolveLaunch(*launch);
   if (!im2colLaunch)
     return opError(instr, im2colLaunch.message());
-  CUdeviceptr xp = ptr(node.in[0]), col = ptr(node.scratch);
+  CUdeviceptr xp = address(p, node.in[0]), col = address(p, node.scratch);
   im2col = [this, l = *im2colLaunch, xp, col, &instr]() -> Status {
     CUdeviceptr args[2] = {xp, col};
     void *params[2] = {&args[0], &args[1]};
@@ -283,9 +280,10 @@ Status GpuExecutor::Impl::buildConvCommand(Prepared &p, Node &node) {
   };
   // out[cout, P] row-major = column-major [P, cout] = col[P, k]ᶜᵐ · W[k,
   // cout]ᶜᵐ.
-  if (Status s = buildGemm(p, node, ptr(node.scratch), ptr(node.in[1]),
-                           ptr(node.out[0]), 0, x.dtype, positions, cout, k,
-                           /*transA=*/false, "", gemm);
+  if (Status s =
+          buildGemm(p, node, address(p, node.scratch), address(p, node.in[1]),
+                    address(p, node.out[0]), 0, x.dtype, positions, cout, k,
+                    /*transA=*/false, "", gemm);
       !s)
     return s;
   node.command = [im2col, gemm]() -> Status {
@@ -299,8 +297,6 @@ Status GpuExecutor::Impl::buildConvCommand(Prepared &p, Node &node) {
 /// An op the compiler generated a kernel for (its trellis.launch).
 Status GpuExecutor::Impl::buildKernelCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
-  auto ptr = [&](int slot) { return address(p, slot); };
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
   auto launch = instr.attrs.find("trellis.launch");
   if (launch == instr.attrs.end() || !launch->is_object())
     return opError(instr, "has no GPU implementation (no trellis.launch "
@@ -312,16 +308,16 @@ Status GpuExecutor::Impl::buildKernelCommand(Prepared &p, Node &node) {
   // rows · threads_per_row threads (rowsLaunch).
   std::shared_ptr<int64_t> rows;
   if (launch->contains("threads_per_row"))
-    rows = std::make_shared<int64_t>(type(node.out[0]).shape.at(0));
+    rows = std::make_shared<int64_t>(slotType(p, node.out[0]).shape.at(0));
   auto kernel = rows ? rowsLaunch(*launch, *rows) : resolveLaunch(*launch);
   if (!kernel)
     return opError(instr, kernel.message());
   Launch l = *kernel;
   auto args = std::make_shared<std::vector<CUdeviceptr>>();
   for (int s : node.in)
-    args->push_back(ptr(s));
+    args->push_back(address(p, s));
   for (int s : node.out)
-    args->push_back(ptr(s));
+    args->push_back(address(p, s));
   // Test hook for the error path (bench/ss_gpu/run_device.sh faults): the
   // first generated kernel of op TRELLIS_GPU_INJECT_FAULT gets an invalid
   // input address, so the GPU faults asynchronously inside it.

@@ -108,11 +108,17 @@ GpuExecutor::Impl::prepare(const std::string &name,
 void GpuExecutor::Impl::prepareInBackground(const std::string &name,
                                             std::vector<RtValue> args) {
   const Function *fn = program.find(name);
-  if (!fn || pendingPlans.count(name))
+  if (!fn)
     return;
   if (auto it = prepared.find(name);
       it != prepared.end() && sameBinding(*it->second, args))
     return;
+  // A plan still pending from a generation that failed before using it is
+  // for other coordinates: drop it.
+  if (auto pending = pendingPlans.find(name); pending != pendingPlans.end()) {
+    pending->second.wait();
+    pendingPlans.erase(pending);
+  }
   pendingPlans[name] =
       std::async(std::launch::async, [this, fn, args = std::move(args)] {
         return planFunction(*fn, &args);

@@ -275,6 +275,13 @@ struct GpuExecutor::Impl {
     }
     return p.slots[s].ptr + offset;
   }
+  /// A slot's static type, and a bound (host-evaluated) slot's value.
+  static const ValueType &slotType(const Prepared &p, int s) {
+    return p.slots[s].type;
+  }
+  const RtValue &boundValue(const Prepared &p, int s) const {
+    return p.boundValues[root(p, s)];
+  }
   /// Elements between consecutive tokens of a strided split view ([B, L, H,
   /// d] into a packed [B, L, S, H, d]), 0 for a dense slot.
   int64_t tokenStride(const Prepared &p, int s) const {

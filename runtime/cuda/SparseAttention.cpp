@@ -23,12 +23,11 @@ Result<bool> GpuExecutor::Impl::buildSparseAttentionCommand(Prepared &p,
                                                             Node &node) {
   const Instr &instr = *node.instr;
   const std::string &op = instr.op;
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
-  const ValueType &x = type(node.in[0]);
+  const ValueType &x = slotType(p, node.in[0]);
   auto scale = instr.floatAttr("scale");
   if (!scale)
     return opError(instr, scale.message());
-  const ValueType &k = type(node.in[1]), &v = type(node.in[2]);
+  const ValueType &k = slotType(p, node.in[1]), &v = slotType(p, node.in[2]);
   if (x.dtype != DType::F16 || x.shape.size() != 3)
     return opError(instr, "the GPU attention takes fp16 q [N, H, d]");
   int64_t heads = x.shape[1], d = x.shape[2];
@@ -79,21 +78,16 @@ Status
 GpuExecutor::Impl::sparseCrossAttentionParams(Prepared &p, Node &node,
                                               TrellisAttnParams &params) {
   const Instr &instr = *node.instr;
-  auto ptr = [&](int slot) { return address(p, slot); };
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
-  auto bound = [&](int slot) -> const RtValue & {
-    return p.boundValues[root(p, slot)];
-  };
-  const ValueType &k = type(node.in[1]), &v = type(node.in[2]);
+  const ValueType &k = slotType(p, node.in[1]), &v = slotType(p, node.in[2]);
   // Queries: each sample's rows; keys: that sample's Lc tokens (dense).
-  auto *coords = std::get_if<CoordsPtr>(&bound(node.in[3]));
+  auto *coords = std::get_if<CoordsPtr>(&boundValue(p, node.in[3]));
   if (!coords || !*coords || k.shape.size() != 4)
     return opError(instr, "needs bound coordinates and k [B, Lc, H, d]");
   HostTensor offsets = offsetsOf(**coords);
-  params.q = reinterpret_cast<const void *>(ptr(node.in[0]));
-  params.o = reinterpret_cast<void *>(ptr(node.out[0]));
-  params.k = reinterpret_cast<const void *>(ptr(node.in[1]));
-  params.v = reinterpret_cast<const void *>(ptr(node.in[2]));
+  params.q = reinterpret_cast<const void *>(address(p, node.in[0]));
+  params.o = reinterpret_cast<void *>(address(p, node.out[0]));
+  params.k = reinterpret_cast<const void *>(address(p, node.in[1]));
+  params.v = reinterpret_cast<const void *>(address(p, node.in[2]));
   params.cu_seqlens_q =
       reinterpret_cast<const int32_t *>(p.slots[root(p, node.in[3])].aux);
   params.k_row_stride = k.shape[2] * k.shape[3];
@@ -117,14 +111,9 @@ Status GpuExecutor::Impl::sparseSelfAttentionParams(
     std::vector<std::function<Status()>> &after, bool &kNormalized,
     CUdeviceptr &redoFlags) {
   const Instr &instr = *node.instr;
-  auto ptr = [&](int slot) { return address(p, slot); };
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
-  auto bound = [&](int slot) -> const RtValue & {
-    return p.boundValues[root(p, slot)];
-  };
-  const ValueType &x = type(node.in[0]);
-  const ValueType &k = type(node.in[1]), &v = type(node.in[2]);
-  const int64_t rows = type(node.out[0]).shape.at(0);
+  const ValueType &x = slotType(p, node.in[0]);
+  const ValueType &k = slotType(p, node.in[1]), &v = slotType(p, node.in[2]);
+  const int64_t rows = slotType(p, node.out[0]).shape.at(0);
   int64_t heads = x.shape[1];
   // Self-attention inside each segment. Segments of consecutive rows
   // (one per sample) are read in place; windows are gathered into segment
@@ -132,27 +121,28 @@ Status GpuExecutor::Impl::sparseSelfAttentionParams(
   // Segments bound on the host (rows, offsets in the binding pool) or a
   // window partition computed on the device (rows then offsets in one
   // arena tensor; empty windows are empty segments).
-  auto *segments = std::get_if<SegmentsPtr>(&bound(node.in[3]));
+  auto *segments = std::get_if<SegmentsPtr>(&boundValue(p, node.in[3]));
   auto window = p.windows.find(root(p, node.in[3]));
   const bool onDevice = window != p.windows.end();
   if (!onDevice && (!segments || !*segments))
     return opError(instr, "its segments were not bound");
-  CUdeviceptr q = ptr(node.in[0]), kp = ptr(node.in[1]), vp = ptr(node.in[2]),
-              o = ptr(node.out[0]);
+  CUdeviceptr q = address(p, node.in[0]), kp = address(p, node.in[1]),
+              vp = address(p, node.in[2]), o = address(p, node.out[0]);
   // q, k, v may be strided views of a packed qkv [N, 3, H, d].
   auto rowStride = [&](int slot) {
     int64_t s = tokenStride(p, slot);
-    return s ? s : rowElems(type(slot));
+    return s ? s : rowElems(slotType(p, slot));
   };
   int64_t qStride = rowStride(node.in[0]), kStride = rowStride(node.in[1]),
           vStride = rowStride(node.in[2]);
   auto [qGamma, kGamma] = sparseAttentionGammas(instr);
-  CUdeviceptr at = node.scratch >= 0 ? ptr(node.scratch) : 0;
+  CUdeviceptr at = node.scratch >= 0 ? address(p, node.scratch) : 0;
   if (kGamma >= 0) {
     // k is normalized once into a dense scratch copy; q in the kernel's
     // prologue (as the dense stage's attention, bench/attention/README.md).
-    auto norm = headNormCommand(kp, kStride, k.shape.back(), at, rows, heads,
-                                k.shape.back(), ptr(node.in[kGamma]), instr);
+    auto norm =
+        headNormCommand(kp, kStride, k.shape.back(), at, rows, heads,
+                        k.shape.back(), address(p, node.in[kGamma]), instr);
     if (!norm)
       return norm.takeError();
     before.push_back(*norm);
@@ -160,10 +150,12 @@ Status GpuExecutor::Impl::sparseSelfAttentionParams(
     kStride = rowElems(k);
     at += alignUp(bytesOf(k));
     kNormalized = true;
-    params.k_norm_gamma = reinterpret_cast<const float *>(ptr(node.in[kGamma]));
+    params.k_norm_gamma =
+        reinterpret_cast<const float *>(address(p, node.in[kGamma]));
   }
   if (qGamma >= 0)
-    params.q_gamma = reinterpret_cast<const float *>(ptr(node.in[qGamma]));
+    params.q_gamma =
+        reinterpret_cast<const float *>(address(p, node.in[qGamma]));
   if (onDevice || !isIdentity(**segments)) {
     // Into window order and back: the generated kernels of the op's
     // trellis.window_rows (q, k, v gathers, the output's scatter).
@@ -173,7 +165,7 @@ Status GpuExecutor::Impl::sparseSelfAttentionParams(
       return opError(instr, "its window rows have no generated kernels "
                             "(trellis.window_rows from the compiler)");
     CUdeviceptr rowsPtr =
-        onDevice ? ptr(node.in[3]) : p.slots[root(p, node.in[3])].ptr;
+        onDevice ? address(p, node.in[3]) : p.slots[root(p, node.in[3])].ptr;
     CUdeviceptr *dst[4] = {&q, &kp, &vp, &o};
     int64_t strides[4] = {qStride, kStride, vStride, 0};
     int widthSlots[4] = {node.in[0], node.in[1], node.in[2], node.out[0]};
@@ -183,11 +175,11 @@ Status GpuExecutor::Impl::sparseSelfAttentionParams(
         return opError(instr, l.message());
       CUdeviceptr src = *dst[i];
       *dst[i] = at;
-      at += alignUp(bytesOf(type(widthSlots[i])));
+      at += alignUp(bytesOf(slotType(p, widthSlots[i])));
       CUdeviceptr window = *dst[i];
       // The kernel moves width / threads_per_row elements per thread as
       // one vector: a strided source must keep them aligned.
-      int64_t vec = rowElems(type(widthSlots[i])) / l->threadsPerRow,
+      int64_t vec = rowElems(slotType(p, widthSlots[i])) / l->threadsPerRow,
               bytes = vec * int64_t(dtypeSize(x.dtype));
       if (i < 3 && (strides[i] % vec != 0 || src % CUdeviceptr(bytes) != 0))
         return opError(instr, "the window gather of operand " +
@@ -223,7 +215,7 @@ Status GpuExecutor::Impl::sparseSelfAttentionParams(
   if (onDevice) {
     const Prepared::WindowPartition &w = window->second;
     params.cu_seqlens_q = params.cu_seqlens_k =
-        reinterpret_cast<const int32_t *>(ptr(node.in[3]) +
+        reinterpret_cast<const int32_t *>(address(p, node.in[3]) +
                                           CUdeviceptr(w.rows * 4));
     params.num_seqs = int32_t(w.segments);
     params.seqlen_q = int32_t(longestWindow(w));

@@ -209,12 +209,7 @@ Result<bool> GpuExecutor::Impl::buildSparseCommand(Prepared &p, Node &node) {
 Result<bool> GpuExecutor::Impl::buildNeighborMapCommand(Prepared &p,
                                                         Node &node) {
   const Instr &instr = *node.instr;
-  auto ptr = [&](int slot) { return address(p, slot); };
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
-  auto bound = [&](int slot) -> const RtValue & {
-    return p.boundValues[root(p, slot)];
-  };
-  auto *coords = std::get_if<CoordsPtr>(&bound(node.in[0]));
+  auto *coords = std::get_if<CoordsPtr>(&boundValue(p, node.in[0]));
   auto k = instr.intAttr("kernel");
   if (!coords || !*coords || !k)
     return opError(instr, "its coordinate set was not bound");
@@ -222,9 +217,9 @@ Result<bool> GpuExecutor::Impl::buildNeighborMapCommand(Prepared &p,
   auto lookup = runtimeKernel("trellis_sparse_neighbor_lookup");
   if (!scatter || !lookup)
     return opError(instr, (scatter ? lookup : scatter).message());
-  CUdeviceptr c = ptr(node.in[0]), grid = ptr(node.scratch),
-              nbr = ptr(node.out[0]);
-  size_t gridBytes = bytesOf(type(node.scratch));
+  CUdeviceptr c = address(p, node.in[0]), grid = address(p, node.scratch),
+              nbr = address(p, node.out[0]);
+  size_t gridBytes = bytesOf(slotType(p, node.scratch));
   int64_t n = (*coords)->size();
   int32_t res = int32_t((*coords)->resolution), kernelSize = int32_t(*k);
   node.command = [this, fs = *scatter, fl = *lookup, c, grid, nbr, gridBytes, n,
@@ -248,7 +243,6 @@ Result<bool> GpuExecutor::Impl::buildNeighborMapCommand(Prepared &p,
 Result<bool> GpuExecutor::Impl::buildWindowSegmentsCommand(Prepared &p,
                                                            Node &node) {
   const Instr &instr = *node.instr;
-  auto ptr = [&](int slot) { return address(p, slot); };
   auto w = p.windows.find(node.out[0]);
   if (w == p.windows.end())
     return opError(instr, "its window grid was not fixed at binding");
@@ -261,9 +255,9 @@ Result<bool> GpuExecutor::Impl::buildWindowSegmentsCommand(Prepared &p,
   for (auto *f : {&fIds, &fCounts, &fScan, &fScatter, &fOffsets})
     if (!*f)
       return opError(instr, f->message());
-  CUdeviceptr coords = ptr(node.in[0]), ids = ptr(node.scratch),
+  CUdeviceptr coords = address(p, node.in[0]), ids = address(p, node.scratch),
               counts = ids + alignUp(size_t(part.rows) * 4),
-              rowsOut = ptr(node.out[0]),
+              rowsOut = address(p, node.out[0]),
               offsetsOut = rowsOut + CUdeviceptr(part.rows * 4);
   node.command = [this, part, coords, ids, counts, rowsOut, offsetsOut,
                   fIds = *fIds, fCounts = *fCounts, fScan = *fScan,
@@ -318,16 +312,15 @@ Result<bool> GpuExecutor::Impl::buildWindowSegmentsCommand(Prepared &p,
 Result<bool> GpuExecutor::Impl::buildParentNeighborMapCommand(Prepared &p,
                                                               Node &node) {
   const Instr &instr = *node.instr;
-  auto ptr = [&](int slot) { return address(p, slot); };
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
   auto f = runtimeKernel("trellis_sparse_parent_neighbors");
   if (!f)
     return opError(instr, f.message());
   if (node.aux.size() != 1)
     return opError(instr, "its parent rows were not uploaded");
-  CUdeviceptr nbr = ptr(node.in[0]), parents = node.aux[0],
-              out = ptr(node.out[0]);
-  int64_t entries = int64_t(bytesOf(type(node.out[0])) / sizeof(int32_t));
+  CUdeviceptr nbr = address(p, node.in[0]), parents = node.aux[0],
+              out = address(p, node.out[0]);
+  int64_t entries =
+      int64_t(bytesOf(slotType(p, node.out[0])) / sizeof(int32_t));
   node.command = [this, f = *f, nbr, parents, out, entries,
                   &instr]() mutable -> Status {
     void *params[] = {&nbr, &parents, &out, &entries};
@@ -341,13 +334,8 @@ Result<bool> GpuExecutor::Impl::buildParentNeighborMapCommand(Prepared &p,
 Result<bool> GpuExecutor::Impl::buildSparseGroupNormCommand(Prepared &p,
                                                             Node &node) {
   const Instr &instr = *node.instr;
-  auto ptr = [&](int slot) { return address(p, slot); };
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
-  auto bound = [&](int slot) -> const RtValue & {
-    return p.boundValues[root(p, slot)];
-  };
-  const ValueType &x = type(node.in[0]);
-  const ValueType &out = type(node.out[0]);
+  const ValueType &x = slotType(p, node.in[0]);
+  const ValueType &out = slotType(p, node.out[0]);
   const char *sfx = typeSuffix(x.dtype);
   auto kernel = [&](const std::string &name) -> Result<CUfunction> {
     auto f = runtimeKernel(name + "_" + sfx);
@@ -358,7 +346,7 @@ Result<bool> GpuExecutor::Impl::buildSparseGroupNormCommand(Prepared &p,
   const int64_t rows = out.shape.at(0);
   const int32_t c = int32_t(rowElems(out));
 
-  auto *coords = std::get_if<CoordsPtr>(&bound(node.in[1]));
+  auto *coords = std::get_if<CoordsPtr>(&boundValue(p, node.in[1]));
   if (!coords || !*coords)
     return opError(instr, "its coordinate set was not bound");
   auto groups = instr.intAttr("groups");
@@ -366,7 +354,7 @@ Result<bool> GpuExecutor::Impl::buildSparseGroupNormCommand(Prepared &p,
   if (!groups || !eps || *groups < 1 || c % *groups != 0)
     return opError(instr, "malformed group count or eps");
   for (int s : {node.in[2], node.in[3]})
-    if (type(s).dtype != DType::F32)
+    if (slotType(p, s).dtype != DType::F32)
       return opError(instr, "the GPU group norm takes f32 γ and β");
   if (Status s = checkAddressable(p, node); !s)
     return Error{s.message()};
@@ -386,11 +374,12 @@ Result<bool> GpuExecutor::Impl::buildSparseGroupNormCommand(Prepared &p,
   int32_t numChunks = int32_t(node.auxHost[0].dim(0));
   int32_t g = int32_t(*groups), width = c;
   int32_t items = int32_t((*coords)->batchSize() * *groups);
-  CUdeviceptr src = ptr(node.in[0]), offsets = p.slots[root(p, node.in[1])].aux,
-              coordsPtr = ptr(node.in[1]), st = ptr(node.scratch),
+  CUdeviceptr src = address(p, node.in[0]),
+              offsets = p.slots[root(p, node.in[1])].aux,
+              coordsPtr = address(p, node.in[1]), st = address(p, node.scratch),
               part = st + alignUp(size_t(items) * 2 * 4), chunks = node.aux[0],
-              gamma = ptr(node.in[2]), beta = ptr(node.in[3]),
-              dst = ptr(node.out[0]);
+              gamma = address(p, node.in[2]), beta = address(p, node.in[3]),
+              dst = address(p, node.out[0]);
   float e = float(*eps);
   unsigned threads = unsigned(std::min(256, (width + 31) / 32 * 32));
   node.command = [this, fp = *partial, fr = *reduce, la = *apply, src, offsets,

@@ -92,25 +92,25 @@ ConvPlan convPlan(const Instr &conv, const ValueType &x, const ValueType &w,
 Result<bool> GpuExecutor::Impl::buildSparseConvCommand(Prepared &p,
                                                        Node &node) {
   const Instr &instr = *node.instr;
-  auto ptr = [&](int slot) { return address(p, slot); };
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
-  const ValueType &x = type(node.in[0]);
-  const int64_t rows = type(node.out[0]).shape.at(0);
-  const ValueType &w = type(node.in[1]);
+  const ValueType &x = slotType(p, node.in[0]);
+  const int64_t rows = slotType(p, node.out[0]).shape.at(0);
+  const ValueType &w = slotType(p, node.in[1]);
   int bias = -1, neighbors = -1;
   // Optional operands: the bias (features' dtype) and the neighbour map
   // (int32 [N, k³], built on the device).
   for (size_t i = 2; i < node.in.size(); ++i)
-    (type(node.in[i]).dtype == DType::I32 ? neighbors : bias) = node.in[i];
-  if (w.dtype != x.dtype || (bias >= 0 && type(bias).dtype != x.dtype))
+    (slotType(p, node.in[i]).dtype == DType::I32 ? neighbors : bias) =
+        node.in[i];
+  if (w.dtype != x.dtype || (bias >= 0 && slotType(p, bias).dtype != x.dtype))
     return opError(instr, "the GPU sparse conv needs x, W and b of one "
                           "dtype");
   int64_t cout = w.shape[0], cin = w.shape[4], k = w.shape[1];
-  CUdeviceptr b = bias >= 0 ? ptr(bias) : 0;
+  CUdeviceptr b = bias >= 0 ? address(p, bias) : 0;
   if (k == 1) { // spec §6.4: out = x·M + b, M = W's buffer as [Cin, Cout]
-    if (Status s = buildGemm(p, node, ptr(node.in[1]), ptr(node.in[0]),
-                             ptr(node.out[0]), b, x.dtype, cout, rows, cin,
-                             /*transA=*/false, "", node.command);
+    if (Status s =
+            buildGemm(p, node, address(p, node.in[1]), address(p, node.in[0]),
+                      address(p, node.out[0]), b, x.dtype, cout, rows, cin,
+                      /*transA=*/false, "", node.command);
         !s)
       return Error{s.message()};
     return true;
@@ -130,10 +130,11 @@ Result<bool> GpuExecutor::Impl::buildSparseConvCommand(Prepared &p,
   if (plan.path == ConvPlan::Path::TapsFirst)
     return buildTapsFirstConvCommand(p, node, neighbors, b);
   // The generated gather, chunk by chunk: (x, neighbours, col, row0, rows).
-  int64_t chunk = int64_t(bytesOf(type(node.scratch)) / (size_t(kdim) * elem));
+  int64_t chunk =
+      int64_t(bytesOf(slotType(p, node.scratch)) / (size_t(kdim) * elem));
   std::vector<std::function<Status()>> steps;
-  CUdeviceptr xp = ptr(node.in[0]), nbr = ptr(neighbors),
-              col = ptr(node.scratch), o = ptr(node.out[0]);
+  CUdeviceptr xp = address(p, node.in[0]), nbr = address(p, neighbors),
+              col = address(p, node.scratch), o = address(p, node.out[0]);
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
     int64_t n = std::min(chunk, rows - r0);
     auto gatherLaunch = rowsLaunch(instr, "trellis.launch", n);
@@ -141,7 +142,7 @@ Result<bool> GpuExecutor::Impl::buildSparseConvCommand(Prepared &p,
       return opError(instr, gatherLaunch.message());
     std::function<Status()> gemm;
     // out rows [r0, r0+n) = col[n, K] · W[Cout, K]ᵀ (+ b), as linear.
-    if (Status s = buildGemm(p, node, ptr(node.in[1]), col,
+    if (Status s = buildGemm(p, node, address(p, node.in[1]), col,
                              o + CUdeviceptr(r0 * cout * int64_t(elem)), b,
                              x.dtype, cout, n, kdim, /*transA=*/true, "", gemm);
         !s)
@@ -171,10 +172,8 @@ Result<bool> GpuExecutor::Impl::buildImplicitConvCommand(Prepared &p,
                                                          int neighbors,
                                                          CUdeviceptr b) {
   const Instr &instr = *node.instr;
-  auto ptr = [&](int slot) { return address(p, slot); };
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
-  const ValueType &w = type(node.in[1]);
-  const int64_t rows = type(node.out[0]).shape.at(0);
+  const ValueType &w = slotType(p, node.in[1]);
+  const int64_t rows = slotType(p, node.out[0]).shape.at(0);
   int64_t cout = w.shape[0], cin = w.shape[4], k = w.shape[1];
   int32_t kvol = int32_t(k * k * k), cin32 = int32_t(cin);
   // Implicit GEMM (sm_90a): the neighbour rows go straight into shared
@@ -188,8 +187,8 @@ Result<bool> GpuExecutor::Impl::buildImplicitConvCommand(Prepared &p,
       r != CUDA_SUCCESS)
     return opError(instr,
                    "cuFuncSetAttribute (implicit conv): " + api->describe(r));
-  CUdeviceptr xp = ptr(node.in[0]), nbr = ptr(neighbors), wp = ptr(node.in[1]),
-              o = ptr(node.out[0]);
+  CUdeviceptr xp = address(p, node.in[0]), nbr = address(p, neighbors),
+              wp = address(p, node.in[1]), o = address(p, node.out[0]);
   int32_t cout32 = int32_t(cout);
   unsigned gridX = unsigned((rows + tiles.bm - 1) / tiles.bm),
            gridY = unsigned(cout / tiles.bn), block = unsigned(2 * tiles.bm);
@@ -216,10 +215,8 @@ Result<bool> GpuExecutor::Impl::buildTapsFirstConvCommand(Prepared &p,
                                                           int neighbors,
                                                           CUdeviceptr b) {
   const Instr &instr = *node.instr;
-  auto ptr = [&](int slot) { return address(p, slot); };
-  auto type = [&](int slot) -> const ValueType & { return p.slots[slot].type; };
-  const ValueType &x = type(node.in[0]), &w = type(node.in[1]);
-  const int64_t rows = type(node.out[0]).shape.at(0);
+  const ValueType &x = slotType(p, node.in[0]), &w = slotType(p, node.in[1]);
+  const int64_t rows = slotType(p, node.out[0]).shape.at(0);
   int64_t cout = w.shape[0], cin = w.shape[4], k = w.shape[1];
   int32_t kvol = int32_t(k * k * k);
   int64_t kdim = kvol * cin;
@@ -235,9 +232,10 @@ Result<bool> GpuExecutor::Impl::buildTapsFirstConvCommand(Prepared &p,
   taps.strideA = cin;
   taps.strideB = 0;
   taps.strideD = rowsIn * cout;
-  if (Status s = buildGemm(p, node, ptr(node.in[1]), ptr(node.in[0]),
-                           ptr(node.scratch), 0, x.dtype, cout, rowsIn, cin,
-                           /*transA=*/true, "", gemm, taps);
+  if (Status s =
+          buildGemm(p, node, address(p, node.in[1]), address(p, node.in[0]),
+                    address(p, node.scratch), 0, x.dtype, cout, rowsIn, cin,
+                    /*transA=*/true, "", gemm, taps);
       !s)
     return Error{s.message()};
   // The generated tap sum: (y, neighbours, [bias,] out, rows, rowsIn).
@@ -245,11 +243,11 @@ Result<bool> GpuExecutor::Impl::buildTapsFirstConvCommand(Prepared &p,
   if (!sum)
     return opError(instr, sum.message());
   auto args = std::make_shared<std::vector<CUdeviceptr>>();
-  args->push_back(ptr(node.scratch));
-  args->push_back(ptr(neighbors));
+  args->push_back(address(p, node.scratch));
+  args->push_back(address(p, neighbors));
   if (b)
     args->push_back(b);
-  args->push_back(ptr(node.out[0]));
+  args->push_back(address(p, node.out[0]));
   node.command = [this, l = *sum, gemm, args, rows, rowsIn,
                   &instr]() mutable -> Status {
     if (rows == 0)

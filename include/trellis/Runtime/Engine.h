@@ -75,10 +75,9 @@ struct GenerationRequest {
 
 /// Where one generation's time went.
 struct GenerationStats {
-  double wallSeconds = 0;      // run() from entry to return
-  double stageSeconds = 0;     // the stage functions' calls, summed
-  double gpuSeconds = 0;       // GPU time of the stages and FlexiCubes (events)
-  double writeWaitSeconds = 0; // run() waiting for its files at the end
+  double wallSeconds = 0;  // run() from entry to return
+  double stageSeconds = 0; // the stage functions' calls, summed
+  double gpuSeconds = 0;   // GPU time of the stages and FlexiCubes (events)
   /// Host work of the GPU stages: staging weights, planning (a sparse stage's
   /// binding to a new voxel set), building commands, downloading results.
   double setupSeconds = 0, downloadSeconds = 0;
@@ -122,12 +121,6 @@ private:
   GenerationStats stats_;
   std::atomic<bool> busy_{false};
 };
-
-/// One generation through a fresh engine (create + run + files written).
-Result<PipelineResult> runPipeline(const LoadedBundle &bundle,
-                                   const EngineOptions &options,
-                                   const GenerationRequest &request,
-                                   PipelineObserver *observer = nullptr);
 
 /// Checks that `weights` has every tensor the program's functions read, with
 /// the dtype and shape they expect; the error names the model, tensor,

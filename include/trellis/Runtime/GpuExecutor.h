@@ -178,8 +178,8 @@ public:
   /// Starts planning sparse stage `function` for `args` (its binding to the
   /// voxel set: coordinate values, shapes, memory plan — host work) on
   /// another thread, while the GPU runs something else; the next run() with
-  /// the same coordinates takes the plan. Feature arguments count by shape
-  /// only (values may be placeholders).
+  /// the same coordinates takes the plan. Of the feature arguments only the
+  /// shapes are read, so zero-filled tensors of those shapes will do.
   void prepareInBackground(const std::string &function,
                            std::vector<RtValue> args);
 

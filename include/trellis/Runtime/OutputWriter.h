@@ -47,19 +47,16 @@ public:
   Status wait(uint64_t ticket);
   /// Waits for everything submitted so far.
   Status drain() { return wait(mark()); }
-  /// Seconds the writer thread spent in jobs (all jobs so far).
-  double busySeconds() const;
 
 private:
   void loop();
 
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::deque<std::pair<uint64_t, Job>> queue_;
   // Errors of finished jobs not yet returned by wait(): (job index, error).
   std::vector<std::pair<uint64_t, std::string>> errors_;
   uint64_t submitted_ = 0, finished_ = 0;
-  double busySeconds_ = 0;
   bool stopping_ = false;
   std::thread thread_; // last: starts after the members above exist
 };
