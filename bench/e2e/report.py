@@ -4,7 +4,8 @@
   report.py OUT_DIR
 
 Per voxel set ("own": the pipeline's own stage 1; "surface": a 19k-voxel shell given with --coords, stage 1
-skipped; "vary": a new shell every generation): trellisc warm (median over the timed generations of one
+skipped; "vary": a new shell every generation; "full": vary with stage 1 run every generation, its voxels
+replaced by the shell's): trellisc warm (median over the timed generations of one
 trellis.exe process: per-stage wall times, the generation's wall and GPU time, host setup), trellis.exe cold
 (one process per generation: the process's wall time), PyTorch eager and torch.compile (torch_pipeline.py
 medians), peak device memory (nvidia-smi, context included) and the GPU's busy share of a warm generation
@@ -74,12 +75,13 @@ def main():
           "FlexiCubes, no files.\n")
     print("| voxel set | run | ss | slat | decoders | FlexiCubes | total | GPU | host setup | peak MiB | voxels |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for vset in ("own", "surface", "vary"):
-        name = "vary" if vset == "vary" else f"warm_{vset}"
+    for vset in ("own", "surface", "vary", "full"):
+        cycles = vset in ("vary", "full")  # a new shell every generation, two cycles
+        name = vset if cycles else f"warm_{vset}"
         log = out / f"{name}.log"
         if log.exists():
             gens = generations(log)
-            timed = gens[len(gens) // 2:] if vset == "vary" else gens[1:]  # vary: the second cycle
+            timed = gens[len(gens) // 2:] if cycles else gens[1:]  # cycles: the second one
             stage, wall, gpu, setup, voxels = trellisc_row(timed)
             busy = ""
             trace = out / f"trace_{vset}.log"
@@ -104,7 +106,8 @@ def main():
                   f"— | {m['total_ms']:.0f} | | | {memory.get(f'torch_{mode}_{vset}', '')} | "
                   f"{min(m['voxels'])}-{max(m['voxels'])} |")
     for line in ((out / "summary.txt").read_text().splitlines() if (out / "summary.txt").exists() else []):
-        if line.startswith(("check:", "memcheck rc", "========= ERROR SUMMARY")):
+        if line.startswith(("check:", "memcheck rc", "========= ERROR SUMMARY")) or \
+                re.match(r"^torch_\w+ (timed out|skipped)", line):
             print(f"\n{line}")
 
 

@@ -64,6 +64,10 @@ time and voxel count.
   --ss-noise FILE      sparse-structure noise [B,8,R,R,R] f32 instead of the seed
   --slat-noise FILE    structured-latent noise [N,8] f32 instead of the seed
   --coords FILE        int32 [N,4] coordinates: skip stage 1 (variants of a shape)
+  --bench-stage1       with --coords (or a manifest's "coords"): run stage 1
+                       anyway, then continue with the given voxels instead of
+                       its own (benchmarks: a whole generation's cost on a
+                       chosen voxel set)
   --formats LIST       decoders to run: gs,rf,mesh (default all)
   --mesh-cpu           FlexiCubes on the CPU reference even when the mesh
                        decoder ran on the GPU (for comparisons)
@@ -112,6 +116,7 @@ struct Options {
   std::string inputs; // --inputs manifest
   int64_t repeat = 1;
   bool debugOutputs = false;
+  bool benchStage1 = false;
   uint64_t seed = 42;
   bool gs = true, rf = true, mesh = true;
   SamplerRunOverrides ss, slat;
@@ -326,6 +331,8 @@ Result<Options> parseArgs(int argc, char **argv) {
       o.meshCpu = true;
     else if (a == "--debug-outputs")
       o.debugOutputs = true;
+    else if (a == "--bench-stage1")
+      o.benchStage1 = true;
     else if (a == "--repeat")
       s = r.count(o.repeat, 1, 1000000, "a count");
     else if (a == "--stop-after")
@@ -403,7 +410,7 @@ Result<GenerationRequest> makeRequest(const Options &o,
     return Error{s.message()};
   if (Status s = optional(g.coords, "--coords", req.coords); !s)
     return Error{s.message()};
-  if (!req.coords)
+  if (!req.coords || o.benchStage1)
     if (Status s = optional(o.ssNoise, "--ss-noise", req.ssNoise); !s)
       return Error{s.message()};
   if (Status s = optional(o.slatNoise, "--slat-noise", req.slatNoise); !s)
@@ -418,6 +425,7 @@ Result<GenerationRequest> makeRequest(const Options &o,
   req.lastStage = o.lastStage;
   req.outDir = g.outDir;
   req.debugOutputs = o.debugOutputs;
+  req.stage1WithCoords = o.benchStage1;
   req.keepMeshFields = false; // written only as a debug output
   return req;
 }
@@ -607,6 +615,9 @@ int runtimeMain(int argc, char **argv) {
   if (!opts->conds.empty() && !opts->inputs.empty())
     return fail("--cond and --inputs exclude each other (list every "
                 "generation in the manifest)");
+  if (opts->benchStage1 && opts->coords.empty() && opts->inputs.empty())
+    return fail("--bench-stage1 replaces stage 1's voxels by --coords (or a "
+                "manifest's \"coords\"): give them");
   std::vector<GenerationSpec> generations;
   if (!opts->inputs.empty()) {
     if (!opts->coords.empty())

@@ -185,6 +185,9 @@ Generation::stage(const char *name, const char *title,
       line << ", " << (g.arenaBytes >> 20) << " MiB arena; host setup: plan "
            << g.planSeconds << " s, uploads " << g.uploadSeconds
            << " s, commands " << g.commandSeconds << " s";
+    if (g.backgroundSetupSeconds > 0)
+      line << "; made resident in the background (" << g.backgroundSetupSeconds
+           << " s, off the critical path)";
     line << "; results downloaded in " << g.downloadSeconds << " s)";
     if (g.checkedOps)
       line << "; " << g.checkedOps
@@ -236,7 +239,8 @@ Status Generation::sparseStructure(const std::vector<RtValue> &condArgs,
       return s;
     // A copy: the writer may read it after the caller's buffer is gone.
     res.coords = req_.coords->tensor.clone();
-    return Status::ok();
+    if (!req_.stage1WithCoords)
+      return Status::ok();
   }
   const Function *ss = b_.program.find("ss_stage");
   if (!ss)
@@ -256,9 +260,16 @@ Status Generation::sparseStructure(const std::vector<RtValue> &condArgs,
   if (!r)
     return r.status();
   res.ssLatent = tensorAt(*r, 0);
-  res.coords = tensorAt(*r, 1);
   writeArray("ss_latent.npy", res.ssLatent);
-  obs_.message("  " + std::to_string(res.coords.dim(0)) + " occupied voxels");
+  const int64_t found = tensorAt(*r, 1).dim(0);
+  if (req_.coords) { // stage1WithCoords: its voxels make way for the given
+    obs_.message(
+        "  " + std::to_string(found) + " occupied voxels, replaced by the " +
+        std::to_string(res.coords.dim(0)) + " of " + req_.coords->what);
+    return Status::ok();
+  }
+  res.coords = tensorAt(*r, 1);
+  obs_.message("  " + std::to_string(found) + " occupied voxels");
   return Status::ok();
 }
 

@@ -59,6 +59,7 @@ GpuExecutor::Impl::headNormCommand(CUdeviceptr x, int64_t rowStride,
 
 Result<CUfunction>
 GpuExecutor::Impl::attentionFunction(const TrellisAttnConfig &config) {
+  std::lock_guard<std::mutex> lock(functionsMutex);
   CUfunction &f = functions[config.name];
   if (!f) {
     if (Status s = check(api->cuModuleGetFunction(&f, attention, config.name),

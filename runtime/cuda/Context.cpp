@@ -14,12 +14,19 @@
 namespace trellis {
 
 GpuExecutor::Impl::~Impl() {
-  for (auto &[name, plan] : pendingPlans) // threads reading the program
+  // Background preparations: threads reading the program, maybe holding
+  // device memory.
+  openResidencyGate();
+  std::vector<std::unique_ptr<Prepared>> pending;
+  for (auto &[name, plan] : pendingPlans)
     if (plan.valid())
-      plan.wait();
+      if (auto p = plan.get())
+        pending.push_back(std::move(*p));
   if (!api)
     return;
   (void)makeCurrent();
+  for (auto &p : pending)
+    release(*p);
   for (auto &[name, p] : prepared)
     release(*p);
   for (auto &[name, buffer] : flexiScratch.buffers)
@@ -31,6 +38,10 @@ GpuExecutor::Impl::~Impl() {
     api->cuMemFree(gemmWorkspace);
   if (gemmWorkspace2)
     api->cuMemFree(gemmWorkspace2);
+  if (setupWorkspace)
+    api->cuMemFree(setupWorkspace);
+  if (setupStream)
+    api->cuStreamDestroy(setupStream);
   for (CUevent e : {fork, join})
     if (e)
       api->cuEventDestroy(e);
@@ -157,6 +168,16 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
                        "cuMemAlloc (GEMM workspace)");
       !s)
     return s;
+  if (Status s =
+          check(api->cuStreamCreate(&setupStream, CU_STREAM_NON_BLOCKING),
+                "cuStreamCreate");
+      !s)
+    return s;
+  if (options.tuneGemms)
+    if (Status s = check(api->cuMemAlloc(&setupWorkspace, kGemmWorkspaceBytes),
+                         "cuMemAlloc (GEMM workspace)");
+        !s)
+      return s;
   if (concurrentBranches()) {
     if (Status s = check(api->cuStreamCreate(&stream2, CU_STREAM_NON_BLOCKING),
                          "cuStreamCreate");
@@ -173,6 +194,7 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
 }
 
 Result<CUfunction> GpuExecutor::Impl::runtimeKernel(const std::string &name) {
+  std::lock_guard<std::mutex> lock(functionsMutex);
   CUfunction &f = functions[name];
   if (!f) {
     if (!attention ||

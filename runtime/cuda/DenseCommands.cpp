@@ -29,6 +29,7 @@ GpuExecutor::Impl::resolveLaunch(const json &annotation) {
     l.block[i] = unsigned(block[i]);
   }
   l.smem = unsigned(annotation.value("smem", int64_t(0)));
+  std::lock_guard<std::mutex> lock(functionsMutex);
   CUfunction &f = functions[name];
   if (!f) {
     if (!generated ||

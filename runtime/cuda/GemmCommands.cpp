@@ -3,11 +3,12 @@
 // buildGemm() turns one GEMM of an op (linear, im2col conv, sparse conv) into
 // a cuBLASLt command: descriptors and layouts, the heuristic's candidates,
 // the pick of this process or the GEMM tuning cache, else the fastest
-// split-K-free candidate timed on the op's own buffers.
+// split-K-free candidate timed on the op's own buffers (on the setup stream).
 //
 //===----------------------------------------------------------------------===//
 #include "GpuExecutorImpl.h"
 
+#include <iterator>
 #include <string>
 
 namespace trellis {
@@ -136,25 +137,39 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   // thin shapes here). Only candidates without split-K compete, and only
   // when the first has none: each output element is then one CTA's K loop
   // in the same k order, so the choice changes the time, not the bits.
-  constexpr int kCandidates = 8;
-  cublasLtMatmulHeuristicResult_t heuristics[kCandidates] = {};
-  int found = 0;
-  cublasStatus_t hs = api->cublasLtMatmulAlgoGetHeuristic(
-      lt, desc, la, lb, ld, ld, pref, options.tuneGemms ? kCandidates : 1,
-      heuristics, &found);
+  constexpr int kCandidates = std::size(GemmHeuristics{}.results);
+  const std::string problemKey =
+      std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+      (transA ? "T" : "N") + std::to_string(int(dtype)) + "e" +
+      std::to_string(int(epilogue)) + "l" + std::to_string(lda) + "b" +
+      std::to_string(layout.batch) + "s" + std::to_string(layout.strideA) +
+      "," + std::to_string(layout.strideB) + "," +
+      std::to_string(layout.strideD) + "d" + std::to_string(int(typeD)) +
+      (layout.residual ? "r" : "");
+  auto [asked, isNew] = gemmHeuristics.try_emplace(problemKey);
+  GemmHeuristics &answer = asked->second;
+  if (isNew)
+    answer.status = api->cublasLtMatmulAlgoGetHeuristic(
+        lt, desc, la, lb, ld, ld, pref, options.tuneGemms ? kCandidates : 1,
+        answer.results, &answer.found);
   api->cublasLtMatmulPreferenceDestroy(pref);
+  const cublasStatus_t hs = answer.status;
+  const int found = answer.found;
+  const cublasLtMatmulHeuristicResult_t *heuristics = answer.results;
   if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
     return opError(instr, "cuBLASLt has no algorithm for this GEMM (m=" +
                               std::to_string(m) + ", n=" + std::to_string(n) +
                               ", k=" + std::to_string(k) + ", " +
                               api->describe(hs) + ")");
-  cublasLtMatmulAlgo_t algo = heuristics[0].algo;
-  const GemmProblem problem{instr,  desc,       la,     lb,    ld,       a,
-                            b,      c,          d,      beta,  m,        n,
-                            k,      lda,        transA, dtype, epilogue, typeD,
-                            layout, heuristics, found};
-  if (Status s = pickGemmAlgo(problem, algo); !s)
-    return s;
+  if (answer.picked < 0) {
+    const GemmProblem problem{
+        instr,  desc,  la,       lb,    ld,     a,          b,
+        c,      d,     beta,     m,     n,      k,          lda,
+        transA, dtype, epilogue, typeD, layout, heuristics, found};
+    if (Status s = pickGemmAlgo(problem, answer.picked); !s)
+      return s;
+  }
+  const cublasLtMatmulAlgo_t algo = heuristics[answer.picked].algo;
   out = [this, desc, la, lb, ld, algo, a, b, c, d, beta, &instr]() -> Status {
     cublasStatus_t s = api->cublasLtMatmul(
         lt, desc, &kOne, reinterpret_cast<const void *>(a), la,
@@ -169,10 +184,11 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   return Status::ok();
 }
 
-/// The algorithm of `g`: cuBLASLt's first candidate, the pick of this process
-/// or of the tuning cache, or the fastest candidate timed on the real buffers.
-Status GpuExecutor::Impl::pickGemmAlgo(const GemmProblem &g,
-                                       cublasLtMatmulAlgo_t &algo) {
+/// The candidate of `g` to run: cuBLASLt's first, the pick of this process or
+/// of the tuning cache for its shape bucket, or the fastest candidate timed on
+/// the real buffers when the bucket has no pick yet. (Asked once per exact
+/// problem: buildGemm keeps the answer.)
+Status GpuExecutor::Impl::pickGemmAlgo(const GemmProblem &g, int &picked) {
   const Instr &instr = g.instr;
   const cublasLtMatmulDesc_t desc = g.desc;
   const cublasLtMatrixLayout_t la = g.la, lb = g.lb, ld = g.ld;
@@ -208,14 +224,19 @@ Status GpuExecutor::Impl::pickGemmAlgo(const GemmProblem &g,
   // (stored as the algorithm's bytes: the heuristic's list differs between
   // token counts); it must be one the timing could have chosen, so a cache
   // from elsewhere cannot change the bits.
-  int picked = -1;
-  if (auto it = tunedGemms.find(key); it != tunedGemms.end() && splitKFree(0))
-    for (int i = 0; i < found && picked < 0; ++i)
-      if (algoBytes(heuristics[i].algo) == it->second && splitKFree(i))
+  picked = 0;
+  if (found < 2 || !splitKFree(0))
+    return Status::ok();
+  if (auto it = tunedGemms.find(key); it != tunedGemms.end()) {
+    // The bucket is tuned. Where this token count's list lacks its pick,
+    // cuBLASLt's first is taken instead of timing again: a stream of new
+    // voxel counts would otherwise time (and re-pick) the bucket each time.
+    for (int i = 0; i < found; ++i)
+      if (algoBytes(heuristics[i].algo) == it->second && splitKFree(i)) {
         picked = i;
-  if (picked >= 0) {
-    algo = heuristics[picked].algo;
-  } else if (found > 1 && splitKFree(0)) {
+        break;
+      }
+  } else {
     CUevent t0 = nullptr, t1 = nullptr;
     api->cuEventCreate(&t0, CU_EVENT_DEFAULT);
     api->cuEventCreate(&t1, CU_EVENT_DEFAULT);
@@ -229,16 +250,16 @@ Status GpuExecutor::Impl::pickGemmAlgo(const GemmProblem &g,
       bool ok = true;
       for (int rep = 0; rep <= kTimedReps && ok; ++rep) { // rep 0 warms up
         if (rep == 1)
-          api->cuEventRecord(t0, stream);
+          api->cuEventRecord(t0, setupStream);
         ok = api->cublasLtMatmul(
                  lt, desc, &kOne, reinterpret_cast<const void *>(a), la,
                  reinterpret_cast<const void *>(b), lb, beta,
                  reinterpret_cast<const void *>(c), ld,
                  reinterpret_cast<void *>(d), ld, &heuristics[i].algo,
-                 reinterpret_cast<void *>(gemmWorkspace), kGemmWorkspaceBytes,
-                 stream) == CUBLAS_STATUS_SUCCESS;
+                 reinterpret_cast<void *>(setupWorkspace), kGemmWorkspaceBytes,
+                 setupStream) == CUBLAS_STATUS_SUCCESS;
       }
-      api->cuEventRecord(t1, stream);
+      api->cuEventRecord(t1, setupStream);
       if (api->cuEventSynchronize(t1) != CUDA_SUCCESS)
         return opError(instr, "the GPU failed while timing GEMM candidates");
       api->cuEventElapsedTime(&ms, t0, t1);
@@ -253,7 +274,8 @@ Status GpuExecutor::Impl::pickGemmAlgo(const GemmProblem &g,
     api->cuEventDestroy(t1);
     tunedGemms[key] = algoBytes(heuristics[bestIndex].algo);
     tunedGemmsChanged = true;
-    algo = heuristics[bestIndex].algo;
+    picked = bestIndex;
+    const cublasLtMatmulAlgo_t &algo = heuristics[bestIndex].algo;
     report.tunedGemms.push_back(
         std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
         (layout.residual ? " +C" : "") + ": candidate " +

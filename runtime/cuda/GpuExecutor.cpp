@@ -81,18 +81,21 @@ GpuExecutor::Impl::prepare(const std::string &name,
     return Error{"'" + name +
                  "' depends on the voxel count: it is planned "
                  "when it is called"};
+  // A plan made in the background, for these arguments or (a generation
+  // that failed before using it) for others: then what it took from the
+  // current binding goes back.
+  std::unique_ptr<Prepared> p = takePending(name);
+  if (p && !sameBinding(*p, *args)) {
+    if (it != prepared.end())
+      inheritAllocations(*p, *it->second);
+    else
+      release(*p);
+    p.reset();
+  }
   // A sparse stage stays prepared while its coordinate arguments are the
   // same bytes (the bench and the decoders call it repeatedly).
-  if (it != prepared.end() && sameBinding(*it->second, *args))
+  if (!p && it != prepared.end() && sameBinding(*it->second, *args))
     return it->second.get();
-  // A plan made in the background for these arguments, else one made now.
-  std::unique_ptr<Prepared> p;
-  if (auto pending = pendingPlans.find(name); pending != pendingPlans.end()) {
-    auto planned = pending->second.get();
-    pendingPlans.erase(pending);
-    if (planned && sameBinding(**planned, *args))
-      p = std::move(*planned);
-  }
   if (!p) {
     auto planned = planFunction(*fn, args);
     if (!planned)
@@ -105,58 +108,112 @@ GpuExecutor::Impl::prepare(const std::string &name,
   return prepared[name].get();
 }
 
+std::unique_ptr<GpuExecutor::Impl::Prepared>
+GpuExecutor::Impl::takePending(const std::string &name) {
+  auto pending = pendingPlans.find(name);
+  if (pending == pendingPlans.end())
+    return nullptr;
+  openResidencyGate(); // else it would wait for a run that is not coming
+  auto planned = pending->second.get();
+  pendingPlans.erase(pending);
+  if (!planned)
+    return nullptr; // planning again on this thread reports the error
+  return std::move(*planned);
+}
+
 void GpuExecutor::Impl::prepareInBackground(const std::string &name,
                                             std::vector<RtValue> args) {
   const Function *fn = program.find(name);
   if (!fn)
     return;
-  if (auto it = prepared.find(name);
-      it != prepared.end() && sameBinding(*it->second, args))
-    return;
+  auto it = prepared.find(name);
   // A plan still pending from a generation that failed before using it is
-  // for other coordinates: drop it.
-  if (auto pending = pendingPlans.find(name); pending != pendingPlans.end()) {
-    pending->second.wait();
-    pendingPlans.erase(pending);
+  // for other coordinates: drop it, its allocations back to the binding.
+  if (auto stale = takePending(name)) {
+    if (it != prepared.end())
+      inheritAllocations(*stale, *it->second);
+    else
+      release(*stale);
   }
-  pendingPlans[name] =
-      std::async(std::launch::async, [this, fn, args = std::move(args)] {
-        return planFunction(*fn, &args);
+  if (it != prepared.end() && sameBinding(*it->second, args))
+    return;
+  std::shared_future<void> gate; // none: plan only
+  if (residentInBackground()) {
+    if (residencyGateIsOpen) {
+      residencyGate = std::promise<void>();
+      residencyGateOpened = residencyGate.get_future().share();
+      residencyGateIsOpen = false;
+    }
+    gate = residencyGateOpened;
+  }
+  Prepared *old = it != prepared.end() ? it->second.get() : nullptr;
+  pendingPlans[name] = std::async(
+      std::launch::async, [this, fn, args = std::move(args), old, gate] {
+        return planAndMakeResident(*fn, args, old, gate);
       });
 }
 
+Result<std::unique_ptr<GpuExecutor::Impl::Prepared>>
+GpuExecutor::Impl::planAndMakeResident(const Function &fn,
+                                       const std::vector<RtValue> &args,
+                                       Prepared *old,
+                                       std::shared_future<void> gate) {
+  auto planned = planFunction(fn, &args);
+  if (!planned || !gate.valid())
+    return planned;
+  gate.wait();
+  if (!makeCurrent())
+    return planned;
+  Prepared &p = **planned;
+  // The main thread leaves `old` alone until it takes this plan (prepare()
+  // waits for it first); lastResults is the main thread's.
+  if (old)
+    inheritAllocations(*old, p, /*forgetResults=*/false);
+  // A failure here is left to the main thread: run() makes the function
+  // resident again and reports it.
+  if (makeResident(p, fn.name))
+    p.madeResidentInBackground = true;
+  return planned;
+}
+
 /// A re-bound sparse stage takes over what its previous binding allocated
-/// and still fits: the staged weights (same function, same weight plan), the
-/// constants, the arena and bound-value pool when their capacity suffices,
-/// the pinned τ buffer. The rest of `old` is released.
-void GpuExecutor::Impl::inheritAllocations(Prepared &old, Prepared &p) {
+/// and still fits, where it has none of its own: the staged weights (same
+/// function, same weight plan), the constants, the arena and bound-value
+/// pool when their capacity suffices, the pinned τ buffer. The rest of `old`
+/// is released.
+void GpuExecutor::Impl::inheritAllocations(Prepared &old, Prepared &p,
+                                           bool forgetResults) {
   auto take = [](CUdeviceptr &from, CUdeviceptr &to) {
     to = from;
     from = 0;
   };
-  if (old.weightPool && old.weightBytes == p.weightBytes)
+  if (old.weightPool && !p.weightPool && old.weightBytes == p.weightBytes)
     take(old.weightPool, p.weightPool);
-  if (old.constantPool && old.constantBytes == p.constantBytes) {
+  if (old.constantPool && !p.constantPool &&
+      old.constantBytes == p.constantBytes) {
     take(old.constantPool, p.constantPool);
     p.constantsUploaded = old.constantsUploaded;
   }
-  if (old.arena && old.arenaCapacity >= p.arenaBytes) {
+  if (old.arena && !p.arena && old.arenaCapacity >= p.arenaBytes) {
     take(old.arena, p.arena);
     p.arenaCapacity = old.arenaCapacity;
   }
-  if (old.boundPool) {
+  if (old.boundPool && !p.boundPool) {
     take(old.boundPool, p.boundPool);
     p.boundCapacity = old.boundCapacity;
   }
-  p.pinnedTau = old.pinnedTau;
-  p.pinnedTauBytes = old.pinnedTauBytes;
-  old.pinnedTau = nullptr;
-  old.pinnedTauBytes = 0;
-  release(old);
+  if (!p.pinnedTau) {
+    p.pinnedTau = old.pinnedTau;
+    p.pinnedTauBytes = old.pinnedTauBytes;
+    old.pinnedTau = nullptr;
+    old.pinnedTauBytes = 0;
+  }
+  release(old, forgetResults);
 }
 
-void GpuExecutor::Impl::release(Prepared &p) {
-  lastResults.clear();
+void GpuExecutor::Impl::release(Prepared &p, bool forgetResults) {
+  if (forgetResults)
+    lastResults.clear();
   for (auto &[first, exec] : p.graphs)
     api->cuGraphExecDestroy(exec);
   p.graphs.clear();
@@ -229,9 +286,8 @@ Status GpuExecutor::Impl::makeResident(Prepared &p, const std::string &name) {
   auto seconds = [](Clock::time_point since) {
     return std::chrono::duration<double>(Clock::now() - since).count();
   };
-  report.arenaBytes = p.arenaBytes;
-  report.weightBytes = p.weightBytes;
-  report.constantBytes = p.constantBytes;
+  std::lock_guard<std::mutex> lock(buildMutex);
+  p.setup = {};
   if (!p.arena) {
     size_t capacity = capacityFor(p.arenaBytes, p.dynamic);
     if (Status s =
@@ -259,11 +315,11 @@ Status GpuExecutor::Impl::makeResident(Prepared &p, const std::string &name) {
   p.constantsUploaded = true;
   if (Status s = uploadBound(p); !s)
     return Error{s.message()};
-  report.uploadSeconds = seconds(uploadStart);
+  p.setup.uploads = seconds(uploadStart);
   const auto commandStart = Clock::now();
   if (Status s = buildCommands(p, p.body); !s)
     return Error{s.message()};
-  report.commandSeconds = seconds(commandStart);
+  p.setup.commands = seconds(commandStart);
   if (tunedGemmsChanged)
     saveTuningCache();
   p.resident = true;
@@ -299,7 +355,9 @@ Status GpuExecutor::Impl::uploadConstants(Prepared &p, Body &body) {
       auto v = CpuExecutor::evalOp(program, *node.instr, {});
       if (!v)
         return opError(*node.instr, v.message());
-      if (Status s = upload(p, node.out[0], std::get<HostTensor>((*v)[0])); !s)
+      if (Status s = upload(p, node.out[0], std::get<HostTensor>((*v)[0]),
+                            setupStream);
+          !s)
         return opError(*node.instr, s.message());
     }
     for (Body &region : node.regions)
@@ -324,16 +382,33 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
   if (!pr)
     return Error{pr.message()};
   m.report.planSeconds = seconds(planStart);
-  m.report.commandSeconds = m.report.weightUploadSeconds = 0;
-  m.report.uploadSeconds = 0;
   Impl::Prepared &p = **pr;
   const Api &api = *m.api;
   if (args.size() != p.args.size())
     return Error{"'" + name + "' takes " + std::to_string(p.args.size()) +
                  " arguments, " + std::to_string(args.size()) + " given"};
+  const bool madeResidentNow = !p.resident;
   if (!p.resident)
     if (Status s = m.makeResident(p, name); !s)
       return Error{s.message()};
+  // Its setup times: on this run's critical path, or (the first run of a
+  // background preparation's binding) off it.
+  const Impl::Prepared::SetupTimes none{};
+  const auto &now = madeResidentNow ? p.setup : none;
+  m.report.weightUploadSeconds = now.weights;
+  m.report.uploadSeconds = now.uploads;
+  m.report.commandSeconds = now.commands;
+  m.report.backgroundSetupSeconds =
+      p.madeResidentInBackground
+          ? p.setup.weights + p.setup.uploads + p.setup.commands
+          : 0;
+  p.madeResidentInBackground = false; // reported
+  m.report.arenaBytes = p.arenaBytes;
+  m.report.weightBytes = p.weightBytes;
+  m.report.constantBytes = p.constantBytes;
+  // This stage's setup is done: background preparations may build theirs
+  // while it runs.
+  m.openResidencyGate();
   p.hostSlots.assign(p.slots.size(), RtValue{});
   for (size_t i = 0; i < args.size(); ++i) {
     auto *t = std::get_if<HostTensor>(&args[i]);
@@ -344,7 +419,7 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
                    (t ? ", found " + shapeToString(t->shape()) + " " +
                             std::string(dtypeName(t->dtype()))
                       : ", found a non-tensor")};
-    if (Status s = m.upload(p, p.args[i], *t); !s)
+    if (Status s = m.upload(p, p.args[i], *t, m.stream); !s)
       return Error{s.message()};
   }
   CUevent start = nullptr, stop = nullptr;

@@ -24,6 +24,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -47,6 +48,9 @@ struct GpuExecutor::Impl {
   CUmodule generated = nullptr, attention = nullptr;
   int attentionFamily = 0;
   std::map<std::string, CUfunction> functions;
+  /// Guards `functions`: kernels are resolved while commands are built (on a
+  /// background preparation's thread too) and by a few ops at run time.
+  std::mutex functionsMutex;
   cublasLtHandle_t lt = nullptr;
   // The second stream of concurrent sampler branches, its own GEMM
   // workspace, and the fork/join events.
@@ -58,6 +62,16 @@ struct GpuExecutor::Impl {
            !options.checkOps && !options.checkFinite && !options.profile;
   }
   GemmPicks tunedGemms; // GEMM key -> the picked algorithm (algoBytes)
+  /// cuBLASLt's heuristic answer per exact GEMM problem (shape, types,
+  /// epilogue, strides), asked once per executor: the same query gives the
+  /// same list, and a transformer asks it once per block otherwise.
+  struct GemmHeuristics {
+    cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+    int found = 0;
+    cublasLtMatmulHeuristicResult_t results[8] = {};
+    int picked = -1; // the candidate pickGemmAlgo chose, once it has
+  };
+  std::map<std::string, GemmHeuristics> gemmHeuristics;
   /// A cuBLASLt algorithm (id and configuration) as hex text.
   static std::string algoBytes(const cublasLtMatmulAlgo_t &algo);
   bool tunedGemmsChanged = false; // not yet in the tuning cache
@@ -67,6 +81,37 @@ struct GpuExecutor::Impl {
   void saveTuningCache();
   bool faultInjected = false;
   CUdeviceptr gemmWorkspace = 0;
+  /// Device work done while making a function resident (weight staging, the
+  /// constant and bound-value uploads, GEMM candidate timing) goes to its own
+  /// stream, with its own GEMM workspace: a background preparation neither
+  /// queues behind the stage the main stream runs nor shares its buffers.
+  /// (On the main thread it runs while the main stream is idle: every run
+  /// ends synchronized.)
+  CUstream setupStream = nullptr;
+  CUdeviceptr setupWorkspace = 0;
+  /// Serializes makeResident between the main thread and background
+  /// preparations: the command builders share the GEMM heuristics and picks,
+  /// the kernel table and the upload staging buffer.
+  std::mutex buildMutex;
+  /// Background preparations make their functions resident only once the
+  /// main thread has built the stage it runs next (run() opens the gate
+  /// before launching it), so they never delay that stage's own setup.
+  std::promise<void> residencyGate;
+  std::shared_future<void> residencyGateOpened;
+  bool residencyGateIsOpen = true;
+  void openResidencyGate() {
+    if (!residencyGateIsOpen) {
+      residencyGate.set_value();
+      residencyGateIsOpen = true;
+    }
+  }
+  /// Whether prepareInBackground also makes the function resident: not
+  /// where one stage's device memory at a time is the point (lowMemory), nor
+  /// in the checking and profiling modes, which read the streams op by op.
+  bool residentInBackground() const {
+    return !options.lowMemory && !options.checkOps && !options.checkFinite &&
+           !options.profile && !options.syncEachOp;
+  }
 
   const Program &program;
   WeightProvider weights;
@@ -327,7 +372,7 @@ struct GpuExecutor::Impl {
                    int64_t n, int64_t k, bool transA, const std::string &act,
                    std::function<Status()> &out, const GemmLayout &layout = {});
   struct GemmProblem; // GemmCommands.cpp
-  Status pickGemmAlgo(const GemmProblem &g, cublasLtMatmulAlgo_t &algo);
+  Status pickGemmAlgo(const GemmProblem &g, int &picked);
 
   // -- running --------------------------------------------------------------
   /// A sampler region: one graph per body (captured at its first run).
@@ -355,16 +400,32 @@ struct GpuExecutor::Impl {
   int64_t algoConfig(const cublasLtMatmulAlgo_t &algo,
                      cublasLtMatmulAlgoConfigAttributes_t attr);
   Result<HostTensor> download(const Prepared &p, int slot);
-  Status upload(const Prepared &p, int slot, const HostTensor &t);
-  void release(Prepared &p);
+  /// Copies `t` into `slot` on stream `on` and waits for the copy.
+  Status upload(const Prepared &p, int slot, const HostTensor &t, CUstream on);
+  /// Frees what `p` holds on the device. `forgetResults`: also drop the
+  /// device copies of the last run's results (lastResults), which may live in
+  /// `p`'s arena; only the main thread may.
+  void release(Prepared &p, bool forgetResults = true);
   Result<std::unique_ptr<Prepared>>
   planFunction(const Function &fn, const std::vector<RtValue> *args) const;
   void prepareInBackground(const std::string &name, std::vector<RtValue> args);
-  /// Plans being made on other threads (prepareInBackground), by function;
-  /// prepare() takes one when its arguments match.
+  /// Plans being made on other threads (prepareInBackground), by function,
+  /// made resident there too where residentInBackground(); prepare() takes
+  /// one when its arguments match.
   std::map<std::string, std::future<Result<std::unique_ptr<Prepared>>>>
       pendingPlans;
-  void inheritAllocations(Prepared &old, Prepared &p);
+  /// The plan of prepareInBackground's thread: planFunction, then (after
+  /// the gate, under buildMutex) makeResident with the allocations of `old`,
+  /// the function's current binding, if any.
+  Result<std::unique_ptr<Prepared>>
+  planAndMakeResident(const Function &fn, const std::vector<RtValue> &args,
+                      Prepared *old, std::shared_future<void> gate);
+  /// The pending plan of `name` (waited for), or null; its gate is opened.
+  std::unique_ptr<Prepared> takePending(const std::string &name);
+  /// `p` takes over what `old` allocated and still fits (see the .cpp); the
+  /// rest of `old` is released.
+  void inheritAllocations(Prepared &old, Prepared &p,
+                          bool forgetResults = true);
   // Making a prepared function resident before its first run (GpuExecutor.cpp).
   Status makeResident(Prepared &p, const std::string &name);
   void resolveAddresses(Prepared &p);

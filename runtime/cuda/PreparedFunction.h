@@ -236,6 +236,14 @@ struct Prepared {
   std::vector<cublasLtMatrixLayout_t> layouts;
   int positions = 0;
   bool resident = false;
+  /// Host time of making it resident (makeResident): staging the weights,
+  /// uploading the constants and bound values, building the commands; and
+  /// whether that ran on another thread while an earlier stage computed
+  /// (GpuExecutor::prepareInBackground).
+  struct SetupTimes {
+    double weights = 0, uploads = 0, commands = 0;
+  } setup;
+  bool madeResidentInBackground = false; // until its first run reports it
 };
 
 } // namespace gpuexec

@@ -453,12 +453,13 @@ Status GpuExecutor::Impl::uploadBound(Prepared &p) {
     p.boundCapacity = capacity;
   }
   p.boundBytes = total;
-  if (Status s =
-          check(api->cuMemcpyHtoDAsync(p.boundPool, staging, total, stream),
-                "cuMemcpyHtoDAsync (coordinates)");
+  if (Status s = check(
+          api->cuMemcpyHtoDAsync(p.boundPool, staging, total, setupStream),
+          "cuMemcpyHtoDAsync (coordinates)");
       !s)
     return s;
-  if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream"); !s)
+  if (Status s = check(api->cuStreamSynchronize(setupStream), "the GPU stream");
+      !s)
     return s;
   for (size_t s = 0; s < p.slots.size(); ++s) {
     if (slotPieces[s].first != SIZE_MAX)

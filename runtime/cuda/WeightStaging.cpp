@@ -1,7 +1,8 @@
 //===- WeightStaging.cpp - Host <-> device copies: weights, values --------===//
 //
 // stageWeights() streams the weights of a prepared function from the mapped
-// safetensors through two pinned chunks into its device weight pool;
+// safetensors through two pinned chunks into its device weight pool (on the
+// setup stream);
 // download() and upload() copy one value slot (a strided view gathered row
 // by row) between the device and a host tensor.
 //
@@ -66,25 +67,25 @@ Status GpuExecutor::Impl::stageWeights(Prepared &p) {
       std::memcpy(dst, src + done_, chunk);
       if (Status c =
               check(api->cuMemcpyHtoDAsync(p.weightPool + info.offset + done_,
-                                           dst, chunk, stream),
+                                           dst, chunk, setupStream),
                     "cuMemcpyHtoDAsync (weights)");
           !c) {
         status = c;
         break;
       }
-      api->cuEventRecord(done[buffer], stream);
+      api->cuEventRecord(done[buffer], setupStream);
       used[buffer] = true;
       buffer ^= 1;
       done_ += chunk;
     }
   }
-  if (Status c = check(api->cuStreamSynchronize(stream), "weight staging");
+  if (Status c = check(api->cuStreamSynchronize(setupStream), "weight staging");
       !c && status)
     status = c;
   for (CUevent e : done)
     api->cuEventDestroy(e);
   api->cuMemFreeHost(pinned);
-  report.weightUploadSeconds =
+  p.setup.weights =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   return status;
@@ -127,16 +128,16 @@ Result<HostTensor> GpuExecutor::Impl::download(const Prepared &p, int slot) {
 }
 
 Status GpuExecutor::Impl::upload(const Prepared &p, int slot,
-                                 const HostTensor &t) {
+                                 const HostTensor &t, CUstream on) {
   if (t.nbytes() == 0)
     return Status::ok();
   if (Status s = check(
-          api->cuMemcpyHtoDAsync(address(p, slot), t.raw(), t.nbytes(), stream),
+          api->cuMemcpyHtoDAsync(address(p, slot), t.raw(), t.nbytes(), on),
           "cuMemcpyHtoDAsync");
       !s)
     return s;
   // The host tensor may die when we return: wait for the copy.
-  return check(api->cuStreamSynchronize(stream), "the GPU stream");
+  return check(api->cuStreamSynchronize(on), "the GPU stream");
 }
 
 } // namespace trellis

@@ -229,3 +229,31 @@ def test_trellis_exe_runs_several_generations(tiny, tmp_path):
             tmp_path / "none")
     assert r.returncode == 1 and "bad.jsonl:1: field 'seed'" in r.stderr, r.stderr
     assert not (tmp_path / "none").exists()
+
+
+def test_bench_stage1_runs_stage1_then_takes_the_given_voxels(tiny, tmp_path):
+    """--bench-stage1 (benchmarks: a whole generation on a chosen voxel set):
+    stage 1 runs as without --coords (the same ss_latent.npy), then the SLat
+    stage and the decoders see the given voxels (coords.npy is theirs)."""
+    model, exe, _ = tiny
+    cond = model / "cond.npy"
+    own = tmp_path / "own"
+    r = run(exe, "--model", model, "--cond", cond, "--out", own, "--seed", "3",
+            "--stop-after", "ss", *STEPS, timeout=300)
+    assert r.returncode == 0, r.stderr
+    coords = np.load(own / "coords.npy")
+    half = tmp_path / "half.npy"
+    np.save(half, coords[: len(coords) // 2])
+    bench = tmp_path / "bench"
+    r = run(exe, "--model", model, "--cond", cond, "--out", bench, "--seed", "3",
+            "--coords", half, "--bench-stage1", "--formats", "gs", *STEPS, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"{len(coords)} occupied voxels, replaced by the {len(coords) // 2}" in r.stderr
+    assert (bench / "ss_latent.npy").read_bytes() == (own / "ss_latent.npy").read_bytes()
+    assert (bench / "coords.npy").read_bytes() == half.read_bytes()
+    assert np.load(bench / "slat.npy").shape[0] == len(coords) // 2
+    # Without voxels to take, the option is an error before any work.
+    r = run(exe, "--model", model, "--cond", cond, "--out", tmp_path / "none",
+            "--bench-stage1")
+    assert r.returncode == 1 and "--bench-stage1" in r.stderr, r.stderr
+    assert not (tmp_path / "none").exists()

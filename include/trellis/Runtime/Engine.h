@@ -56,6 +56,11 @@ struct GenerationRequest {
   /// FlexiCubes on the CPU even when the mesh decoder ran on the GPU.
   bool meshOnCpu = false;
   SamplerRunOverrides ss, slat;
+  /// With `coords`: run stage 1 anyway and continue with `coords` instead
+  /// of its voxels (benchmarks: a whole generation's cost on a chosen voxel
+  /// set, e.g. a surface-like one where synthetic weights give a scattered
+  /// stage 1).
+  bool stage1WithCoords = false;
   /// Stop after stage 1 (sparse structure) or 2 (structured latent).
   int lastStage = 3;
   /// If set, the output files go here (created).

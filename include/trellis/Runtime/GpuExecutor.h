@@ -118,6 +118,11 @@ struct GpuReport {
   /// Of the last run: the constants and bound coordinate values copied to
   /// the device (zero when the last run reused them).
   double uploadSeconds = 0;
+  /// Of the last run, when its function was made resident on another thread
+  /// while earlier stages ran (GpuExecutor::prepareInBackground): that
+  /// thread's weight staging, uploads and command building, off the critical
+  /// path (the three fields above are then zero).
+  double backgroundSetupSeconds = 0;
   double runSeconds = 0;      // the entry function, GPU events
   double downloadSeconds = 0; // the last run's results to the host (wall)
   int64_t commands = 0;       // per run, sampler bodies counted once per step
@@ -175,11 +180,14 @@ public:
   void setSamplerOverrides(const std::string &function,
                            SamplerRunOverrides overrides);
   void setStepCallback(StepCallback callback);
-  /// Starts planning sparse stage `function` for `args` (its binding to the
-  /// voxel set: coordinate values, shapes, memory plan — host work) on
-  /// another thread, while the GPU runs something else; the next run() with
-  /// the same coordinates takes the plan. Of the feature arguments only the
-  /// shapes are read, so zero-filled tensors of those shapes will do.
+  /// Starts preparing sparse stage `function` for `args` on another thread:
+  /// its binding to the voxel set (coordinate values, shapes, memory plan —
+  /// host work) at once; then, once the next run() has built its own stage
+  /// and launches it, making it resident (weights, uploads, commands) while
+  /// that stage computes — except with lowMemory and the checking and
+  /// profiling options. The next run() of `function` with the same
+  /// coordinates takes it. Of the feature arguments only the shapes are
+  /// read, so zero-filled tensors of those shapes will do.
   void prepareInBackground(const std::string &function,
                            std::vector<RtValue> args);
 
