@@ -1,0 +1,77 @@
+//===- SamplerKernels.cpp - The flow sampler's update kernel --------------===//
+//
+// The Euler update of a trellis.flow_sample (CFG combine included).
+//
+//===----------------------------------------------------------------------===//
+#include "KernelFamilies.h"
+
+namespace trellis::codegen::detail {
+
+FailureOr<Launch> emitFlowUpdateKernel(Operation *flow, gpu::GPUModuleOp module,
+                                       StringRef name) {
+  Value noise = flow->getOperand(0);
+  auto rt = dyn_cast<RankedTensorType>(noise.getType());
+  // A static f32 tensor, or one with dynamic rows (dimension 0 only).
+  int64_t bound = 0;
+  if (rt && !rt.hasStaticShape()) {
+    bound = addressableRows(rt);
+    for (int64_t d = 1; d < rt.getRank(); ++d)
+      if (rt.isDynamicDim(d))
+        bound = ShapedType::kDynamic;
+  }
+  if (!rt || !rt.getElementType().isF32() || ShapedType::isDynamic(bound) ||
+      product(boundShape(rt, bound)) > kMaxElements)
+    return flow->emitError()
+           << "has no GPU implementation of its update for the sample type "
+           << noise.getType()
+           << " (an f32 tensor, static or with bounded dynamic rows, is "
+              "needed)";
+  auto mt = flatMemRef(rt, bound);
+  Builder tb(flow->getContext());
+  SmallVector<Type> args = {
+      mt, mt, mt, mt, tb.getF32Type(), tb.getF32Type(), tb.getI32Type()};
+  if (bound)
+    args.push_back(tb.getI64Type());
+  KernelBuilder kb(module, name, args, flow->getLoc());
+  if (bound)
+    kb.bindRows(7, bound);
+  // Operands 0..2 are (x, v_cond, v_uncond); v_uncond is read only when
+  // guided (it may be null otherwise).
+  SmallVector<int64_t> shape = boundShape(rt, bound);
+  EwOperand x{0, broadcastStrides(shape, shape)};
+  EwOperand vc{1, broadcastStrides(shape, shape)};
+  return emitElementwise(
+      kb, shape, {x, vc}, 3, true,
+      [&](KernelBuilder &k, ArrayRef<Value> v, Value flat) {
+        OpBuilder &b = k.b;
+        Location loc = k.loc;
+        Type t = v[1].getType();
+        int64_t width =
+            isa<VectorType>(t) ? cast<VectorType>(t).getNumElements() : 1;
+        Value w = k.splat(k.arg(4), width);
+        Value dt = k.splat(k.arg(5), width);
+        Value guided = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                             k.arg(6), k.i32(0));
+        auto ifOp = scf::IfOp::create(b, loc, TypeRange{t}, guided,
+                                      /*withElseRegion=*/true);
+        {
+          OpBuilder::InsertionGuard ig(b);
+          b.setInsertionPointToStart(ifOp.thenBlock());
+          // (1 + w)·vc − w·vu (ref::cfgCombine), w as f32.
+          Value vu = k.load(k.arg(2), flat, width);
+          Value a = arith::AddFOp::create(b, loc, k.f32(1, t), w);
+          Value g = arith::SubFOp::create(
+              b, loc, arith::MulFOp::create(b, loc, a, v[1]),
+              arith::MulFOp::create(b, loc, w, vu));
+          scf::YieldOp::create(b, loc, g);
+          b.setInsertionPointToStart(ifOp.elseBlock());
+          scf::YieldOp::create(b, loc, v[1]);
+        }
+        // x − dt·v (ref::eulerUpdate)
+        return Value(arith::SubFOp::create(
+            b, loc, v[0],
+            arith::MulFOp::create(b, loc, dt, ifOp.getResult(0))));
+      });
+}
+
+} // namespace trellis::codegen::detail
