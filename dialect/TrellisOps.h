@@ -46,6 +46,19 @@ public:
   }
 };
 
+/// Marker traits of what the compiler's phases do with an op
+/// (TrellisOps.td, "What the compiler's phases do with an op").
+#define TRELLIS_MARKER_TRAIT(Name)                                             \
+  template <typename ConcreteType>                                             \
+  class Name : public ::mlir::OpTrait::TraitBase<ConcreteType, Name> {};
+TRELLIS_MARKER_TRAIT(GeneratedKernel)
+TRELLIS_MARKER_TRAIT(DynamicRowsKernel)
+TRELLIS_MARKER_TRAIT(LibraryCall)
+TRELLIS_MARKER_TRAIT(HostBound)
+TRELLIS_MARKER_TRAIT(RuntimeOp)
+TRELLIS_MARKER_TRAIT(StorageOnly)
+#undef TRELLIS_MARKER_TRAIT
+
 } // namespace mlir::trellis::OpTrait
 
 #define GET_OP_CLASSES

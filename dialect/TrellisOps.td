@@ -47,6 +47,44 @@ def Trellis_ResultsMatchInference : NativeOpTrait<"ResultsMatchInference"> {
   let cppNamespace = "::mlir::trellis::OpTrait";
 }
 
+// What the compiler's phases do with an op, asked with hasTrait (the
+// codegen's classify(), lib/Codegen/Classify.cpp; docs/design/gpu-backend.md
+// "Op classes"). Ops of none of these (and not one of the ops with a family
+// of their own: conv3d, sparse.conv3d, flow_sample) have no GPU
+// implementation.
+
+// Its GPU kernel is generated (lib/Codegen, one family per file).
+def Trellis_GeneratedKernel : NativeOpTrait<"GeneratedKernel"> {
+  let cppNamespace = "::mlir::trellis::OpTrait";
+}
+// Its generated kernel takes dynamic rows (a `?` dimension 0; split and
+// concat only along another axis).
+def Trellis_DynamicRowsKernel : NativeOpTrait<"DynamicRowsKernel"> {
+  let cppNamespace = "::mlir::trellis::OpTrait";
+}
+// Runs as a runtime command of a library or the runtime's own kernels
+// (cuBLASLt GEMMs, the attention kernels, the time tables).
+def Trellis_LibraryCall : NativeOpTrait<"LibraryCall"> {
+  let cppNamespace = "::mlir::trellis::OpTrait";
+}
+// A function of the voxel coordinates alone, evaluated on the host when the
+// runtime binds a sparse function to its voxel set; the codegen marks it
+// `trellis.bind_on_host` in the host program.
+def Trellis_HostBound : NativeOpTrait<"HostBound"> {
+  let cppNamespace = "::mlir::trellis::OpTrait";
+}
+// Run by the runtime's own code, no generated kernel: coordinate structures
+// its commands build on the device (neighbour maps, window partitions), the
+// occupancy compaction, the mesh extraction.
+def Trellis_RuntimeOp : NativeOpTrait<"RuntimeOp"> {
+  let cppNamespace = "::mlir::trellis::OpTrait";
+}
+// No code of its own: a view of its operand's storage, a weight or constant,
+// a region's yield.
+def Trellis_StorageOnly : NativeOpTrait<"StorageOnly"> {
+  let cppNamespace = "::mlir::trellis::OpTrait";
+}
+
 def Trellis_Float : AnyTypeOf<[F16, F32]>;
 def Trellis_FloatTensor : RankedTensorOf<[F16, F32]>;
 def Trellis_F32Tensor : RankedTensorOf<[F32]>;
@@ -153,7 +191,7 @@ def Trellis_MeshGroup : OpDocGroup {
 
 let opDocGroup = Trellis_ConstantGroup in {
 
-def Trellis_WeightOp : Trellis_PureOp<"weight"> {
+def Trellis_WeightOp : Trellis_PureOp<"weight", [Trellis_StorageOnly]> {
   let summary = "A named checkpoint tensor, bound by the runtime";
   let description = [{
     Refers to tensor `name` of the checkpoint of model `model` (a key of
@@ -175,7 +213,7 @@ def Trellis_WeightOp : Trellis_PureOp<"weight"> {
 }
 
 def Trellis_ConstantOp : Trellis_PureOp<"constant",
-    [ConstantLike, InferTypeOpAdaptor]> {
+    [Trellis_StorageOnly, ConstantLike, InferTypeOpAdaptor]> {
   let summary = "A small literal tensor";
   let description = [{
     A tensor literal, for the few constants of the pipeline that are not
@@ -198,7 +236,7 @@ def Trellis_ConstantOp : Trellis_PureOp<"constant",
   let hasFolder = 1;
 }
 
-def Trellis_CastOp : Trellis_PureOp<"cast"> {
+def Trellis_CastOp : Trellis_PureOp<"cast", [Trellis_GeneratedKernel, Trellis_DynamicRowsKernel]> {
   let summary = "Element type conversion (f16 ↔ f32, i32 → f32)";
   let description = [{
     Converts every element to the result's element type: f32 → f16 rounds to
@@ -231,7 +269,9 @@ let opDocGroup = Trellis_ElementwiseGroup in {
 
 // Elementwise unary ops: same shape and type in and out, f32 math.
 class Trellis_UnaryOp<string mnemonic, string formula, string notes = "">
-    : Trellis_PureOp<mnemonic, [SameOperandsAndResultType]> {
+    : Trellis_PureOp<mnemonic, [SameOperandsAndResultType,
+                                Trellis_GeneratedKernel,
+                                Trellis_DynamicRowsKernel]> {
   let summary = "Elementwise " # formula;
   let description = [{
     Elementwise }] # formula # [{, computed in f32 and rounded to the
@@ -272,7 +312,8 @@ def Trellis_AbsOp : Trellis_UnaryOp<"abs", "absolute value |x|">;
 // Elementwise binary ops with NumPy broadcasting of static dimensions.
 class Trellis_BinaryOp<string mnemonic, string formula,
                        Type operandType = Trellis_AnyTensor, string notes = "">
-    : Trellis_PureOp<mnemonic, [InferTypeOpAdaptor]> {
+    : Trellis_PureOp<mnemonic, [InferTypeOpAdaptor, Trellis_GeneratedKernel,
+                                Trellis_DynamicRowsKernel]> {
   let summary = "Elementwise " # formula # " with broadcasting";
   let description = [{
     Elementwise }] # formula # [{ of two tensors of one element type.
@@ -300,7 +341,7 @@ def Trellis_DivOp : Trellis_BinaryOp<"div", "a / b", Trellis_FloatTensor,
 def Trellis_MaximumOp : Trellis_BinaryOp<"maximum", "max(a, b)",
     Trellis_AnyTensor, "NaN propagates (as torch.maximum).">;
 
-def Trellis_ModulateOp : Trellis_PureOp<"modulate", [InferTypeOpAdaptor]> {
+def Trellis_ModulateOp : Trellis_PureOp<"modulate", [Trellis_GeneratedKernel, Trellis_DynamicRowsKernel, InferTypeOpAdaptor]> {
   let summary = "adaLN modulation x·(1 + scale) + shift";
   let description = [{
     `x·(1 + scale) + shift`, elementwise (spec §3.6, §6.2). `shift` and
@@ -326,7 +367,7 @@ def Trellis_ModulateOp : Trellis_PureOp<"modulate", [InferTypeOpAdaptor]> {
 }
 
 def Trellis_GatedResidualOp : Trellis_PureOp<"gated_residual",
-    [InferTypeOpAdaptor]> {
+    [Trellis_GeneratedKernel, Trellis_DynamicRowsKernel, InferTypeOpAdaptor]> {
   let summary = "Gated residual x + gate·h";
   let description = [{
     `x + gate·h`, elementwise: the gated residual of the adaLN blocks
@@ -359,7 +400,7 @@ def Trellis_GatedResidualOp : Trellis_PureOp<"gated_residual",
 let opDocGroup = Trellis_LinalgGroup in {
 
 def Trellis_LinearOp : Trellis_PureOp<"linear",
-    [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [Trellis_LibraryCall, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "Fully connected layer y = x·Wᵀ + b over the last dimension";
   let description = [{
     `input` [..., K], `weight` [O, K] (PyTorch layout), optional `bias` [O];
@@ -418,7 +459,7 @@ def Trellis_LinearOp : Trellis_PureOp<"linear",
   let hasVerifier = 1;
 }
 
-def Trellis_MatmulOp : Trellis_PureOp<"matmul", [InferTypeOpAdaptor]> {
+def Trellis_MatmulOp : Trellis_PureOp<"matmul", [Trellis_LibraryCall, InferTypeOpAdaptor]> {
   let summary = "Batched matrix product [..., M, K] @ [..., K, N]";
   let description = [{
     NumPy `matmul` of operands of rank ≥ 2: the last two dimensions are the
@@ -442,7 +483,7 @@ def Trellis_MatmulOp : Trellis_PureOp<"matmul", [InferTypeOpAdaptor]> {
 }
 
 def Trellis_LayerNormOp : Trellis_PureOp<"layer_norm",
-    [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [Trellis_GeneratedKernel, Trellis_DynamicRowsKernel, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "LayerNorm over one axis (LN32 / ChannelLN)";
   let description = [{
     Normalizes x over the single dimension `axis` (default −1, the last):
@@ -479,7 +520,7 @@ def Trellis_LayerNormOp : Trellis_PureOp<"layer_norm",
 }
 
 def Trellis_HeadRmsNormOp : Trellis_PureOp<"head_rms_norm",
-    [InferTypeOpAdaptor]> {
+    [Trellis_GeneratedKernel, Trellis_DynamicRowsKernel, InferTypeOpAdaptor]> {
   let summary = "Per-head L2 normalization times γ·√d (MultiHeadRMSNorm)";
   let description = [{
     For x [..., H, d] and every head vector u = x[..., h, :]:
@@ -504,7 +545,7 @@ def Trellis_HeadRmsNormOp : Trellis_PureOp<"head_rms_norm",
   let hasVerifier = 1;
 }
 
-def Trellis_SoftmaxOp : Trellis_PureOp<"softmax", [InferTypeOpAdaptor]> {
+def Trellis_SoftmaxOp : Trellis_PureOp<"softmax", [Trellis_GeneratedKernel, InferTypeOpAdaptor]> {
   let summary = "Softmax over one axis";
   let description = [{
     y = exp(x − max) / Σ exp(x − max) over dimension `axis` (default −1),
@@ -526,7 +567,7 @@ def Trellis_SoftmaxOp : Trellis_PureOp<"softmax", [InferTypeOpAdaptor]> {
 }
 
 def Trellis_AttentionOp : Trellis_PureOp<"attention",
-    [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [Trellis_LibraryCall, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "Dense multi-head attention softmax(q·kᵀ·scale)·v";
   let description = [{
     Token-major multi-head attention without mask or dropout (spec §3.6,
@@ -580,7 +621,7 @@ def Trellis_AttentionOp : Trellis_PureOp<"attention",
 }
 
 def Trellis_LayerNormModulateOp : Trellis_PureOp<"layer_norm_modulate",
-    [InferTypeOpAdaptor]> {
+    [Trellis_GeneratedKernel, Trellis_DynamicRowsKernel, InferTypeOpAdaptor]> {
   let summary = "LayerNorm (last axis, no affine) then adaLN modulation";
   let description = [{
     `trellis.layer_norm` over the last axis without weight and bias,
@@ -613,7 +654,7 @@ def Trellis_LayerNormModulateOp : Trellis_PureOp<"layer_norm_modulate",
 }
 
 def Trellis_GatedResidualNormOp : Trellis_PureOp<"gated_residual_norm",
-    [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [Trellis_GeneratedKernel, Trellis_DynamicRowsKernel, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "Gated residual (plus a row), then a LayerNorm of the sum";
   let description = [{
     The end of one adaLN block's sub-layer and the norm that reads its
@@ -670,7 +711,7 @@ def Trellis_GatedResidualNormOp : Trellis_PureOp<"gated_residual_norm",
 }
 
 def Trellis_LinearResidualNormOp : Trellis_PureOp<"linear_residual_norm",
-    [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [Trellis_LibraryCall, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "Linear into the residual stream, then a LayerNorm of the sum";
   let description = [{
     A sub-layer's output projection, the residual addition (gated or not,
@@ -750,7 +791,7 @@ def Trellis_LinearResidualNormOp : Trellis_PureOp<"linear_residual_norm",
 let opDocGroup = Trellis_EmbeddingGroup in {
 
 def Trellis_TimestepEmbeddingOp : Trellis_PureOp<"timestep_embedding",
-    [InferTypeOpAdaptor]> {
+    [Trellis_GeneratedKernel, InferTypeOpAdaptor]> {
   let summary = "Sinusoidal timestep features [cos | sin]";
   let description = [{
     For t [B] (the model time τ = 1000·t, f32) and half = dim/2:
@@ -776,7 +817,7 @@ def Trellis_TimestepEmbeddingOp : Trellis_PureOp<"timestep_embedding",
   let hasVerifier = 1;
 }
 
-def Trellis_ApeOp : Trellis_PureOp<"ape", [InferTypeOpAdaptor]> {
+def Trellis_ApeOp : Trellis_PureOp<"ape", [Trellis_HostBound, InferTypeOpAdaptor]> {
   let summary = "Absolute position embedding [sin | cos] per axis";
   let description = [{
     For integer positions pos [L, 3] = (x, y, z), F = ⌊channels/6⌋ and
@@ -841,7 +882,7 @@ def Trellis_Conv3dOp : Trellis_PureOp<"conv3d", [InferTypeOpAdaptor]> {
 }
 
 def Trellis_PixelShuffle3dOp : Trellis_PureOp<"pixel_shuffle_3d",
-    [InferTypeOpAdaptor]> {
+    [Trellis_GeneratedKernel, InferTypeOpAdaptor]> {
   let summary = "3-D pixel shuffle [B, C·f³, D, H, W] → [B, C, fD, fH, fW]";
   let description = [{
     With f = `factor` (default 2):
@@ -866,7 +907,7 @@ def Trellis_PixelShuffle3dOp : Trellis_PureOp<"pixel_shuffle_3d",
   let hasVerifier = 1;
 }
 
-def Trellis_ReshapeOp : Trellis_PureOp<"reshape"> {
+def Trellis_ReshapeOp : Trellis_PureOp<"reshape", [Trellis_StorageOnly]> {
   let summary = "Row-major reshape (result type given)";
   let description = [{
     Reinterprets x's elements in row-major order with the result's shape
@@ -895,7 +936,7 @@ def Trellis_ReshapeOp : Trellis_PureOp<"reshape"> {
   let hasFolder = 1;
 }
 
-def Trellis_PermuteOp : Trellis_PureOp<"permute", [InferTypeOpAdaptor]> {
+def Trellis_PermuteOp : Trellis_PureOp<"permute", [Trellis_GeneratedKernel, InferTypeOpAdaptor]> {
   let summary = "Dimension permutation (torch.permute)";
   let description = [{
     out.shape[k] = x.shape[perm[k]], and out at index i is x at the index j
@@ -915,7 +956,7 @@ def Trellis_PermuteOp : Trellis_PureOp<"permute", [InferTypeOpAdaptor]> {
   let hasVerifier = 1;
 }
 
-def Trellis_ConcatOp : Trellis_PureOp<"concat", [InferTypeOpAdaptor]> {
+def Trellis_ConcatOp : Trellis_PureOp<"concat", [Trellis_GeneratedKernel, Trellis_DynamicRowsKernel, InferTypeOpAdaptor]> {
   let summary = "Concatenation along one axis";
   let description = [{
     Concatenates the inputs in order along `axis` (torch.cat); e.g. the SLat
@@ -938,7 +979,7 @@ def Trellis_ConcatOp : Trellis_PureOp<"concat", [InferTypeOpAdaptor]> {
   let hasVerifier = 1;
 }
 
-def Trellis_BroadcastRowsOp : Trellis_PureOp<"broadcast_rows"> {
+def Trellis_BroadcastRowsOp : Trellis_PureOp<"broadcast_rows", [Trellis_GeneratedKernel]> {
   let summary = "Repeats one row over leading dimensions";
   let description = [{
     `row` is [1, R...] and the result [N..., R...] (one or more leading
@@ -993,7 +1034,7 @@ def Trellis_BroadcastRowsOp : Trellis_PureOp<"broadcast_rows"> {
   }];
 }
 
-def Trellis_SplitOp : Trellis_PureOp<"split", [InferTypeOpAdaptor]> {
+def Trellis_SplitOp : Trellis_PureOp<"split", [Trellis_GeneratedKernel, Trellis_DynamicRowsKernel, InferTypeOpAdaptor]> {
   let summary = "Split along one axis into consecutive chunks";
   let description = [{
     Splits x along `axis` into consecutive pieces of the given `sizes`
@@ -1169,7 +1210,7 @@ def Trellis_FlowSampleOp : Trellis_Op<"flow_sample", [
 
 // Not ReturnLike: that would claim RegionBranchTerminatorOpInterface, which
 // the parent does not implement (see trellis.flow_sample).
-def Trellis_YieldOp : Trellis_Op<"yield", [Pure, Terminator,
+def Trellis_YieldOp : Trellis_Op<"yield", [Trellis_StorageOnly, Pure, Terminator,
     HasParent<"FlowSampleOp">]> {
   let summary = "Returns the velocity from a trellis.flow_sample body";
   let description = [{
@@ -1187,7 +1228,7 @@ def Trellis_YieldOp : Trellis_Op<"yield", [Pure, Terminator,
 }
 
 // The shared prefix's values (trellis-share-guidance-prefix).
-def Trellis_SharedYieldOp : Trellis_Op<"shared_yield", [Pure, Terminator,
+def Trellis_SharedYieldOp : Trellis_Op<"shared_yield", [Trellis_StorageOnly, Pure, Terminator,
     HasParent<"FlowSampleOp">]> {
   let summary = "Returns a sampler step's shared values to both branches";
   let description = [{
@@ -1207,7 +1248,7 @@ def Trellis_SharedYieldOp : Trellis_Op<"shared_yield", [Pure, Terminator,
 }
 
 def Trellis_CfgCombineOp : Trellis_PureOp<"cfg_combine",
-    [InferTypeOpAdaptor]> {
+    [Trellis_GeneratedKernel, InferTypeOpAdaptor]> {
   let summary = "Classifier-free guidance (1 + w)·v_c − w·v_u";
   let description = [{
     Elementwise (1 + w)·vc − w·vu with w = `strength`, in f32 (spec §3.3).
@@ -1228,7 +1269,7 @@ def Trellis_CfgCombineOp : Trellis_PureOp<"cfg_combine",
 }
 
 def Trellis_EulerUpdateOp : Trellis_PureOp<"euler_update",
-    [InferTypeOpAdaptor]> {
+    [Trellis_GeneratedKernel, InferTypeOpAdaptor]> {
   let summary = "Euler step x − dt·v";
   let description = [{
     Elementwise x − dt·v in f32, with dt = t − t_prev (spec §3.2). The
@@ -1248,7 +1289,7 @@ def Trellis_EulerUpdateOp : Trellis_PureOp<"euler_update",
   let hasVerifier = 1;
 }
 
-def Trellis_TimeGridOp : Trellis_PureOp<"time_grid"> {
+def Trellis_TimeGridOp : Trellis_PureOp<"time_grid", [Trellis_LibraryCall]> {
   let summary = "The model times τ_i of a sampler's static time grid";
   let description = [{
     The τ values the velocity model of a `trellis.flow_sample` with these
@@ -1278,7 +1319,7 @@ def Trellis_TimeGridOp : Trellis_PureOp<"time_grid"> {
   let hasVerifier = 1;
 }
 
-def Trellis_TimeRowOp : Trellis_PureOp<"time_row", [InferTypeOpAdaptor]> {
+def Trellis_TimeRowOp : Trellis_PureOp<"time_row", [Trellis_LibraryCall, InferTypeOpAdaptor]> {
   let summary = "Selects the row of a time table that belongs to τ";
   let description = [{
     `table` [S, D...] holds one row per model time of `grid` [S] f32 (a
@@ -1320,7 +1361,7 @@ def Trellis_TimeRowOp : Trellis_PureOp<"time_row", [InferTypeOpAdaptor]> {
 
 let opDocGroup = Trellis_CoordsGroup in {
 
-def Trellis_OccupancyOp : Trellis_PureOp<"occupancy", [InferTypeOpAdaptor]> {
+def Trellis_OccupancyOp : Trellis_PureOp<"occupancy", [Trellis_RuntimeOp, InferTypeOpAdaptor]> {
   let summary = "Active voxels of dense logits: argwhere(logits > 0)";
   let description = [{
     For logits [B, 1, R, R, R] f32, the coordinate set of every (b, x, y, z)
@@ -1345,7 +1386,7 @@ def Trellis_OccupancyOp : Trellis_PureOp<"occupancy", [InferTypeOpAdaptor]> {
 }
 
 def Trellis_SparseNeighborMapOp : Trellis_PureOp<"sparse.neighbor_map",
-    [InferTypeOpAdaptor]> {
+    [Trellis_RuntimeOp, InferTypeOpAdaptor]> {
   let summary = "Neighbour table of a coordinate set (submanifold conv)";
   let description = [{
     For every voxel p = (b, x, y, z) of `coords` and every kernel offset
@@ -1368,7 +1409,7 @@ def Trellis_SparseNeighborMapOp : Trellis_PureOp<"sparse.neighbor_map",
 }
 
 def Trellis_SparseParentNeighborMapOp
-    : Trellis_PureOp<"sparse.parent_neighbor_map", [InferTypeOpAdaptor]> {
+    : Trellis_PureOp<"sparse.parent_neighbor_map", [Trellis_RuntimeOp, InferTypeOpAdaptor]> {
   let summary = "Neighbour table of a fine set that points at the parents' rows";
   let description = [{
     `neighbors` (a neighbour map of `fine`) with every active entry q replaced
@@ -1404,7 +1445,7 @@ def Trellis_SparseParentNeighborMapOp
 }
 
 def Trellis_SparseCoarsenOp : Trellis_PureOp<"sparse.coarsen",
-    [InferTypeOpAdaptor]> {
+    [Trellis_HostBound, InferTypeOpAdaptor]> {
   let summary = "Coarse coordinate set unique(⌊c / factor⌋)";
   let description = [{
     The set of distinct (b, ⌊x/f⌋, ⌊y/f⌋, ⌊z/f⌋) over the rows of `coords`,
@@ -1430,7 +1471,7 @@ def Trellis_SparseCoarsenOp : Trellis_PureOp<"sparse.coarsen",
 }
 
 def Trellis_SparseSubdivideOp : Trellis_PureOp<"sparse.subdivide",
-    [InferTypeOpAdaptor]> {
+    [Trellis_HostBound, InferTypeOpAdaptor]> {
   let summary = "Eight children per voxel at twice the resolution";
   let description = [{
     Every row (b, x, y, z) becomes the 8 rows (b, 2x+δx, 2y+δy, 2z+δz) in
@@ -1455,7 +1496,7 @@ def Trellis_SparseSubdivideOp : Trellis_PureOp<"sparse.subdivide",
   let hasVerifier = 1;
 }
 
-def Trellis_SparseXyzOp : Trellis_PureOp<"sparse.xyz", [InferTypeOpAdaptor]> {
+def Trellis_SparseXyzOp : Trellis_PureOp<"sparse.xyz", [Trellis_HostBound, InferTypeOpAdaptor]> {
   let summary = "Spatial columns (x, y, z) of a coordinate set";
   let description = [{
     The [N, 3] i32 tensor of columns 1..3 of the coordinate rows, in row
@@ -1474,7 +1515,7 @@ def Trellis_SparseXyzOp : Trellis_PureOp<"sparse.xyz", [InferTypeOpAdaptor]> {
 }
 
 def Trellis_SparseToTensorOp : Trellis_PureOp<"sparse.to_tensor",
-    [InferTypeOpAdaptor]> {
+    [Trellis_HostBound, InferTypeOpAdaptor]> {
   let summary = "Coordinate rows as an [N, 4] i32 tensor";
   let description = [{
     The coordinate rows (b, x, y, z) as an [N, 4] i32 tensor in row order,
@@ -1493,7 +1534,7 @@ def Trellis_SparseToTensorOp : Trellis_PureOp<"sparse.to_tensor",
 }
 
 def Trellis_SparseFromTensorOp : Trellis_PureOp<"sparse.from_tensor",
-    [InferTypeOpAdaptor]> {
+    [Trellis_HostBound, InferTypeOpAdaptor]> {
   let summary = "Coordinate set from an [N, 4] i32 tensor";
   let description = [{
     Takes rows (b, x, y, z) as they are (no sorting, no de-duplication) as a
@@ -1517,7 +1558,7 @@ def Trellis_SparseFromTensorOp : Trellis_PureOp<"sparse.from_tensor",
 }
 
 def Trellis_SparseBatchSegmentsOp : Trellis_PureOp<"sparse.batch_segments",
-    [InferTypeOpAdaptor]> {
+    [Trellis_HostBound, InferTypeOpAdaptor]> {
   let summary = "One attention group per batch item";
   let description = [{
     The partition of the rows into one group per batch item, in batch order
@@ -1537,7 +1578,7 @@ def Trellis_SparseBatchSegmentsOp : Trellis_PureOp<"sparse.batch_segments",
 }
 
 def Trellis_SparseWindowSegmentsOp : Trellis_PureOp<"sparse.window_segments",
-    [InferTypeOpAdaptor]> {
+    [Trellis_RuntimeOp, InferTypeOpAdaptor]> {
   let summary = "Swin-3D window partition of a coordinate set";
   let description = [{
     The window partition of spec §7.1, with w = `window` (default 8) and
@@ -1684,7 +1725,7 @@ def Trellis_SparseUpsampleOp : Trellis_PureOp<"sparse.upsample",
 }
 
 def Trellis_SparseSubdivideFeaturesOp : Trellis_PureOp<"sparse.subdivide_features",
-    [InferTypeOpAdaptor]> {
+    [Trellis_GeneratedKernel, InferTypeOpAdaptor]> {
   let summary = "Features of `trellis.sparse.subdivide`: each row copied 8×";
   let description = [{
     feats [N, C] → [8N, C] with row 8n + k = feats[n], k = 0..7: the
@@ -1705,7 +1746,7 @@ def Trellis_SparseSubdivideFeaturesOp : Trellis_PureOp<"sparse.subdivide_feature
 }
 
 def Trellis_SparseGroupNormOp : Trellis_PureOp<"sparse.group_norm",
-    [InferTypeOpAdaptor]> {
+    [Trellis_GeneratedKernel, InferTypeOpAdaptor]> {
   let summary = "GroupNorm with per-sample statistics (SparseGroupNorm32)";
   let description = [{
     For each batch item separately, its n rows × C channels are treated as a
@@ -1768,7 +1809,7 @@ def Trellis_SparseBatchBroadcastOp : Trellis_PureOp<"sparse.batch_broadcast",
 }
 
 def Trellis_SparseParentRowsOp : Trellis_PureOp<"sparse.parent_rows",
-    [InferTypeOpAdaptor]> {
+    [Trellis_HostBound, InferTypeOpAdaptor]> {
   let summary = "Row of each fine voxel's parent in the coarse set";
   let description = [{
     For every row n of `fine`, the row of `coarse` holding its parent
@@ -1793,7 +1834,7 @@ def Trellis_SparseParentRowsOp : Trellis_PureOp<"sparse.parent_rows",
 }
 
 def Trellis_SparseChildRowsOp : Trellis_PureOp<"sparse.child_rows",
-    [InferTypeOpAdaptor]> {
+    [Trellis_HostBound, InferTypeOpAdaptor]> {
   let summary = "The fine rows of each coarse voxel, as a CSR index";
   let description = [{
     The children of coarse row r are fine rows
@@ -1818,7 +1859,7 @@ def Trellis_SparseChildRowsOp : Trellis_PureOp<"sparse.child_rows",
 }
 
 def Trellis_SparseBatchIndexOp : Trellis_PureOp<"sparse.batch_index",
-    [InferTypeOpAdaptor]> {
+    [Trellis_HostBound, InferTypeOpAdaptor]> {
   let summary = "The batch column of a coordinate set";
   let description = [{
     b_n of every row (b, x, y, z) of `coords`, an i32 [N] tensor bounded like
@@ -1835,7 +1876,7 @@ def Trellis_SparseBatchIndexOp : Trellis_PureOp<"sparse.batch_index",
   let assemblyFormat = "$coords attr-dict `:` functional-type(operands, results)";
 }
 
-def Trellis_GatherRowsOp : Trellis_PureOp<"gather_rows", [InferTypeOpAdaptor]> {
+def Trellis_GatherRowsOp : Trellis_PureOp<"gather_rows", [Trellis_GeneratedKernel, InferTypeOpAdaptor]> {
   let summary = "Rows of a tensor picked by an index: out[i] = x[index[i]]";
   let description = [{
     x [M, ...] and an i32 index [N] with entries in [0, M) → [N, ...] of x's
@@ -1857,7 +1898,7 @@ def Trellis_GatherRowsOp : Trellis_PureOp<"gather_rows", [InferTypeOpAdaptor]> {
   let hasVerifier = 1;
 }
 
-def Trellis_SegmentMeanOp : Trellis_PureOp<"segment_mean", [InferTypeOpAdaptor]> {
+def Trellis_SegmentMeanOp : Trellis_PureOp<"segment_mean", [Trellis_GeneratedKernel, InferTypeOpAdaptor]> {
   let summary = "Mean of the rows of each CSR segment, plus extra counts";
   let description = [{
     x [M, C], offsets i32 [S + 1], rows i32 [K] → [S, C]:
@@ -1890,7 +1931,7 @@ def Trellis_SegmentMeanOp : Trellis_PureOp<"segment_mean", [InferTypeOpAdaptor]>
 }
 
 def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
-    [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [Trellis_LibraryCall, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "Variable-length self-attention within segments";
   let description = [{
     q, k [N, H, d], v [N, H, dv] → [N, H, dv]: every row attends to every
@@ -1938,7 +1979,7 @@ def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
 }
 
 def Trellis_SparseCrossAttentionOp : Trellis_PureOp<"sparse.cross_attention",
-    [InferTypeOpAdaptor]> {
+    [Trellis_LibraryCall, InferTypeOpAdaptor]> {
   let summary = "Cross-attention of sparse rows to their sample's context";
   let description = [{
     q [N, H, d] (rows of `coords`), k [B, Lc, H, d], v [B, Lc, H, dv] →
@@ -1970,7 +2011,7 @@ def Trellis_SparseCrossAttentionOp : Trellis_PureOp<"sparse.cross_attention",
 }
 
 def Trellis_SparseUniqueMeanOp : Trellis_PureOp<"sparse.unique_mean",
-    [InferTypeOpAdaptor]> {
+    [Trellis_RuntimeOp, InferTypeOpAdaptor]> {
   let summary = "Unique keys and the true mean of their values";
   let description = [{
     keys [M] i64, values [M, K] f32 → (unique [U] i64, means [U, K] f32):
@@ -2003,7 +2044,7 @@ def Trellis_SparseUniqueMeanOp : Trellis_PureOp<"sparse.unique_mean",
 let opDocGroup = Trellis_MeshGroup in {
 
 def Trellis_MeshFlexiCubesOp : Trellis_PureOp<"mesh.flexicubes",
-    [InferTypeOpAdaptor]> {
+    [Trellis_RuntimeOp, InferTypeOpAdaptor]> {
   let summary = "FlexiCubes mesh extraction from the mesh decoder's head";
   let description = [{
     SparseFeatures2Mesh of spec §7.4 in inference mode, per batch item, on

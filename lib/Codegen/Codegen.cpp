@@ -12,6 +12,7 @@
 #include "Kernels.h"
 
 #include "dialect/TrellisDialect.h"
+#include "dialect/TrellisOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -39,6 +40,9 @@ using detail::OpClass;
 
 constexpr StringLiteral kDeviceAttr = "trellis.device";
 constexpr StringLiteral kLaunchAttr = "trellis.launch";
+/// On the HostBound ops of a CUDA function: evaluated on the host when the
+/// runtime binds the function to a voxel set (docs/design/gpu-backend.md).
+constexpr StringLiteral kBindOnHostAttr = "trellis.bind_on_host";
 constexpr StringLiteral kUpdateAttr = "trellis.update";
 constexpr StringLiteral kScratchAttr = "trellis.scratch_bytes";
 constexpr StringLiteral kDirectConvAttr = "trellis.conv_direct";
@@ -170,11 +174,11 @@ llvm::DenseSet<Operation *> hostEvaluatedOps(func::FuncOp fn) {
       return;
     OpClass cls = classify(op);
     bool derived = cls == OpClass::Host;
-    if (op->getName().getStringRef() == "trellis.constant") {
+    if (isa<mlir::trellis::ConstantOp>(op)) {
       constant.insert(op->result_begin(), op->result_end());
       return;
     }
-    bool isReshape = op->getName().getStringRef() == "trellis.reshape";
+    bool isReshape = isa<mlir::trellis::ReshapeOp>(op);
     if (!derived && (cls == OpClass::Generated || isReshape) &&
         op->getNumOperands() > 0) {
       bool anyHost = false, allKnown = true;
@@ -310,7 +314,12 @@ FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
         annotateWindowRows(op);
         return;
       case OpClass::View:
+        return;
       case OpClass::Host:
+        // The runtime evaluates these when it binds the function (it does
+        // not match op names to tell).
+        if (op->hasTrait<mlir::trellis::OpTrait::HostBound>())
+          op->setAttr(kBindOnHostAttr, BoolAttr::get(ctx, true));
         return;
       case OpClass::Unsupported:
         op->emitError() << "'" << op->getName()

@@ -165,7 +165,7 @@ FailureOr<Launch> emitTimestepEmbedding(Operation *op, KernelBuilder &kb,
                                         StringRef name);
 
 /// The ops whose kernels take dynamic rows (docs/design/gpu-backend.md).
-bool supportsDynamicRows(Operation *op, StringRef n);
+bool supportsDynamicRows(Operation *op);
 
 } // namespace trellis::codegen::detail
 

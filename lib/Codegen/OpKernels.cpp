@@ -351,7 +351,7 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
   FailureOr<int64_t> bound = rowBound(op);
   if (failed(bound))
     return failure();
-  if (*bound && !supportsDynamicRows(op, n))
+  if (*bound && !supportsDynamicRows(op))
     return op->emitError() << "has no GPU implementation for dynamic rows "
                               "(dimension 0 of "
                            << op->getResult(0).getType() << ")";

@@ -28,20 +28,6 @@ namespace trellis {
 
 namespace {
 
-/// Ops evaluated on the host when a sparse function is bound: they compute
-/// coordinate structures, or features of the coordinates alone. (Neighbour
-/// maps, the largest of them, are built on the device instead: a device op
-/// whose result is an int32 [N, k³] tensor.)
-bool isCoordinateOp(const std::string &op) {
-  static const char *const ops[] = {
-      "trellis.sparse.from_tensor", "trellis.sparse.coarsen",
-      "trellis.sparse.subdivide",   "trellis.sparse.batch_segments",
-      "trellis.sparse.xyz",         "trellis.sparse.to_tensor",
-      "trellis.sparse.parent_rows", "trellis.sparse.child_rows",
-      "trellis.sparse.batch_index", "trellis.ape"};
-  return std::find(std::begin(ops), std::end(ops), op) != std::end(ops);
-}
-
 /// Rows per chunk of the group norm's partial sums.
 constexpr int64_t kGroupNormChunkRows = 1024;
 
@@ -184,7 +170,11 @@ Status GpuExecutor::Impl::bindNode(Prepared &p, Node &node,
     constants[node.out[0]] = &instr;
     return Status::ok();
   }
-  bool coordinateOp = isCoordinateOp(op);
+  // Coordinate ops (features of the coordinates alone): the compiler marks
+  // them (a HostBound trait, lib/Codegen). Neighbour maps, the largest
+  // coordinate structures, are built on the device instead: a device op whose
+  // result is an int32 [N, k³] tensor.
+  bool coordinateOp = instr.hasAttr("trellis.bind_on_host");
   bool anyBound = false, allHost = !node.in.empty();
   for (int s : node.in) {
     anyBound |= isBound[s] != 0;
