@@ -474,11 +474,9 @@ LogicalResult SparseBatchIndexOp::inferReturnTypes(
   return success();
 }
 
-LogicalResult
-GatherRowsOp::inferReturnTypes(MLIRContext *context,
-                               std::optional<Location> location,
-                               GatherRowsOp::Adaptor adaptor,
-                               SmallVectorImpl<Type> &inferredReturnTypes) {
+LogicalResult GatherRowsOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location,
+    GatherRowsOp::Adaptor adaptor, SmallVectorImpl<Type> &inferredReturnTypes) {
   auto x = cast<RankedTensorType>(adaptor.getX().getType());
   auto index = cast<RankedTensorType>(adaptor.getIndex().getType());
   if (x.getRank() < 1 || index.getRank() != 1)
@@ -514,8 +512,8 @@ SegmentMeanOp::inferReturnTypes(MLIRContext *context,
 
 LogicalResult SegmentMeanOp::verify() {
   if (failed(verifyRank(*this, "x", getX().getType(), 2, "[M, C]")) ||
-      failed(verifyRank(*this, "offsets", getOffsets().getType(), 1,
-                        "[S + 1]")) ||
+      failed(
+          verifyRank(*this, "offsets", getOffsets().getType(), 1, "[S + 1]")) ||
       failed(verifyRank(*this, "rows", getRows().getType(), 1, "[K]")))
     return failure();
   // (The I64Attr accessor is unsigned: read the attribute's signed value.)

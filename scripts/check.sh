@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 
 ./scripts/install-deps.sh --test
+./scripts/check-format.sh
 start=$(date +%s)
 cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTRELLIS_WERROR=ON >/dev/null
 cmake --build "$BUILD_DIR"

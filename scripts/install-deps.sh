@@ -19,7 +19,8 @@ PACKAGES=(
 )
 # Heavier packages only the tests need (open3d reads our PLY/GLB output).
 if [[ "${1:-}" == "--test" ]]; then
-  PACKAGES+=(python3-open3d)
+  # open3d: the mesh checks; clang-format-14: scripts/check-format.sh
+  PACKAGES+=(python3-open3d clang-format-14)
 fi
 
 missing=()

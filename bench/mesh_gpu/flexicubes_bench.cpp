@@ -56,8 +56,8 @@ double maxAbsDiff(const HostTensor &a, const HostTensor &b) {
   return m;
 }
 
-bool parityCase(GpuExecutor &gpu, const char *name, const meshfields::FieldInput &in,
-                int R, double tol) {
+bool parityCase(GpuExecutor &gpu, const char *name,
+                const meshfields::FieldInput &in, int R, double tol) {
   if (in.coords.dim(0) > gMaxCubes) {
     std::printf("| %-22s | %4d | %8lld | skipped (--max-cubes) |\n", name, R,
                 (long long)in.coords.dim(0));
@@ -178,7 +178,8 @@ int main(int argc, char **argv) {
 
   bool ok = true;
   int64_t voxels = 0;
-  meshfields::FieldInput shell = meshfields::shellInput(64, 0.35, 1.6, 1.0, 7, &voxels);
+  meshfields::FieldInput shell =
+      meshfields::shellInput(64, 0.35, 1.6, 1.0, 7, &voxels);
   if (parity) {
     std::printf("## Parity, GPU vs CPU (tolerance %.0e)\n\n", tol);
     std::printf(
@@ -187,19 +188,21 @@ int main(int argc, char **argv) {
         "| max |dattr| | cpu ms | gpu ms | |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     if (builtin) {
-      ok &=
-          parityCase(g, "sphere r=0.3",
-                     meshfields::analyticInput(meshfields::sphereSdf(0.3), 64), 64, tol);
-      ok &= parityCase(g, "sphere r=0.3",
-                       meshfields::analyticInput(meshfields::sphereSdf(0.3), 128), 128,
-                       tol);
-      ok &= parityCase(g, "box", meshfields::analyticInput(meshfields::boxSdf(64), 64),
+      ok &= parityCase(
+          g, "sphere r=0.3",
+          meshfields::analyticInput(meshfields::sphereSdf(0.3), 64), 64, tol);
+      ok &= parityCase(
+          g, "sphere r=0.3",
+          meshfields::analyticInput(meshfields::sphereSdf(0.3), 128), 128, tol);
+      ok &= parityCase(g, "box",
+                       meshfields::analyticInput(meshfields::boxSdf(64), 64),
                        64, tol);
-      ok &=
-          parityCase(g, "random dense", meshfields::randomInput(16, 12345), 16, tol);
-      ok &= parityCase(g, "random dense", meshfields::randomInput(48, 99), 48, tol);
-      ok &= parityCase(g, "random 60% kept", meshfields::randomInput(40, 5, 0.6), 40,
+      ok &= parityCase(g, "random dense", meshfields::randomInput(16, 12345),
+                       16, tol);
+      ok &= parityCase(g, "random dense", meshfields::randomInput(48, 99), 48,
                        tol);
+      ok &= parityCase(g, "random 60% kept",
+                       meshfields::randomInput(40, 5, 0.6), 40, tol);
       ok &= parityCase(g, "random 60% kept, R=33",
                        meshfields::randomInput(33, 6, 0.6), 33, tol);
       ok &= parityCase(g, "shell 20k voxels", shell, 256, tol);

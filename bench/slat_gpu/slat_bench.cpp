@@ -158,7 +158,8 @@ int main(int argc, char **argv) {
   }
 
   if (planOnly) {
-    for (const char *fn : {"slat_stage", "decode_gs", "decode_rf", "decode_mesh"}) {
+    for (const char *fn :
+         {"slat_stage", "decode_gs", "decode_rf", "decode_mesh"}) {
       std::vector<RtValue> args = {*coords};
       if (std::string(fn) == "slat_stage")
         args.push_back(*cond);
@@ -301,7 +302,8 @@ int main(int argc, char **argv) {
   for (const Row &r : rows)
     std::printf("| %s | %.2f | %.2f | %.3f | %.1f | %.1f | %.1f |\n",
                 r.what.c_str(), median(r.ms),
-                r.ms.empty() ? 0.0 : *std::min_element(r.ms.begin(), r.ms.end()),
+                r.ms.empty() ? 0.0
+                             : *std::min_element(r.ms.begin(), r.ms.end()),
                 r.firstWall, r.weights / 1048576.0, r.arena / 1048576.0,
                 r.inUse / 1048576.0);
   return 0;

@@ -254,7 +254,8 @@ typedef struct trellis_engine_options {
   uint32_t flags;
   int32_t device;  /* CUDA device ordinal (default 0) */
   int32_t threads; /* CPU threads; 0 = all */
-  trellis_progress_fn progress; /* MESSAGE notices while starting; may be NULL */
+  trellis_progress_fn
+      progress; /* MESSAGE notices while starting; may be NULL */
   void *user_data;
 } trellis_engine_options;
 
@@ -264,10 +265,10 @@ TRELLIS_RT_API void trellis_engine_options_init(trellis_engine_options *o);
 /* Checks every weight the program reads against `weights` (missing or
  * mistyped: TRELLIS_ERR_WEIGHTS, naming the tensor), starts the backend and
  * prepares what does not depend on the inputs. `options` may be NULL. */
-TRELLIS_RT_API trellis_status trellis_engine_create(
-    trellis_program *program, const trellis_weights *weights,
-    const trellis_engine_options *options, trellis_engine **out,
-    trellis_error *err);
+TRELLIS_RT_API trellis_status
+trellis_engine_create(trellis_program *program, const trellis_weights *weights,
+                      const trellis_engine_options *options,
+                      trellis_engine **out, trellis_error *err);
 
 /* One generation. From `spec` it uses seed, ss, slat, targets, threads, the
  * optional noise / coords, out_dir and progress. spec->flags is not read
@@ -276,8 +277,7 @@ TRELLIS_RT_API trellis_status trellis_engine_create(
  * otherwise). Files in out_dir are complete when it returns. */
 TRELLIS_RT_API trellis_status trellis_engine_run(
     trellis_engine *engine, const trellis_embeddings *embeddings,
-    const trellis_run_spec *spec, trellis_outputs *outputs,
-    trellis_error *err);
+    const trellis_run_spec *spec, trellis_outputs *outputs, trellis_error *err);
 
 /* Frees the engine (NULL is a no-op). Not while a run is in progress. */
 TRELLIS_RT_API void trellis_engine_destroy(trellis_engine *engine);

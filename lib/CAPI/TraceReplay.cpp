@@ -1,4 +1,4 @@
-//===- TraceReplay.cpp - A JSON trace replayed through the tracing API ---===//
+//===- TraceReplay.cpp - A JSON trace replayed through the tracing API ----===//
 #include "lib/CAPI/TraceReplay.h"
 
 #include "dialect/TrellisTypes.h"

@@ -1,4 +1,4 @@
-//===- PipelineConfig.cpp - pipeline.json and the whole model directory --===//
+//===- PipelineConfig.cpp - pipeline.json and the whole model directory ---===//
 //
 // Mirrors TrellisImageTo3DPipeline / TrellisTextTo3DPipeline.from_pretrained
 // (trellis/pipelines/*.py) and the samplers' sample() signatures.

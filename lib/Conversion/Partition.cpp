@@ -108,28 +108,26 @@ void lowerSparseResampling(func::FuncOp fn) {
                                               up.getCoarse())
                 .getOperation();
           });
-      result = GatherRowsOp::create(b, loc, up.getFeats(),
-                                    parents->getResult(0));
+      result =
+          GatherRowsOp::create(b, loc, up.getFeats(), parents->getResult(0));
     } else if (auto bc = dyn_cast<SparseBatchBroadcastOp>(op)) {
-      Operation *batch = indexOp(Batch, {bc.getCoords()}, op,
-                                 [&](OpBuilder &ib) {
-                                   return SparseBatchIndexOp::create(
-                                              ib, loc, bc.getCoords())
-                                       .getOperation();
-                                 });
+      Operation *batch =
+          indexOp(Batch, {bc.getCoords()}, op, [&](OpBuilder &ib) {
+            return SparseBatchIndexOp::create(ib, loc, bc.getCoords())
+                .getOperation();
+          });
       result =
           GatherRowsOp::create(b, loc, bc.getValues(), batch->getResult(0));
     } else {
       auto down = cast<SparseDownsampleOp>(op);
       Operation *csr = indexOp(
-          Children, {down.getFine(), down.getCoarse()}, op,
-          [&](OpBuilder &ib) {
+          Children, {down.getFine(), down.getCoarse()}, op, [&](OpBuilder &ib) {
             return SparseChildRowsOp::create(ib, loc, down.getFine(),
                                              down.getCoarse())
                 .getOperation();
           });
-      result = SegmentMeanOp::create(b, loc, down.getFeats(),
-                                     csr->getResult(0), csr->getResult(1),
+      result = SegmentMeanOp::create(b, loc, down.getFeats(), csr->getResult(0),
+                                     csr->getResult(1),
                                      /*extra_count=*/1);
     }
     op->getResult(0).replaceAllUsesWith(result);

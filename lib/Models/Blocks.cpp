@@ -1,4 +1,4 @@
-//===- Blocks.cpp - Building blocks shared by the TRELLIS models ------------===//
+//===- Blocks.cpp - Building blocks shared by the TRELLIS models ----------===//
 #include "lib/Models/Blocks.h"
 
 #include <cmath>
@@ -49,12 +49,12 @@ static std::vector<Tensor> splitHeads(const Tensor &x, int64_t parts,
                                       const Heads &heads) {
   Shape tokens = tokenDims(x);
   int64_t axis = int64_t(tokens.size());
-  Tensor r = reshape(x, concatShape(tokens, {parts, heads.heads,
-                                             heads.headDim()}));
+  Tensor r =
+      reshape(x, concatShape(tokens, {parts, heads.heads, heads.headDim()}));
   std::vector<Tensor> out;
   for (const Tensor &p : split(r, axis, std::vector<int64_t>(parts, 1)))
-    out.push_back(reshape(p, concatShape(tokens, {heads.heads,
-                                                  heads.headDim()})));
+    out.push_back(
+        reshape(p, concatShape(tokens, {heads.heads, heads.headDim()})));
   return out;
 }
 

@@ -49,17 +49,18 @@ Tensor crossAttention(Tracer &t, const Tensor &x, const Tensor &ctx,
                       const Heads &heads, int64_t ctxChannels,
                       const TokenLayout &layout);
 
-/// ModulatedTransformerCrossBlock (dense) / ModulatedSparseTransformerCrossBlock
-/// (sparse): adaLN (shift, scale, gate) ×2, unmodulated cross-attention.
+/// ModulatedTransformerCrossBlock (dense) /
+/// ModulatedSparseTransformerCrossBlock (sparse): adaLN (shift, scale, gate)
+/// ×2, unmodulated cross-attention.
 Tensor modulatedCrossBlock(Tracer &t, const Tensor &x, const Tensor &emb,
                            const Tensor &ctx, const Heads &heads,
                            int64_t ctxChannels, int64_t mlpHidden,
                            bool qkRmsNorm, const TokenLayout &layout);
 
 /// A LayerNorm32 without affine parameters (TRELLIS's block norms).
-Tensor plainLayerNorm(const Tensor &x, double eps,
-                      std::source_location where =
-                          std::source_location::current());
+Tensor
+plainLayerNorm(const Tensor &x, double eps,
+               std::source_location where = std::source_location::current());
 
 } // namespace trellis::models
 

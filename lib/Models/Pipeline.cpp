@@ -1,4 +1,4 @@
-//===- Pipeline.cpp - The TRELLIS pipeline as stage functions ---------------===//
+//===- Pipeline.cpp - The TRELLIS pipeline as stage functions -------------===//
 //
 // Traces the six networks (one function each, named by their pipeline.json
 // key) and the stage functions that chain them with the samplers (spec §0.1,
@@ -74,9 +74,7 @@ struct Stages {
     return m && m->config ? m : nullptr;
   }
 
-  void enterModel(const ModelRef &m) {
-    t.setModel(m.key, m.config->argsPos);
-  }
+  void enterModel(const ModelRef &m) { t.setModel(m.key, m.config->argsPos); }
 
   /// neg_cond: zeros for image pipelines (spec §2.1), an input for text.
   Tensor negativeCondition(const std::vector<Tensor> &args, size_t index,
@@ -104,20 +102,20 @@ struct Stages {
     const auto &fa = *flow->config->ssFlow();
     int64_t r = *fa.resolution;
     std::vector<mlir::Type> types = condTypes(*fa.condChannels);
-    types.push_back(t.tensorType({sizes.batch, *fa.inChannels, r, r, r},
-                                 DType::F32));
+    types.push_back(
+        t.tensorType({sizes.batch, *fa.inChannels, r, r, r}, DType::F32));
     auto args = t.beginFunction("ss_stage", types);
     Tensor neg = negativeCondition(args, 1, *fa.condChannels);
     Tracer::Scope scope(t, "", p.sparseStructureSampler.pos);
     t.setModel("sparse_structure_sampler", p.sparseStructureSampler.pos);
     auto settings = samplerSettings(t, p.sparseStructureSampler, o.ssOverrides,
                                     o.multiImage);
-    Tensor x = flowSample(
-        args.back(), args[0], neg, settings, sizes.batch,
-        [&](const Tensor &x, const Tensor &tau, const Tensor &c) {
-          auto v = call(t, flow->key, {x, tau, c});
-          return v.empty() ? Tensor() : v.front();
-        });
+    Tensor x =
+        flowSample(args.back(), args[0], neg, settings, sizes.batch,
+                   [&](const Tensor &x, const Tensor &tau, const Tensor &c) {
+                     auto v = call(t, flow->key, {x, tau, c});
+                     return v.empty() ? Tensor() : v.front();
+                   });
     auto logits = call(t, dec->key, {x});
     Tensor coords = logits.empty() ? Tensor() : occupancy(logits.front());
     t.endFunction({x, coordsToTensor(coords)});
@@ -129,8 +127,8 @@ struct Stages {
       return;
     const auto &fa = *flow->config->slatFlow();
     int64_t r = *fa.resolution, bound = voxelBound(r, sizes);
-    std::vector<mlir::Type> types = {t.tensorType(
-        {mlir::ShapedType::kDynamic, 4}, DType::I32, {bound})};
+    std::vector<mlir::Type> types = {
+        t.tensorType({mlir::ShapedType::kDynamic, 4}, DType::I32, {bound})};
     for (mlir::Type c : condTypes(*fa.condChannels))
       types.push_back(c);
     types.push_back(t.tensorType({mlir::ShapedType::kDynamic, *fa.inChannels},
@@ -141,12 +139,12 @@ struct Stages {
     Tensor coords = coordsFromTensor(args[0], r);
     auto settings =
         samplerSettings(t, p.slatSampler, o.slatOverrides, o.multiImage);
-    Tensor x = flowSample(
-        args.back(), args[1], neg, settings, sizes.batch,
-        [&](const Tensor &x, const Tensor &tau, const Tensor &c) {
-          auto v = call(t, flow->key, {coords, x, tau, c});
-          return v.empty() ? Tensor() : v.front();
-        });
+    Tensor x =
+        flowSample(args.back(), args[1], neg, settings, sizes.batch,
+                   [&](const Tensor &x, const Tensor &tau, const Tensor &c) {
+                     auto v = call(t, flow->key, {coords, x, tau, c});
+                     return v.empty() ? Tensor() : v.front();
+                   });
     // De-normalization: feats·std + mean per channel (spec §3.5).
     Tracer::Scope scope(t, "slat_normalization", p.normalizationPos);
     x = add(mul(x, constant(t, vectorOf(p.slatStd))),
@@ -194,8 +192,8 @@ struct Stages {
     offset = mul(tanh(offset), scalar(t, float(0.5 * *rep.voxelSize / r)));
     Tensor centre = div(add(cast(xyz(in[0]), DType::F32), scalar(t, 0.5f)),
                         scalar(t, float(r)));
-    Tensor xyzField = reshape(add(reshape(centre, {dyn, 1, 3}), offset),
-                              {dyn, 3});
+    Tensor xyzField =
+        reshape(add(reshape(centre, {dyn, 1, 3}), offset), {dyn, 3});
     Tensor fdc = reshape(scaled(parts[1], *rep.lrFeaturesDc), {dyn, 1, 3});
     Tensor scaling = reshape(scaled(parts[2], *rep.lrScaling), {dyn, 3});
     Tensor rotation = reshape(scaled(parts[3], *rep.lrRotation), {dyn, 4});

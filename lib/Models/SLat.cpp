@@ -1,4 +1,4 @@
-//===- SLat.cpp - SLat flow and SLat decoder builders -----------------------===//
+//===- SLat.cpp - SLat flow and SLat decoder builders ---------------------===//
 //
 // SLatFlowModel (spec §6) and the Gaussian / radiance-field / mesh decoders
 // (spec §7) on sparse voxel tensors: a coordinate set plus features [N, C].
@@ -32,7 +32,8 @@ struct Sparse {
 
 Tensor sparseConv(Tracer &t, const Tensor &x, int64_t in, int64_t out,
                   Sparse &s) {
-  return sparseConv3d(x, t.weight("conv.weight", {out, 3, 3, 3, in}, DType::F16),
+  return sparseConv3d(x,
+                      t.weight("conv.weight", {out, 3, 3, 3, in}, DType::F16),
                       t.weight("conv.bias", {out}, DType::F16), s.neighbors());
 }
 
@@ -45,7 +46,8 @@ Sparse sparseResBlock(Tracer &t, Sparse x, const Tensor &emb, int64_t in,
   Tensor scale, shift;
   {
     Tracer::Scope s(t, "emb_layers.1");
-    Tensor m = linear(silu(emb), t.weight("weight", {2 * out, embChannels}, DType::F16),
+    Tensor m = linear(silu(emb),
+                      t.weight("weight", {2 * out, embChannels}, DType::F16),
                       t.weight("bias", {2 * out}, DType::F16));
     std::vector<Tensor> parts = split(m, 1, {out, out});
     if (parts.size() == 2) {
@@ -56,8 +58,8 @@ Sparse sparseResBlock(Tracer &t, Sparse x, const Tensor &emb, int64_t in,
   // Resampling happens first, on the block input.
   if (down) {
     Tensor coarse = coarsen(x.coords, 2);
-    x = Sparse{coarse, downsample(x.feats, x.coords, coarse),
-               x.resolution / 2, Tensor()};
+    x = Sparse{coarse, downsample(x.feats, x.coords, coarse), x.resolution / 2,
+               Tensor()};
   } else if (up) {
     x = Sparse{fine->coords, upsample(x.feats, x.coords, fine->coords),
                fine->resolution, fine->nbmap};
@@ -97,15 +99,13 @@ void buildSLatFlow(Tracer &t, const std::string &name,
   int64_t b = sizes.batch, r = *args.resolution, c = *args.modelChannels;
   int64_t cc = *args.condChannels;
   int64_t bound = voxelBound(r, sizes);
-  auto coordsType =
-      mlir::trellis::CoordsType::get(&t.context(), r, bound);
+  auto coordsType = mlir::trellis::CoordsType::get(&t.context(), r, bound);
   auto inputs = t.beginFunction(
-      name,
-      {coordsType,
-       t.tensorType({mlir::ShapedType::kDynamic, *args.inChannels}, DType::F32,
-                    {bound}),
-       t.tensorType({b}, DType::F32),
-       t.tensorType({b, sizes.condTokens, cc}, DType::F32)});
+      name, {coordsType,
+             t.tensorType({mlir::ShapedType::kDynamic, *args.inChannels},
+                          DType::F32, {bound}),
+             t.tensorType({b}, DType::F32),
+             t.tensorType({b, sizes.condTokens, cc}, DType::F32)});
   Sparse x{inputs[0], inputs[1], r, Tensor()};
   const Tensor &tau = inputs[2], &cond = inputs[3];
 
@@ -116,7 +116,8 @@ void buildSLatFlow(Tracer &t, const std::string &name,
   int64_t first = io.empty() ? c : io.front();
   {
     Tracer::Scope s(t, "input_layer", args.inChannels.pos);
-    x.feats = linear(x.feats, t.weight("weight", {first, *args.inChannels}, DType::F32),
+    x.feats = linear(x.feats,
+                     t.weight("weight", {first, *args.inChannels}, DType::F32),
                      t.weight("bias", {first}, DType::F32));
   }
   x.feats = cast(x.feats, DType::F16);
@@ -246,7 +247,8 @@ void buildSLatDecoder(Tracer &t, const std::string &name,
   Sparse x{inputs[0], inputs[1], r, Tensor()};
   {
     Tracer::Scope s(t, "input_layer", args.latentChannels.pos);
-    x.feats = linear(x.feats, t.weight("weight", {c, *args.latentChannels}, DType::F32),
+    x.feats = linear(x.feats,
+                     t.weight("weight", {c, *args.latentChannels}, DType::F32),
                      t.weight("bias", {c}, DType::F32));
   }
   {

@@ -1,4 +1,4 @@
-//===- SparseStructure.cpp - SS flow and SS decoder builders ----------------===//
+//===- SparseStructure.cpp - SS flow and SS decoder builders --------------===//
 //
 // SparseStructureFlowModel (spec §4) and SparseStructureDecoder (spec §5).
 //

@@ -1,4 +1,4 @@
-//===- HostProgram.cpp - trellis IR -> the runtime's host program -----------===//
+//===- HostProgram.cpp - trellis IR -> the runtime's host program ---------===//
 #include "lib/Target/HostProgram.h"
 
 #include "dialect/TrellisOps.h"
@@ -86,7 +86,8 @@ FailureOr<json> Serializer::type(Type t, Operation *user) {
     return json{{"kind", "segments"},
                 {"max_length", s.getMaxLength()},
                 {"bound", s.getBound()}};
-  return user->emitOpError("uses type ") << t << " that the runtime cannot hold";
+  return user->emitOpError("uses type ")
+         << t << " that the runtime cannot hold";
 }
 
 FailureOr<json> Serializer::attribute(Attribute a, Operation *user) {
@@ -99,11 +100,11 @@ FailureOr<json> Serializer::attribute(Attribute a, Operation *user) {
   if (auto s = dyn_cast<StringAttr>(a))
     return json(s.str());
   if (auto arr = dyn_cast<DenseI64ArrayAttr>(a))
-    return json(std::vector<int64_t>(arr.asArrayRef().begin(),
-                                     arr.asArrayRef().end()));
+    return json(
+        std::vector<int64_t>(arr.asArrayRef().begin(), arr.asArrayRef().end()));
   if (auto arr = dyn_cast<DenseI32ArrayAttr>(a))
-    return json(std::vector<int32_t>(arr.asArrayRef().begin(),
-                                     arr.asArrayRef().end()));
+    return json(
+        std::vector<int32_t>(arr.asArrayRef().begin(), arr.asArrayRef().end()));
   if (auto dict = dyn_cast<DictionaryAttr>(a)) {
     // Codegen's annotations (trellis.launch = {kernel, grid, block, smem}).
     json out = json::object();
@@ -116,8 +117,8 @@ FailureOr<json> Serializer::attribute(Attribute a, Operation *user) {
     return out;
   }
   if (auto arr = dyn_cast<DenseF64ArrayAttr>(a))
-    return json(std::vector<double>(arr.asArrayRef().begin(),
-                                    arr.asArrayRef().end()));
+    return json(
+        std::vector<double>(arr.asArrayRef().begin(), arr.asArrayRef().end()));
   if (auto arr = dyn_cast<ArrayAttr>(a)) {
     json out = json::array();
     for (Attribute e : arr) {
@@ -134,8 +135,7 @@ FailureOr<json> Serializer::attribute(Attribute a, Operation *user) {
     if (dense.isSplat()) {
       if (dense.getElementType().isIntOrIndex())
         return json{{"splat", dense.getSplatValue<APInt>().getSExtValue()}};
-      return json{
-          {"splat", dense.getSplatValue<APFloat>().convertToDouble()}};
+      return json{{"splat", dense.getSplatValue<APFloat>().convertToDouble()}};
     }
     json values = json::array();
     if (dense.getElementType().isIntOrIndex())
@@ -242,7 +242,8 @@ LogicalResult Serializer::ops(Block &block, json &out) {
         // slots of their definitions (one slot space per function).
         if (region.empty())
           continue;
-        json r = {{"args", json::array()}, {"body", json::array()},
+        json r = {{"args", json::array()},
+                  {"body", json::array()},
                   {"yield", json::array()}};
         if (!region.hasOneBlock())
           return op.emitOpError("has a region with ")
@@ -278,12 +279,9 @@ Serializer::run(ModuleOp module, llvm::ArrayRef<std::string> entries) {
       return fn.emitOpError("is external; the host program needs every body");
     slots_.clear();
     nextSlot_ = 0;
-    json f = {{"name", fn.getName().str()},
-              {"args", json::array()},
-              {"arg_types", json::array()},
-              {"results", json::array()},
-              {"body", json::array()},
-              {"loc", location(fn.getLoc())}};
+    json f = {{"name", fn.getName().str()}, {"args", json::array()},
+              {"arg_types", json::array()}, {"results", json::array()},
+              {"body", json::array()},      {"loc", location(fn.getLoc())}};
     Block &body = fn.getBody().front();
     for (BlockArgument arg : body.getArguments()) {
       f["args"].push_back(slot(arg));

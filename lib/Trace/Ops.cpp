@@ -1,4 +1,4 @@
-//===- Ops.cpp - Functional ops of the C++ tracing API ----------------------===//
+//===- Ops.cpp - Functional ops of the C++ tracing API --------------------===//
 //
 // Thin wrappers: check that inputs are present, turn C++ values into MLIR
 // attributes, and let Tracer::create build, infer and verify the op.
@@ -20,17 +20,17 @@ namespace {
 /// The single result of an op traced with inferred types.
 template <typename OpTy, typename... Args>
 Tensor inferred(Tracer &t, Where where, Args &&...args) {
-  auto results = t.create<OpTy>(where, mlir::TypeRange{},
-                                std::forward<Args>(args)...);
+  auto results =
+      t.create<OpTy>(where, mlir::TypeRange{}, std::forward<Args>(args)...);
   return results.empty() ? Tensor() : results.front();
 }
 
 /// An op whose result type is its operand's.
-template <typename OpTy>
-Tensor sameType(const Tensor &x, Where where) {
+template <typename OpTy> Tensor sameType(const Tensor &x, Where where) {
   if (Tracer::anyAbsent({x}))
     return Tensor();
-  return x.tracer().create<OpTy>(where, mlir::TypeRange{x.type()}, x.value())
+  return x.tracer()
+      .create<OpTy>(where, mlir::TypeRange{x.type()}, x.value())
       .front();
 }
 
@@ -77,7 +77,8 @@ Tensor cast(const Tensor &x, DType to, Where where) {
     return x; // already of that type
   auto from = llvm::cast<mlir::RankedTensorType>(x.type());
   auto type = from.clone(x.tracer().elementType(to));
-  return x.tracer().create<td::CastOp>(where, mlir::TypeRange{type}, x.value())
+  return x.tracer()
+      .create<td::CastOp>(where, mlir::TypeRange{type}, x.value())
       .front();
 }
 
@@ -246,12 +247,12 @@ Tensor reshape(const Tensor &x, const Shape &shape, Where where) {
       .front();
 }
 
-Tensor permute(const Tensor &x, const std::vector<int64_t> &perm,
-               Where where) {
+Tensor permute(const Tensor &x, const std::vector<int64_t> &perm, Where where) {
   if (Tracer::anyAbsent({x}))
     return Tensor();
-  return inferred<td::PermuteOp>(x.tracer(), where, x.value(),
-                                 x.tracer().builder().getDenseI64ArrayAttr(perm));
+  return inferred<td::PermuteOp>(
+      x.tracer(), where, x.value(),
+      x.tracer().builder().getDenseI64ArrayAttr(perm));
 }
 
 Tensor concat(const std::vector<Tensor> &xs, int64_t axis, Where where) {
@@ -273,9 +274,9 @@ std::vector<Tensor> split(const Tensor &x, int64_t axis,
   if (Tracer::anyAbsent({x}))
     return {};
   Tracer &t = x.tracer();
-  auto results = t.create<td::SplitOp>(where, mlir::TypeRange{}, x.value(),
-                                       i64(t, axis),
-                                       t.builder().getDenseI64ArrayAttr(sizes));
+  auto results =
+      t.create<td::SplitOp>(where, mlir::TypeRange{}, x.value(), i64(t, axis),
+                            t.builder().getDenseI64ArrayAttr(sizes));
   return std::vector<Tensor>(results.begin(), results.end());
 }
 
@@ -332,8 +333,8 @@ Tensor flowSample(const Tensor &noise, const Tensor &cond,
 Tensor neighborMap(const Tensor &coords, int64_t kernel, Where where) {
   if (Tracer::anyAbsent({coords}))
     return Tensor();
-  return inferred<td::SparseNeighborMapOp>(coords.tracer(), where, coords.value(),
-                                     i64(coords.tracer(), kernel));
+  return inferred<td::SparseNeighborMapOp>(
+      coords.tracer(), where, coords.value(), i64(coords.tracer(), kernel));
 }
 
 Tensor sparseConv3d(const Tensor &feats, const Tensor &w, const Tensor &b,
@@ -348,11 +349,11 @@ Tensor coarsen(const Tensor &coords, int64_t factor, Where where) {
   if (Tracer::anyAbsent({coords}))
     return Tensor();
   return inferred<td::SparseCoarsenOp>(coords.tracer(), where, coords.value(),
-                                 i64(coords.tracer(), factor));
+                                       i64(coords.tracer(), factor));
 }
 
-Tensor downsample(const Tensor &feats, const Tensor &fine,
-                  const Tensor &coarse, Where where) {
+Tensor downsample(const Tensor &feats, const Tensor &fine, const Tensor &coarse,
+                  Where where) {
   if (Tracer::anyAbsent({feats, fine, coarse}))
     return Tensor();
   return inferred<td::SparseDownsampleOp>(feats.tracer(), where, feats.value(),
@@ -370,34 +371,33 @@ Tensor upsample(const Tensor &feats, const Tensor &coarse, const Tensor &fine,
 Tensor subdivide(const Tensor &coords, Where where) {
   if (Tracer::anyAbsent({coords}))
     return Tensor();
-  return inferred<td::SparseSubdivideOp>(coords.tracer(), where, coords.value());
+  return inferred<td::SparseSubdivideOp>(coords.tracer(), where,
+                                         coords.value());
 }
 
 Tensor subdivideFeatures(const Tensor &feats, Where where) {
   if (Tracer::anyAbsent({feats}))
     return Tensor();
   return inferred<td::SparseSubdivideFeaturesOp>(feats.tracer(), where,
-                                           feats.value());
+                                                 feats.value());
 }
 
 Tensor sparseGroupNorm(const Tensor &feats, const Tensor &coords,
-                       const Tensor &weight, const Tensor &bias,
-                       int64_t groups, double eps, Where where) {
+                       const Tensor &weight, const Tensor &bias, int64_t groups,
+                       double eps, Where where) {
   if (Tracer::anyAbsent({feats, coords, weight, bias}))
     return Tensor();
   Tracer &t = feats.tracer();
-  return inferred<td::SparseGroupNormOp>(t, where, feats.value(),
-                                         coords.value(), weight.value(),
-                                         bias.value(), i64(t, groups),
-                                         f64(t, eps));
+  return inferred<td::SparseGroupNormOp>(
+      t, where, feats.value(), coords.value(), weight.value(), bias.value(),
+      i64(t, groups), f64(t, eps));
 }
 
-Tensor batchBroadcast(const Tensor &values, const Tensor &coords,
-                      Where where) {
+Tensor batchBroadcast(const Tensor &values, const Tensor &coords, Where where) {
   if (Tracer::anyAbsent({values, coords}))
     return Tensor();
   return inferred<td::SparseBatchBroadcastOp>(values.tracer(), where,
-                                        values.value(), coords.value());
+                                              values.value(), coords.value());
 }
 
 Tensor xyz(const Tensor &coords, Where where) {
@@ -416,14 +416,14 @@ Tensor coordsFromTensor(const Tensor &t, int64_t resolution, Where where) {
   if (Tracer::anyAbsent({t}))
     return Tensor();
   return inferred<td::SparseFromTensorOp>(t.tracer(), where, t.value(),
-                                    i64(t.tracer(), resolution));
+                                          i64(t.tracer(), resolution));
 }
 
 Tensor batchSegments(const Tensor &coords, Where where) {
   if (Tracer::anyAbsent({coords}))
     return Tensor();
   return inferred<td::SparseBatchSegmentsOp>(coords.tracer(), where,
-                                       coords.value());
+                                             coords.value());
 }
 
 Tensor windowSegments(const Tensor &coords, int64_t window, int64_t shift,
@@ -432,7 +432,7 @@ Tensor windowSegments(const Tensor &coords, int64_t window, int64_t shift,
     return Tensor();
   Tracer &t = coords.tracer();
   return inferred<td::SparseWindowSegmentsOp>(t, where, coords.value(),
-                                        i64(t, window), i64(t, shift));
+                                              i64(t, window), i64(t, shift));
 }
 
 Tensor sparseAttention(const Tensor &q, const Tensor &k, const Tensor &v,
@@ -450,9 +450,8 @@ Tensor sparseCrossAttention(const Tensor &q, const Tensor &k, const Tensor &v,
   if (Tracer::anyAbsent({q, k, v, coords}))
     return Tensor();
   Tracer &t = q.tracer();
-  return inferred<td::SparseCrossAttentionOp>(t, where, q.value(), k.value(),
-                                              v.value(), coords.value(),
-                                              f64(t, scale));
+  return inferred<td::SparseCrossAttentionOp>(
+      t, where, q.value(), k.value(), v.value(), coords.value(), f64(t, scale));
 }
 
 } // namespace trellis::trace

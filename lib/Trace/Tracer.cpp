@@ -1,4 +1,4 @@
-//===- Tracer.cpp - The C++ tracing API -------------------------------------===//
+//===- Tracer.cpp - The C++ tracing API -----------------------------------===//
 #include "trellis/Trace/Tracer.h"
 
 #include "dialect/TrellisOps.h"
@@ -28,8 +28,8 @@ std::string TraceError::render() const {
   if (!modulePath.empty())
     os << "\n  in module: " << modulePath;
   if (config && !config->path.empty())
-    os << "\n  shaped by config value: " << config->path << " ("
-       << config->file << ":" << config->line << ":" << config->column << ")";
+    os << "\n  shaped by config value: " << config->path << " (" << config->file
+       << ":" << config->line << ":" << config->column << ")";
   if (!sourceFile.empty())
     os << "\n  traced at: " << sourceFile << ":" << sourceLine;
   return out;
@@ -138,8 +138,9 @@ Location Tracer::locationFor(const std::string &file, unsigned line,
     parts.push_back(NameLoc::get(
         StringAttr::get(context_, "config"),
         FileLineColLoc::get(context_, cfg->file, cfg->line, cfg->column)));
-  parts.push_back(NameLoc::get(StringAttr::get(context_, kind),
-                               FileLineColLoc::get(context_, file, line, column)));
+  parts.push_back(
+      NameLoc::get(StringAttr::get(context_, kind),
+                   FileLineColLoc::get(context_, file, line, column)));
   return FusedLoc::get(context_, parts);
 }
 
@@ -169,7 +170,7 @@ Type Tracer::elementType(DType dtype) {
 RankedTensorType Tracer::tensorType(const Shape &shape, DType dtype,
                                     llvm::ArrayRef<int64_t> dynamicBounds) {
   return mlir::trellis::getBoundedTensorType(shape, elementType(dtype),
-                                       dynamicBounds);
+                                             dynamicBounds);
 }
 
 std::vector<Tensor> Tracer::beginFunction(const std::string &name,
@@ -233,8 +234,8 @@ void Tracer::error(const std::string &message, std::source_location where) {
 Tensor Tracer::placeholder(Type type, std::source_location where) {
   if (!type)
     return Tensor();
-  auto cast = UnrealizedConversionCastOp::create(
-      builder_, locationFor(where), TypeRange{type}, ValueRange{});
+  auto cast = UnrealizedConversionCastOp::create(builder_, locationFor(where),
+                                                 TypeRange{type}, ValueRange{});
   return Tensor(this, cast.getResult(0));
 }
 
@@ -243,8 +244,7 @@ Tensor Tracer::weight(const std::string &name, const Shape &shape, DType dtype,
   std::string fullName = weightPrefix() + name;
   RankedTensorType expected = tensorType(shape, dtype);
   if (!lookup_) {
-    error("no checkpoint is bound to look up weight '" + fullName + "'",
-          where);
+    error("no checkpoint is bound to look up weight '" + fullName + "'", where);
     return placeholder(expected, where);
   }
   std::optional<WeightInfo> info = lookup_(model_, fullName);
@@ -322,10 +322,10 @@ Operation *Tracer::finish(OperationState &state, bool infer,
     auto iface =
         state.name.getRegisteredInfo()->getInterface<InferTypeOpInterface>();
     SmallVector<Type> types;
-    if (failed(iface->inferReturnTypes(
-            context_, state.location, state.operands,
-            state.attributes.getDictionary(context_),
-            state.getRawProperties(), state.regions, types)))
+    if (failed(iface->inferReturnTypes(context_, state.location, state.operands,
+                                       state.attributes.getDictionary(context_),
+                                       state.getRawProperties(), state.regions,
+                                       types)))
       return fail(nullptr);
     state.addTypes(types);
   }

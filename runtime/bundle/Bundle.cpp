@@ -1,4 +1,4 @@
-//===- Bundle.cpp - The versioned bundle trellisc emits ---------------------===//
+//===- Bundle.cpp - The versioned bundle trellisc emits -------------------===//
 #include "trellis/Runtime/Bundle.h"
 #include "trellis/Support/AtomicFile.h"
 
@@ -201,8 +201,8 @@ Status Bundle::writeExecutable(const std::string &runtimeExe,
   if (Status s = out.commit(); !s)
     return s;
   if (::chmod(outPath.c_str(), 0755) != 0)
-    return Error{"cannot make '" + outPath + "' executable: " +
-                 std::strerror(errno)};
+    return Error{"cannot make '" + outPath +
+                 "' executable: " + std::strerror(errno)};
   return Status::ok();
 }
 

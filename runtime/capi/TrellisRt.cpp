@@ -1,4 +1,4 @@
-//===- TrellisRt.cpp - libtrellis_rt.so: the runtime behind a C ABI -----===//
+//===- TrellisRt.cpp - libtrellis_rt.so: the runtime behind a C ABI -------===//
 //
 // include/trellis/trellis_rt.h over the runtime library: the pipeline
 // (Engine.h; trellis_run is create + run + destroy) and single entry

@@ -1,4 +1,4 @@
-//===- PreparedFunction.h - The executor's prepared functions -*- C++ -*-===//
+//===- PreparedFunction.h - The executor's prepared functions ---*- C++ -*-===//
 //
 // Private to runtime/cuda: one entry function as the executor prepares it.
 // The call graph inlined into an op tree (Body, Node), the global value

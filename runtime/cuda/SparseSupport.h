@@ -1,4 +1,4 @@
-//===- SparseSupport.h - Helpers of the sparse stages ----------*- C++ -*-===//
+//===- SparseSupport.h - Helpers of the sparse stages -----------*- C++ -*-===//
 //
 // Private to runtime/cuda: what the binding and the command builders of a
 // sparse stage (SparseBinding.cpp, SparseCommands.cpp, SparseConv.cpp,

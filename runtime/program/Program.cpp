@@ -1,4 +1,4 @@
-//===- Program.cpp - The host program as the runtime reads it ---------------===//
+//===- Program.cpp - The host program as the runtime reads it -------------===//
 #include "trellis/Runtime/Program.h"
 
 namespace trellis {
@@ -29,9 +29,8 @@ struct Parser {
       fail(path, std::string("missing '") + name + "'");
       return nullptr;
     }
-    bool ok = it->type() == type ||
-              (type == json::value_t::number_integer &&
-               it->is_number_unsigned());
+    bool ok = it->type() == type || (type == json::value_t::number_integer &&
+                                     it->is_number_unsigned());
     if (!ok) {
       fail(path + "." + name, "has the wrong JSON type");
       return nullptr;
@@ -134,11 +133,12 @@ struct Parser {
           std::string rp = p + ".regions[" + std::to_string(r) + "]";
           Region region;
           region.args = slots(regions[r], "args", rp);
-          if (const json *ts = field(regions[r], "arg_types", rp,
-                                     json::value_t::array))
+          if (const json *ts =
+                  field(regions[r], "arg_types", rp, json::value_t::array))
             for (const json &t : *ts)
               region.argTypes.push_back(type(t, rp + ".arg_types"));
-          if (const json *b = field(regions[r], "body", rp, json::value_t::array))
+          if (const json *b =
+                  field(regions[r], "body", rp, json::value_t::array))
             region.body = body(*b, rp + ".body");
           region.yield = slots(regions[r], "yield", rp);
           instr.regions.push_back(std::move(region));
@@ -236,7 +236,8 @@ Result<Program> Program::parse(const std::string &programJson,
   if (const json *fmt = p.field(root, "format", "$", json::value_t::string);
       fmt && *fmt != "trellis-host-program")
     p.fail("$.format", "expected \"trellis-host-program\"");
-  if (const json *v = p.field(root, "version", "$", json::value_t::number_integer);
+  if (const json *v =
+          p.field(root, "version", "$", json::value_t::number_integer);
       v && v->get<int>() != 1)
     p.fail("$.version", "this runtime reads version 1, found " + v->dump());
   if (const json *e = p.field(root, "entries", "$", json::value_t::array))
@@ -261,7 +262,8 @@ Result<Program> Program::parse(const std::string &programJson,
       f.results = p.slots(j, "results", path);
       if (const json *b = p.field(j, "body", path, json::value_t::array))
         f.body = p.body(*b, path + ".body");
-      if (const json *n = p.field(j, "num_slots", path, json::value_t::number_integer))
+      if (const json *n =
+              p.field(j, "num_slots", path, json::value_t::number_integer))
         f.numSlots = n->get<int>();
       if (j.contains("loc") && j["loc"].is_number_integer())
         f.loc = j["loc"].get<int>();
@@ -271,8 +273,8 @@ Result<Program> Program::parse(const std::string &programJson,
     return *p.failure;
   for (const std::string &e : program.entries_)
     if (!program.find(e))
-      return Error{"the host program in '" + what +
-                   "' names entry function '" + e + "' but has no such function"};
+      return Error{"the host program in '" + what + "' names entry function '" +
+                   e + "' but has no such function"};
 
   json locs = json::parse(locationsJson, nullptr, false);
   if (locs.is_discarded() || !locs.is_array())

@@ -296,8 +296,7 @@ Result<PerSample> perSample(const char *op, const char *what,
     p.tokens = x.numel() / std::max<int64_t>(1, x.dim(0) * p.channels);
     return p;
   }
-  if (x.rank() == 2 && v.rank() == 2 && v.dim(0) == 1 &&
-      v.dim(1) == x.dim(1)) {
+  if (x.rank() == 2 && v.rank() == 2 && v.dim(0) == 1 && v.dim(1) == x.dim(1)) {
     p.sameShape = false;
     p.channels = x.dim(1);
     p.tokens = x.dim(0); // all rows are tokens of the one sample

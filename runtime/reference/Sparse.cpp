@@ -600,15 +600,15 @@ Result<HostTensor> sparseGroupNorm(const HostTensor &feats,
 
 Result<HostTensor> gatherRows(const HostTensor &x, const HostTensor &index) {
   if (x.rank() < 1 || index.dtype() != DType::I32 || index.rank() != 1)
-    return opError("gather_rows", "needs x [M, ...] and an i32 index [N], got " +
-                                      describe(x) + ", " + describe(index));
+    return opError("gather_rows",
+                   "needs x [M, ...] and an i32 index [N], got " + describe(x) +
+                       ", " + describe(index));
   std::vector<int64_t> src(size_t(index.dim(0)));
   for (size_t n = 0; n < src.size(); ++n) {
     src[n] = index.data<int32_t>()[n];
     if (src[n] < 0 || src[n] >= x.dim(0))
-      return opError("gather_rows", "index " + std::to_string(src[n]) +
-                                        " at " + std::to_string(n) +
-                                        " is outside x's " +
+      return opError("gather_rows", "index " + std::to_string(src[n]) + " at " +
+                                        std::to_string(n) + " is outside x's " +
                                         std::to_string(x.dim(0)) + " rows");
   }
   return gatherRows(x, src);

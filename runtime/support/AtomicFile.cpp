@@ -1,4 +1,4 @@
-//===- AtomicFile.cpp -------------------------------------------------------===//
+//===- AtomicFile.cpp -----------------------------------------------------===//
 #include "trellis/Support/AtomicFile.h"
 
 #include <cerrno>

@@ -1,4 +1,4 @@
-//===- DType.cpp ------------------------------------------------------------===//
+//===- DType.cpp ----------------------------------------------------------===//
 #include "trellis/Support/DType.h"
 
 namespace trellis {
@@ -9,9 +9,9 @@ struct DTypeNameEntry {
   std::string_view name;
 };
 constexpr DTypeNameEntry kNames[] = {
-    {DType::F16, "F16"}, {DType::BF16, "BF16"}, {DType::F32, "F32"},
-    {DType::F64, "F64"}, {DType::I8, "I8"},     {DType::U8, "U8"},
-    {DType::I16, "I16"}, {DType::I32, "I32"},   {DType::I64, "I64"},
+    {DType::F16, "F16"},  {DType::BF16, "BF16"}, {DType::F32, "F32"},
+    {DType::F64, "F64"},  {DType::I8, "I8"},     {DType::U8, "U8"},
+    {DType::I16, "I16"},  {DType::I32, "I32"},   {DType::I64, "I64"},
     {DType::Bool, "BOOL"}};
 } // namespace
 

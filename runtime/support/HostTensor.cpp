@@ -1,4 +1,4 @@
-//===- HostTensor.cpp -------------------------------------------------------===//
+//===- HostTensor.cpp -----------------------------------------------------===//
 #include "trellis/Support/HostTensor.h"
 #include "trellis/Support/Half.h"
 

@@ -1,4 +1,4 @@
-//===- npy.cpp - Fuzz the .npy parser -----------------------------------===//
+//===- npy.cpp - Fuzz the .npy parser -------------------------------------===//
 //
 // Input: a .npy file image. Accepted arrays must re-encode (npyHeader +
 // bytes, what writeNpy writes) into a file that parses back identically.

@@ -1,4 +1,4 @@
-//===- npz.cpp - Fuzz the .npz reader (libzip + .npy parser) -------------===//
+//===- npz.cpp - Fuzz the .npz reader (libzip + .npy parser) --------------===//
 //
 // Input: an .npz (zip) file image. Accepted archives must yield unique keys
 // and arrays whose bytes are all readable (ASan checks them).

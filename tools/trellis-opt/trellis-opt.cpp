@@ -1,4 +1,4 @@
-//===- trellis-opt.cpp - mlir-opt with the trellis dialect and passes -------===//
+//===- trellis-opt.cpp - mlir-opt with the trellis dialect and passes -----===//
 //
 // Parses, verifies, transforms and prints IR: the driver of the lit tests.
 // Registers the trellis dialect and passes next to upstream's.
@@ -23,6 +23,6 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   registry.insert<mlir::trellis::TrellisDialect>();
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "trellis optimizer driver\n", registry));
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "trellis optimizer driver\n", registry));
 }

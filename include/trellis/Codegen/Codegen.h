@@ -6,11 +6,12 @@
 // `gpu.func` each (deduplicated by op name, types and attributes) in a
 // separate module, which is lowered gpu → NVVM → LLVM NVPTX to PTX. The ops
 // are annotated in place with `trellis.launch` (generated ops, the im2col of
-// conv3d, the neighbour gather of a 3×3×3 sparse.conv3d), `trellis.scratch_bytes`
-// (both convs), `trellis.tap_sum` and `trellis.taps_scratch_bytes` (the sparse
-// conv's taps-first sum), `trellis.window_rows` (an attention over Swin
-// windows: its row gathers and scatter) and `trellis.update` (flow_sample).
-// The sm_90a PTX is also assembled into a cubin where the toolkit has ptxas.
+// conv3d, the neighbour gather of a 3×3×3 sparse.conv3d),
+// `trellis.scratch_bytes` (both convs), `trellis.tap_sum` and
+// `trellis.taps_scratch_bytes` (the sparse conv's taps-first sum),
+// `trellis.window_rows` (an attention over Swin windows: its row gathers and
+// scatter) and `trellis.update` (flow_sample). The sm_90a PTX is also assembled
+// into a cubin where the toolkit has ptxas.
 //
 // Kernel parameters are raw device pointers, operands in op order then
 // results (the sampler update kernel also takes strength, dt, guided). Shapes

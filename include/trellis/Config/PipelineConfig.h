@@ -1,4 +1,4 @@
-//===- PipelineConfig.h - pipeline.json and the whole model directory ----===//
+//===- PipelineConfig.h - pipeline.json and the whole model directory -----===//
 //
 // pipeline.json (spec §1.1–§1.4) is {"name": <pipeline class>, "args": {
 //   "models": {key: "ckpts/<name>" | "<owner>/<repo>/<sub/path>", ...},

@@ -1,4 +1,4 @@
-//===- AtomicFile.h - Output files that appear whole or not at all ----------===//
+//===- AtomicFile.h - Output files that appear whole or not at all --------===//
 //
 // Every output file of trellisc is written to "<path>.tmp-<pid>" and renamed
 // over <path> on commit(), so a failure never leaves a partial file behind.

@@ -1,4 +1,4 @@
-//===- Half.h - IEEE binary16 conversions ----------------------------------===//
+//===- Half.h - IEEE binary16 conversions ---------------------------------===//
 //
 // fp32 <-> fp16 with round-to-nearest-even, as the GPU's cvt.rn.f16.f32 does.
 // The reference backend rounds through these wherever TRELLIS stores fp16.

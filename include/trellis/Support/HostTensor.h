@@ -1,4 +1,4 @@
-//===- HostTensor.h - A dense tensor in host memory -------------------------===//
+//===- HostTensor.h - A dense tensor in host memory -----------------------===//
 //
 // The host-side tensor of the runtime, the file formats and the reference
 // backend: an element type, a shape (row-major, contiguous) and bytes. The

@@ -1,4 +1,4 @@
-//===- Result.h - Errors as values for LLVM-free code -----------------------===//
+//===- Result.h - Errors as values for LLVM-free code ---------------------===//
 //
 // The runtime and the file-format code are called from compiler code built
 // without exceptions, so they report failure as values: Status (ok or an

@@ -73,8 +73,7 @@ Tensor abs(const Tensor &x, Where where = Where::current());
 /// LayerNorm over `axis` (biased variance, f32 statistics); weight/bias
 /// (f32 [C]) optional, together.
 Tensor layerNorm(const Tensor &x, const Tensor &weight, const Tensor &bias,
-                 double eps, int64_t axis = -1,
-                 Where where = Where::current());
+                 double eps, int64_t axis = -1, Where where = Where::current());
 /// Per-head L2 normalization ·γ·√d (TRELLIS's "RMS norm"), x [..., H, d].
 Tensor headRmsNorm(const Tensor &x, const Tensor &gamma,
                    Where where = Where::current());
@@ -93,8 +92,7 @@ Tensor timestepEmbedding(const Tensor &tau, int64_t dim = 256,
                          double maxPeriod = 10000.0,
                          Where where = Where::current());
 /// Absolute position embedding of integer positions [L, 3].
-Tensor ape(const Tensor &pos, int64_t channels,
-           Where where = Where::current());
+Tensor ape(const Tensor &pos, int64_t channels, Where where = Where::current());
 /// Dense 3-D convolution (NCDHW, stride 1, zero padding).
 Tensor conv3d(const Tensor &x, const Tensor &w, const Tensor &b,
               int64_t padding = 1, Where where = Where::current());
@@ -148,16 +146,15 @@ Tensor sparseConv3d(const Tensor &feats, const Tensor &w, const Tensor &b,
                     const Tensor &nbmap, Where where = Where::current());
 Tensor coarsen(const Tensor &coords, int64_t factor = 2,
                Where where = Where::current());
-Tensor downsample(const Tensor &feats, const Tensor &fine,
-                  const Tensor &coarse, Where where = Where::current());
+Tensor downsample(const Tensor &feats, const Tensor &fine, const Tensor &coarse,
+                  Where where = Where::current());
 Tensor upsample(const Tensor &feats, const Tensor &coarse, const Tensor &fine,
                 Where where = Where::current());
 Tensor subdivide(const Tensor &coords, Where where = Where::current());
 Tensor subdivideFeatures(const Tensor &feats, Where where = Where::current());
 Tensor sparseGroupNorm(const Tensor &feats, const Tensor &coords,
-                       const Tensor &weight, const Tensor &bias,
-                       int64_t groups, double eps,
-                       Where where = Where::current());
+                       const Tensor &weight, const Tensor &bias, int64_t groups,
+                       double eps, Where where = Where::current());
 /// [B, C] per-sample vectors to the rows of `coords`.
 Tensor batchBroadcast(const Tensor &values, const Tensor &coords,
                       Where where = Where::current());

@@ -153,12 +153,12 @@ public:
 
   /// Starts func.func @name with the given argument types; returns its
   /// arguments. Ops are traced into it until endFunction(results).
-  std::vector<Tensor> beginFunction(const std::string &name,
-                                    llvm::ArrayRef<mlir::Type> argTypes,
-                                    std::source_location where =
-                                        std::source_location::current());
-  void endFunction(llvm::ArrayRef<Tensor> results,
-                   std::source_location where = std::source_location::current());
+  std::vector<Tensor>
+  beginFunction(const std::string &name, llvm::ArrayRef<mlir::Type> argTypes,
+                std::source_location where = std::source_location::current());
+  void
+  endFunction(llvm::ArrayRef<Tensor> results,
+              std::source_location where = std::source_location::current());
 
   void setWeightLookup(WeightLookup lookup) { lookup_ = std::move(lookup); }
   /// Debug mode: every f16 weight is widened to f32 where it is read and
@@ -193,18 +193,15 @@ public:
   /// placeholder values of the expected types (or null values when unknown).
   template <typename OpTy, typename... Args>
   llvm::SmallVector<Tensor> create(std::source_location where,
-                                   mlir::TypeRange resultTypes,
-                                   Args &&...args);
+                                   mlir::TypeRange resultTypes, Args &&...args);
 
   /// Like create(), for an op with one single-block region: `fillBody` is
   /// called with the region's entry block (already holding `blockArgs`) and
   /// the insertion point inside it; verification runs after it.
   template <typename OpTy, typename... Args>
-  llvm::SmallVector<Tensor>
-  createWithRegion(std::source_location where,
-                   llvm::ArrayRef<mlir::Type> blockArgs,
-                   const std::function<void(mlir::Block &)> &fillBody,
-                   Args &&...args);
+  llvm::SmallVector<Tensor> createWithRegion(
+      std::source_location where, llvm::ArrayRef<mlir::Type> blockArgs,
+      const std::function<void(mlir::Block &)> &fillBody, Args &&...args);
 
   /// mlir::Type for a DType (f16, f32, i32, i64).
   mlir::Type elementType(DType dtype);
@@ -260,15 +257,13 @@ llvm::SmallVector<Tensor> Tracer::create(std::source_location where,
 }
 
 template <typename OpTy, typename... Args>
-llvm::SmallVector<Tensor>
-Tracer::createWithRegion(std::source_location where,
-                         llvm::ArrayRef<mlir::Type> blockArgs,
-                         const std::function<void(mlir::Block &)> &fillBody,
-                         Args &&...args) {
+llvm::SmallVector<Tensor> Tracer::createWithRegion(
+    std::source_location where, llvm::ArrayRef<mlir::Type> blockArgs,
+    const std::function<void(mlir::Block &)> &fillBody, Args &&...args) {
   mlir::OperationState state(locationFor(where), OpTy::getOperationName());
   OpTy::build(builder_, state, mlir::TypeRange{}, std::forward<Args>(args)...);
-  mlir::Operation *op = finish(state, /*infer=*/true, where, blockArgs,
-                               &fillBody);
+  mlir::Operation *op =
+      finish(state, /*infer=*/true, where, blockArgs, &fillBody);
   return wrapResults(op, {}, where);
 }
 

@@ -58,7 +58,8 @@ TEST(Bundle, EmbeddedInExecutable) {
   std::ofstream(runtime, std::ios::binary) << "#!/bin/sh\necho runtime\n";
   fs::path exe = dir / "app.exe";
   ASSERT_TRUE(sample().writeExecutable(runtime.string(), exe.string()).isOk());
-  EXPECT_TRUE((fs::status(exe).permissions() & fs::perms::owner_exec) != fs::perms::none);
+  EXPECT_TRUE((fs::status(exe).permissions() & fs::perms::owner_exec) !=
+              fs::perms::none);
   Result<Bundle> b = Bundle::readEmbedded(exe.string());
   ASSERT_TRUE(b.isOk()) << b.message();
   EXPECT_EQ(*b->find("program"), "{\"functions\":[]}");

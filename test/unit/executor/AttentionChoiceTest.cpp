@@ -1,4 +1,4 @@
-//===- AttentionChoiceTest.cpp - The attention kernel's wave model -------===//
+//===- AttentionChoiceTest.cpp - The attention kernel's wave model --------===//
 //
 // trellis_attn_sm90_long_sequence_config (runtime/kernels/attention.h) picks
 // the 192- or 256-row sm_90a kernel for long d = 64 sequences. The

@@ -19,9 +19,9 @@ Result<Program> buildProgram(mlir::MLIRContext &ctx, int64_t images,
                              const std::string &mode, int64_t steps) {
   Tracer t(ctx);
   t.setModel("test", std::nullopt);
-  auto args = t.beginFunction(
-      "main", {t.tensorType({1, 2}, DType::F32),
-               t.tensorType({images, 1, 2}, DType::F32)});
+  auto args =
+      t.beginFunction("main", {t.tensorType({1, 2}, DType::F32),
+                               t.tensorType({images, 1, 2}, DType::F32)});
   SamplerSettings s;
   s.steps = steps;
   s.cfgStrength = 2.0;
@@ -122,8 +122,8 @@ TEST(CpuExecutor, KernelErrorsNameTheOpAndItsOrigin) {
   mlir::MLIRContext ctx;
   Tracer t(ctx);
   t.setModel("test_model", std::nullopt);
-  t.setWeightLookup([](const std::string &, const std::string &)
-                        -> std::optional<WeightInfo> {
+  t.setWeightLookup([](const std::string &,
+                       const std::string &) -> std::optional<WeightInfo> {
     return WeightInfo{DType::F32, {4, 2}};
   });
   auto args = t.beginFunction("main", {t.tensorType({3, 2}, DType::F32)});
@@ -141,7 +141,8 @@ TEST(CpuExecutor, KernelErrorsNameTheOpAndItsOrigin) {
   ASSERT_TRUE(program.isOk()) << program.message();
   // The checkpoint lacks the tensor at run time.
   CpuExecutor exec(*program, [](const std::string &m, const std::string &n) {
-    return Result<HostTensor>(Error{"tensor '" + n + "' of " + m + " is missing"});
+    return Result<HostTensor>(
+        Error{"tensor '" + n + "' of " + m + " is missing"});
   });
   auto out = exec.run("main", {HostTensor(DType::F32, {3, 2})});
   ASSERT_FALSE(out.isOk());

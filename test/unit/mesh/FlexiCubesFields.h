@@ -80,9 +80,7 @@ inline Sdf boxSdfWorld(double h0, double h1, double h2) {
 }
 
 /// A box with faces off the lattice: half extents 12.3, 9.6, 15.45 cells.
-inline Sdf boxSdf(int R) {
-  return boxSdfWorld(12.3 / R, 9.6 / R, 15.45 / R);
-}
+inline Sdf boxSdf(int R) { return boxSdfWorld(12.3 / R, 9.6 / R, 15.45 / R); }
 
 /// Deterministic uniforms in [-1, 1).
 class Lcg {

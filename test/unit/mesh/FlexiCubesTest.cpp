@@ -128,9 +128,8 @@ void sphereTest(int R) {
   ASSERT_TRUE(m.success());
   checkClosed(m);
   checkColours(m);
-  SurfaceFit fit =
-      fitToSurface(m, sdf, 4 * M_PI * r0 * r0, 4.0 / 3.0 * M_PI * r0 * r0 * r0,
-                   "sphere", R);
+  SurfaceFit fit = fitToSurface(m, sdf, 4 * M_PI * r0 * r0,
+                                4.0 / 3.0 * M_PI * r0 * r0 * r0, "sphere", R);
   EXPECT_LT(fit.maxDev, 1.0 / R);
   EXPECT_GT(fit.volume, 0.0) << "faces should wind outward";
   EXPECT_NEAR(fit.area, 1.0, 0.01);

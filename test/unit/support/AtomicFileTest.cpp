@@ -39,6 +39,7 @@ TEST(AtomicFile, AbandonedWriteLeavesNothing) {
 TEST(AtomicFile, ReportsUnwritableDirectory) {
   AtomicFile f("/nonexistent-dir/x.bin");
   EXPECT_FALSE(f.status().isOk());
-  EXPECT_NE(f.status().message().find("/nonexistent-dir/x.bin"), std::string::npos);
+  EXPECT_NE(f.status().message().find("/nonexistent-dir/x.bin"),
+            std::string::npos);
   EXPECT_FALSE(f.commit().isOk());
 }

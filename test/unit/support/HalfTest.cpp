@@ -9,7 +9,7 @@ TEST(Half, KnownValues) {
   EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(floatToHalf(-2.0f), 0xc000);
   EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
-  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00); // rounds to inf
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);               // rounds to inf
   EXPECT_EQ(floatToHalf(5.960464477539063e-08f), 0x0001); // smallest subnormal
   EXPECT_EQ(floatToHalf(0.0f), 0x0000);
   EXPECT_EQ(floatToHalf(-0.0f), 0x8000);

@@ -46,7 +46,8 @@ TEST(Tracer, BuildsVerifiedIRWithOrigins) {
   Tracer t(ctx);
   t.setWeightLookup(fakeCheckpoint());
   t.setModel("slat_decoder_gs", sidecarPos());
-  auto xType = t.tensorType({mlir::ShapedType::kDynamic, 16}, DType::F16, {4096});
+  auto xType =
+      t.tensorType({mlir::ShapedType::kDynamic, 16}, DType::F16, {4096});
   auto args = t.beginFunction("ffn", {xType});
   Tensor y;
   {
@@ -63,15 +64,22 @@ TEST(Tracer, BuildsVerifiedIRWithOrigins) {
   EXPECT_TRUE(mlir::ShapedType::isDynamic(y.dim(0)));
 
   // The linear op's location names module path, config value and builder.
-  mlir::Operation *linearOp = y.value().getDefiningOp()->getOperand(0).getDefiningOp();
+  mlir::Operation *linearOp =
+      y.value().getDefiningOp()->getOperand(0).getDefiningOp();
   ASSERT_TRUE(mlir::isa<mlir::trellis::LinearOp>(linearOp));
   std::string loc = printLoc(linearOp->getLoc());
-  EXPECT_NE(loc.find("\"slat_decoder_gs/blocks.0.mlp.mlp.0\""), std::string::npos) << loc;
-  EXPECT_NE(loc.find("\"config\"(\"ckpts/dec.json\":3:14)"), std::string::npos) << loc;
-  EXPECT_NE(loc.find("\"builder\"(\"test/unit/trace/TracerTest.cpp\""), std::string::npos) << loc;
+  EXPECT_NE(loc.find("\"slat_decoder_gs/blocks.0.mlp.mlp.0\""),
+            std::string::npos)
+      << loc;
+  EXPECT_NE(loc.find("\"config\"(\"ckpts/dec.json\":3:14)"), std::string::npos)
+      << loc;
+  EXPECT_NE(loc.find("\"builder\"(\"test/unit/trace/TracerTest.cpp\""),
+            std::string::npos)
+      << loc;
 
   // The weight op refers to the checkpoint tensor by its full name.
-  auto weightOp = mlir::cast<mlir::trellis::WeightOp>(linearOp->getOperand(1).getDefiningOp());
+  auto weightOp = mlir::cast<mlir::trellis::WeightOp>(
+      linearOp->getOperand(1).getDefiningOp());
   EXPECT_EQ(weightOp.getName(), "blocks.0.mlp.mlp.0.weight");
   EXPECT_EQ(weightOp.getModel(), "slat_decoder_gs");
 }
@@ -93,10 +101,13 @@ TEST(Tracer, ShapeErrorNamesModuleConfigAndBuilderLine) {
   }
   ASSERT_EQ(t.errors().size(), 1u);
   const TraceError &e = t.errors().front();
-  EXPECT_NE(e.message.find("input has 8 features but the weight expects 16"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("input has 8 features but the weight expects 16"),
+            std::string::npos)
+      << e.message;
   EXPECT_EQ(e.modulePath, "slat_decoder_gs/blocks.0.mlp.mlp.0");
   std::string text = e.render();
-  EXPECT_NE(text.find("ckpts/dec.json:3:14: error:"), std::string::npos) << text;
+  EXPECT_NE(text.find("ckpts/dec.json:3:14: error:"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("args.model_channels"), std::string::npos) << text;
   EXPECT_NE(text.find("TracerTest.cpp:"), std::string::npos) << text;
 }
@@ -117,8 +128,12 @@ TEST(Tracer, WeightProblemsAreReportedAllAtOnce) {
     EXPECT_TRUE(missing);
   }
   ASSERT_EQ(t.errors().size(), 2u);
-  EXPECT_NE(t.errors()[0].message.find("is [32, 16] F16 in the checkpoint, but the config implies [32, 8] F16"),
-            std::string::npos) << t.errors()[0].message;
-  EXPECT_NE(t.errors()[1].message.find("'blocks.0.mlp.mlp.0.scale' (expected [32] F32) is missing"),
-            std::string::npos) << t.errors()[1].message;
+  EXPECT_NE(t.errors()[0].message.find("is [32, 16] F16 in the checkpoint, but "
+                                       "the config implies [32, 8] F16"),
+            std::string::npos)
+      << t.errors()[0].message;
+  EXPECT_NE(t.errors()[1].message.find(
+                "'blocks.0.mlp.mlp.0.scale' (expected [32] F32) is missing"),
+            std::string::npos)
+      << t.errors()[1].message;
 }

@@ -462,7 +462,8 @@ TEST_F(FusionNumeric, PartitionResamplingSlatIsExact) {
     mlir::trellis::buildFusionPipeline(pm);
     ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
     HostTensor before = runSlatStage(*module, batch);
-    ASSERT_TRUE(mlir::succeeded(trellis::partitionForCuda(*module, {"slat_stage"})));
+    ASSERT_TRUE(
+        mlir::succeeded(trellis::partitionForCuda(*module, {"slat_stage"})));
     mlir::Operation *stage = module->lookupSymbol("slat_stage");
     EXPECT_EQ(count(stage, "trellis.sparse.upsample"), 0);
     EXPECT_EQ(count(stage, "trellis.sparse.downsample"), 0);
