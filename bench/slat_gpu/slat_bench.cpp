@@ -1,5 +1,4 @@
-//===- slat_bench.cpp - Times the compiled SLat stage and decoders
-//---------===//
+//===- slat_bench.cpp - Times the compiled SLat stage and decoders --------===//
 //
 // trellis-slat-bench --exe trellis.exe --model DIR --coords coords.npy
 //                    [--noise noise.npy] [--reps N] [--decoders] [--cpu]

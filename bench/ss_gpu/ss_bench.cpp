@@ -1,5 +1,4 @@
-//===- ss_bench.cpp - Times the compiled SS stage on the GPU
-//---------------===//
+//===- ss_bench.cpp - Times the compiled SS stage on the GPU --------------===//
 //
 // trellis-ss-bench --exe trellis.exe --model DIR [--reps N] [--no-graphs]
 //

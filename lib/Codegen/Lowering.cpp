@@ -1,5 +1,4 @@
-//===- Lowering.cpp - gpu.module → NVVM → LLVM NVPTX → PTX
-//-----------------===//
+//===- Lowering.cpp - gpu.module → NVVM → LLVM NVPTX → PTX ----------------===//
 //
 // The upstream pipeline (shared/TOOLCHAIN.md), in process:
 //   gpu.module(convert-scf-to-cf,

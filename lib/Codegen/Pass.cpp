@@ -1,5 +1,4 @@
-//===- Pass.cpp - trellis-gpu-codegen
-//---------------------------------------===//
+//===- Pass.cpp - trellis-gpu-codegen -------------------------------------===//
 //
 // Runs the codegen on a module (registered by hand: dialect/Passes.td is the
 // graph passes'). The module is annotated in place; `dump-kernels` prints the

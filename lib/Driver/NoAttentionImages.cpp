@@ -1,5 +1,4 @@
-//===- NoAttentionImages.cpp - Builds without the CUDA toolkit
-//-------------===//
+//===- NoAttentionImages.cpp - Builds without the CUDA toolkit ------------===//
 #include <string_view>
 
 namespace trellis {

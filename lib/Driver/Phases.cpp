@@ -1,5 +1,4 @@
-//===- Phases.cpp - The named compile phases of trellisc
-//--------------------===//
+//===- Phases.cpp - The named compile phases of trellisc ------------------===//
 #include "lib/Driver/Phases.h"
 
 #include "llvm/ADT/STLExtras.h"

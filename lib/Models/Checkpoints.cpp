@@ -1,5 +1,4 @@
-//===- Checkpoints.cpp - Traced weights checked against the checkpoints
-//----===//
+//===- Checkpoints.cpp - Traced weights checked against the checkpoints ---===//
 #include "trellis/Models/Builders.h"
 #include "trellis/Models/Manifest.h"
 

@@ -406,15 +406,11 @@ Result<GenerationRequest> makeRequest(const Options &o,
     dst = NamedTensor{*t, name};
     return Status::ok();
   };
-  if (Status s = optional(o.negCond, "--neg-cond", req.negCond); !s)
-    return Error{s.message()};
-  if (Status s = optional(g.coords, "--coords", req.coords); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(optional(o.negCond, "--neg-cond", req.negCond));
+  TRELLIS_RETURN_IF_ERROR(optional(g.coords, "--coords", req.coords));
   if (!req.coords || o.benchStage1)
-    if (Status s = optional(o.ssNoise, "--ss-noise", req.ssNoise); !s)
-      return Error{s.message()};
-  if (Status s = optional(o.slatNoise, "--slat-noise", req.slatNoise); !s)
-    return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(optional(o.ssNoise, "--ss-noise", req.ssNoise));
+  TRELLIS_RETURN_IF_ERROR(optional(o.slatNoise, "--slat-noise", req.slatNoise));
   req.seed = g.seed;
   req.gs = o.gs;
   req.rf = o.rf;

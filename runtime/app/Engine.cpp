@@ -1,5 +1,4 @@
-//===- Engine.cpp - The TRELLIS pipeline, set up once, run many times
-//------===//
+//===- Engine.cpp - The TRELLIS pipeline, set up once, run many times -----===//
 //
 // See Engine.h for the life cycle. The engine owns the Session (and through
 // it the GPU executor, which keeps each entry function prepared: weights
@@ -24,8 +23,7 @@ Status checkProgramWeights(const Program &program,
       [&](const std::vector<Instr> &body) -> Status {
     for (const Instr &instr : body) {
       for (const Region &r : instr.regions)
-        if (Status s = walk(r.body); !s)
-          return s;
+        TRELLIS_RETURN_IF_ERROR(walk(r.body));
       if (instr.op != "trellis.weight")
         continue;
       auto model = instr.stringAttr("model");
@@ -47,8 +45,7 @@ Status checkProgramWeights(const Program &program,
     return Status::ok();
   };
   for (const Function &fn : program.functions())
-    if (Status s = walk(fn.body); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(walk(fn.body));
   return Status::ok();
 }
 

@@ -1,5 +1,4 @@
-//===- Generation.cpp - One generation of the TRELLIS pipeline
-//-------------===//
+//===- Generation.cpp - One generation of the TRELLIS pipeline ------------===//
 //
 // Stage order, seeded noise, input checks and output files of one generation
 // (see Generation.h). The stages run on the caller's thread; every file is a
@@ -212,18 +211,16 @@ Result<std::vector<RtValue>> Generation::condArguments() {
                  }()};
   const HostTensor &condIn = req_.cond.tensor;
   HostTensor condT = condIn.dtype() == DType::F32 ? condIn : condIn.toFloat32();
-  if (Status s = expectInputType(condT, slat->argTypes[1], req_.cond.what); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(
+      expectInputType(condT, slat->argTypes[1], req_.cond.what));
   std::vector<RtValue> condArgs = {condT};
   if (slat->argTypes.size() ==
       4) { // a text pipeline: (coords, cond, neg, noise)
     if (!req_.negCond)
       return Error{"this is a text pipeline: --neg-cond FILE (the CLIP "
                    "encoding of \"\") is required"};
-    if (Status s = expectInputType(req_.negCond->tensor, slat->argTypes[2],
-                                   req_.negCond->what);
-        !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(expectInputType(
+        req_.negCond->tensor, slat->argTypes[2], req_.negCond->what));
     condArgs.push_back(req_.negCond->tensor);
   }
   return condArgs;
@@ -233,10 +230,8 @@ Status Generation::sparseStructure(const std::vector<RtValue> &condArgs,
                                    NormalRng &rng, PipelineResult &res) {
   const Function *slat = b_.program.find("slat_stage");
   if (req_.coords) {
-    if (Status s = expectInputType(req_.coords->tensor, slat->argTypes[0],
-                                   req_.coords->what);
-        !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(expectInputType(
+        req_.coords->tensor, slat->argTypes[0], req_.coords->what));
     // A copy: the writer may read it after the caller's buffer is gone.
     res.coords = req_.coords->tensor.clone();
     if (!req_.stage1WithCoords)
@@ -249,8 +244,8 @@ Status Generation::sparseStructure(const std::vector<RtValue> &condArgs,
   HostTensor noise;
   if (req_.ssNoise) {
     noise = req_.ssNoise->tensor;
-    if (Status s = expectInputType(noise, noiseType, req_.ssNoise->what); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(
+        expectInputType(noise, noiseType, req_.ssNoise->what));
   } else {
     noise = rng.tensor(noiseType.shape);
   }
@@ -317,8 +312,7 @@ Result<PipelineResult> Generation::run() {
   NormalRng rng(req_.seed);
   PipelineResult res;
 
-  if (Status s = sparseStructure(*condArgs, rng, res); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(sparseStructure(*condArgs, rng, res));
   stats_.voxels = res.coords.dim(0);
   obs_.coords(res.coords);
   writeArray("coords.npy", res.coords);
@@ -342,22 +336,18 @@ Result<PipelineResult> Generation::run() {
       if (wanted && b_.program.find(fn))
         session_.prepareInBackground(fn, {res.coords, latent});
   }
-  if (Status s = structuredLatent(*condArgs, rng, res); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(structuredLatent(*condArgs, rng, res));
   if (req_.lastStage <= 2)
     return res;
 
   // Stage 3: decoders. One file per sample (suffix _<b> when several).
   ranges_ = sampleRanges(res.coords);
   if (req_.mesh)
-    if (Status s = decodeMesh(res); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(decodeMesh(res));
   if (req_.gs)
-    if (Status s = decodeGs(res); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(decodeGs(res));
   if (req_.rf)
-    if (Status s = decodeRf(res); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(decodeRf(res));
   return res;
 }
 
@@ -512,8 +502,7 @@ Status Generation::extractMesh(PipelineResult &res) {
                                               shared->vertexAttrs);
     if (!mesh)
       return mesh.status();
-    if (Status s = output::writeMeshPly(ply, *mesh); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(output::writeMeshPly(ply, *mesh));
     auto written = output::writeMeshGlb(glb, *mesh, {});
     return written ? Status::ok() : written.status();
   });

@@ -1,5 +1,4 @@
-//===- Generation.h - One generation of the TRELLIS pipeline -----*- C++
-//-*-===//
+//===- Generation.h - One generation of the TRELLIS pipeline ----*- C++ -*-===//
 //
 // Private to runtime/app: the stage order of one generation (inputs -> ss_stage
 // -> slat_stage -> decoders), seeded noise, and the output files handed to the

@@ -1,5 +1,4 @@
-//===- GenerationList.h - The generations one trellis.exe run makes -*- C++
-//-*-===//
+//===- GenerationList.h - The generations of a trellis.exe run --*- C++ -*-===//
 //
 // Private to runtime/app. trellis.exe makes one generation per --cond, or one
 // per line of an --inputs manifest (JSON Lines: one object a line with "id",

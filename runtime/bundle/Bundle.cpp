@@ -198,8 +198,7 @@ Status Bundle::writeExecutable(const std::string &runtimeExe,
   out.write(*runtime);
   out.write(bundle);
   out.write(trailer);
-  if (Status s = out.commit(); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(out.commit());
   if (::chmod(outPath.c_str(), 0755) != 0)
     return Error{"cannot make '" + outPath +
                  "' executable: " + std::strerror(errno)};

@@ -260,10 +260,8 @@ Result<SamplerRunOverrides> samplerOverrides(const Program &p,
                  (v ? " (" + std::to_string(*v) + ")" : std::string()) +
                  "; recompile to change it (set it to NaN to keep it)"};
   };
-  if (Status st = compiled("sigma_min", s.sigma_min, "sigma_min"); !st)
-    return Error{st.message()};
-  if (Status st = compiled("rescale_t", s.rescale_t, "rescale_t"); !st)
-    return Error{st.message()};
+  TRELLIS_RETURN_IF_ERROR(compiled("sigma_min", s.sigma_min, "sigma_min"));
+  TRELLIS_RETURN_IF_ERROR(compiled("rescale_t", s.rescale_t, "rescale_t"));
   if (!std::isnan(s.cfg_interval[0]) || !std::isnan(s.cfg_interval[1])) {
     auto iv = sampler ? sampler->floatArrayAttr("cfg_interval")
                       : Result<std::vector<double>>(Error{""});

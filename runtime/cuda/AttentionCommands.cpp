@@ -62,10 +62,9 @@ GpuExecutor::Impl::attentionFunction(const TrellisAttnConfig &config) {
   std::lock_guard<std::mutex> lock(functionsMutex);
   CUfunction &f = functions[config.name];
   if (!f) {
-    if (Status s = check(api->cuModuleGetFunction(&f, attention, config.name),
-                         "cuModuleGetFunction");
-        !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(
+        check(api->cuModuleGetFunction(&f, attention, config.name),
+              "cuModuleGetFunction"));
     if (config.smem_bytes > 48 * 1024)
       api->cuFuncSetAttribute(f,
                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -272,8 +271,7 @@ Status GpuExecutor::Impl::buildAttentionCommand(Prepared &p, Node &node) {
                   attend = *attend]() mutable -> Status {
     for (auto *norm : {&normalizeK, &normalizeQ})
       if (*norm)
-        if (Status s = (*norm)(); !s)
-          return s;
+        TRELLIS_RETURN_IF_ERROR((*norm)());
     return attend();
   };
   return Status::ok();

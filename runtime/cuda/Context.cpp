@@ -80,10 +80,8 @@ Result<void *> GpuExecutor::Impl::pinnedStaging(size_t bytes) {
   staging = nullptr;
   stagingBytes = 0;
   size_t want = bytes + bytes / 8;
-  if (Status s = check(api->cuMemAllocHost(&staging, want),
-                       "cuMemAllocHost (upload staging)");
-      !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(check(api->cuMemAllocHost(&staging, want),
+                                "cuMemAllocHost (upload staging)"));
   stagingBytes = want;
   return staging;
 }
@@ -94,17 +92,15 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
     return Error{loaded.message()};
   api = *loaded;
   int count = 0;
-  if (Status s = check(api->cuDeviceGetCount(&count), "cuDeviceGetCount"); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuDeviceGetCount(&count), "cuDeviceGetCount"));
   if (options.device < 0 || options.device >= count)
     return Error{"GPU device " + std::to_string(options.device) +
                  " does not exist: this machine has " + std::to_string(count) +
                  " CUDA device" + (count == 1 ? "" : "s") + " (ordinals 0.." +
                  std::to_string(std::max(count - 1, 0)) + ")"};
-  if (Status s =
-          check(api->cuDeviceGet(&device, options.device), "cuDeviceGet");
-      !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuDeviceGet(&device, options.device), "cuDeviceGet"));
   char name[256] = {0};
   api->cuDeviceGetName(name, sizeof(name), device);
   int major = 0, minor = 0;
@@ -120,16 +116,12 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
   if (sm < 75)
     return Error{std::string("the GPU '") + name + "' is sm_" +
                  std::to_string(sm) + "; trellis needs sm_75 or newer"};
-  if (Status s = check(api->cuDevicePrimaryCtxRetain(&context, device),
-                       "cuDevicePrimaryCtxRetain");
-      !s)
-    return s;
-  if (Status s = check(api->cuCtxSetCurrent(context), "cuCtxSetCurrent"); !s)
-    return s;
-  if (Status s = check(api->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
-                       "cuStreamCreate");
-      !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(check(api->cuDevicePrimaryCtxRetain(&context, device),
+                                "cuDevicePrimaryCtxRetain"));
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuCtxSetCurrent(context), "cuCtxSetCurrent"));
+  TRELLIS_RETURN_IF_ERROR(check(
+      api->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
   const auto loadStart = std::chrono::steady_clock::now();
   // Generated kernels: on Hopper trellisc's sm_90a cubin (no JIT; where the
   // driver refuses it, e.g. one older than the toolkit that assembled it, the
@@ -142,51 +134,43 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
                                ? images.ptxSm90a
                                : images.ptxCompute75;
   if (!cubinLoaded && !ptx.empty())
-    if (Status s = loadModule(generated, ptx, "generated-kernel"); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(loadModule(generated, ptx, "generated-kernel"));
   // Attention: the wgmma cubin on sm_90, else the mma.sync PTX.
   if (sm == 90 && !images.attnSm90a.empty()) {
     attentionFamily = TRELLIS_ATTN_SM90A;
-    if (Status s = loadModule(attention, images.attnSm90a, "attention"); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(
+        loadModule(attention, images.attnSm90a, "attention"));
   } else if (sm >= 80 && !images.attnCompute80.empty()) {
     attentionFamily = TRELLIS_ATTN_SM80;
-    if (Status s = loadModule(attention, images.attnCompute80, "attention"); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(
+        loadModule(attention, images.attnCompute80, "attention"));
   } else if (!images.attnCompute75.empty()) {
     attentionFamily = TRELLIS_ATTN_SM75;
-    if (Status s = loadModule(attention, images.attnCompute75, "attention"); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(
+        loadModule(attention, images.attnCompute75, "attention"));
   }
   report.moduleLoadSeconds = std::chrono::duration<double>(
                                  std::chrono::steady_clock::now() - loadStart)
                                  .count();
-  if (Status s = check(api->cublasLtCreate(&lt), "cublasLtCreate"); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(check(api->cublasLtCreate(&lt), "cublasLtCreate"));
   loadTuningCache();
-  if (Status s = check(api->cuMemAlloc(&gemmWorkspace, kGemmWorkspaceBytes),
-                       "cuMemAlloc (GEMM workspace)");
-      !s)
-    return s;
-  if (Status s =
-          check(api->cuStreamCreate(&setupStream, CU_STREAM_NON_BLOCKING),
-                "cuStreamCreate");
-      !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuMemAlloc(&gemmWorkspace, kGemmWorkspaceBytes),
+            "cuMemAlloc (GEMM workspace)"));
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuStreamCreate(&setupStream, CU_STREAM_NON_BLOCKING),
+            "cuStreamCreate"));
   if (options.tuneGemms)
-    if (Status s = check(api->cuMemAlloc(&setupWorkspace, kGemmWorkspaceBytes),
-                         "cuMemAlloc (GEMM workspace)");
-        !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(
+        check(api->cuMemAlloc(&setupWorkspace, kGemmWorkspaceBytes),
+              "cuMemAlloc (GEMM workspace)"));
   if (concurrentBranches()) {
-    if (Status s = check(api->cuStreamCreate(&stream2, CU_STREAM_NON_BLOCKING),
-                         "cuStreamCreate");
-        !s)
-      return s;
-    if (Status s = check(api->cuMemAlloc(&gemmWorkspace2, kGemmWorkspaceBytes),
-                         "cuMemAlloc (GEMM workspace)");
-        !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(
+        check(api->cuStreamCreate(&stream2, CU_STREAM_NON_BLOCKING),
+              "cuStreamCreate"));
+    TRELLIS_RETURN_IF_ERROR(
+        check(api->cuMemAlloc(&gemmWorkspace2, kGemmWorkspaceBytes),
+              "cuMemAlloc (GEMM workspace)"));
     api->cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING);
     api->cuEventCreate(&join, CU_EVENT_DISABLE_TIMING);
   }

@@ -1,5 +1,4 @@
-//===- CudaApi.cpp - dlopen of the CUDA driver and cuBLASLt
-//----------------===//
+//===- CudaApi.cpp - dlopen of the CUDA driver and cuBLASLt ---------------===//
 #include "CudaApi.h"
 
 #include <dlfcn.h>

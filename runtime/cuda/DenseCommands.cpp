@@ -36,13 +36,10 @@ GpuExecutor::Impl::resolveLaunch(const json &annotation) {
         api->cuModuleGetFunction(&f, generated, name.c_str()) != CUDA_SUCCESS)
       return Error{"kernel '" + name + "' is not in the generated module"};
     if (l.smem > 48 * 1024)
-      if (Status s =
-              check(api->cuFuncSetAttribute(
-                        f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        int(l.smem)),
-                    "cuFuncSetAttribute");
-          !s)
-        return Error{s.message()};
+      TRELLIS_RETURN_IF_ERROR(check(
+          api->cuFuncSetAttribute(
+              f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(l.smem)),
+          "cuFuncSetAttribute"));
   }
   l.fn = f;
   return l;
@@ -281,15 +278,12 @@ Status GpuExecutor::Impl::buildConvCommand(Prepared &p, Node &node) {
   };
   // out[cout, P] row-major = column-major [P, cout] = col[P, k]ᶜᵐ · W[k,
   // cout]ᶜᵐ.
-  if (Status s =
-          buildGemm(p, node, address(p, node.scratch), address(p, node.in[1]),
-                    address(p, node.out[0]), 0, x.dtype, positions, cout, k,
-                    /*transA=*/false, "", gemm);
-      !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(
+      buildGemm(p, node, address(p, node.scratch), address(p, node.in[1]),
+                address(p, node.out[0]), 0, x.dtype, positions, cout, k,
+                /*transA=*/false, "", gemm));
   node.command = [im2col, gemm]() -> Status {
-    if (Status s = im2col(); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(im2col());
     return gemm();
   };
   return Status::ok();
@@ -302,8 +296,7 @@ Status GpuExecutor::Impl::buildKernelCommand(Prepared &p, Node &node) {
   if (launch == instr.attrs.end() || !launch->is_object())
     return opError(instr, "has no GPU implementation (no trellis.launch "
                           "annotation from the compiler)");
-  if (Status s = checkAddressable(p, node); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(checkAddressable(p, node));
   // Dynamic rows (gpu-backend.md, "Sparse stages"): the kernel was generated
   // for the bound; it takes the actual row count last and the grid covers
   // rows · threads_per_row threads (rowsLaunch).
@@ -340,8 +333,7 @@ Status GpuExecutor::Impl::buildKernelCommand(Prepared &p, Node &node) {
 
 Status GpuExecutor::Impl::buildCommands(Prepared &p, Body &body) {
   for (Node &node : body.nodes) {
-    if (Status s = buildCommand(p, node); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(buildCommand(p, node));
     const Instr &instr = *node.instr;
     node.what = instr.op;
     // (append, not " " + string: GCC 12 reports a false -Wrestrict)
@@ -353,8 +345,7 @@ Status GpuExecutor::Impl::buildCommands(Prepared &p, Body &body) {
     else if (instr.op == "trellis.sparse.conv3d" && node.in.size() > 1)
       node.what.append(" ").append(p.slots[node.in[1]].type.str()); // W
     for (Body &region : node.regions)
-      if (Status s = buildCommands(p, region); !s)
-        return s;
+      TRELLIS_RETURN_IF_ERROR(buildCommands(p, region));
   }
   return Status::ok();
 }

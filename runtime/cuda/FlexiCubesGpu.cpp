@@ -473,11 +473,9 @@ GpuExecutor::extractFlexiCubes(const HostTensor &coords,
                                const HostTensor &fields, int R) {
   using mesh::kMeshHeadChannels;
   Impl &m = *impl_;
-  if (Status s = m.makeCurrent(); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(m.makeCurrent());
   // The CPU's checks and messages.
-  if (Status s = mesh::checkFlexiCubesInput(coords, fields, R); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(mesh::checkFlexiCubesInput(coords, fields, R));
   if (R > 512)
     return err("extractFlexiCubes on the GPU: resolution up to 512, got ",
                std::to_string(R));
@@ -495,26 +493,19 @@ GpuExecutor::extractFlexiCubes(const HostTensor &coords,
     return out;
 
   FlexiCubesRun run(m, coords, fields, R);
-  if (Status s = run.loadKernels(); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(run.loadKernels());
   run.createEvents();
-  if (Status s = run.uploadInputs(); !s)
-    return Error{s.message()};
-  if (Status s = run.activeCubes(); !s)
-    return Error{s.message()};
-  if (Status s = run.verticesAndCases(out); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(run.uploadInputs());
+  TRELLIS_RETURN_IF_ERROR(run.activeCubes());
+  TRELLIS_RETURN_IF_ERROR(run.verticesAndCases(out));
   if (run.nSurf > 0) {
     run.surfaceCubes();
-    if (Status s = run.resolveAmbiguities(out); !s)
-      return Error{s.message()};
-    if (Status s = run.countOutputs(); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(run.resolveAmbiguities(out));
+    TRELLIS_RETURN_IF_ERROR(run.countOutputs());
     if (run.nQuads > 0)
       run.dualVerticesAndQuads(out);
   }
-  if (Status s = run.download(out); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(run.download(out));
   return out;
 }
 

@@ -166,8 +166,7 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
         instr,  desc,  la,       lb,    ld,     a,          b,
         c,      d,     beta,     m,     n,      k,          lda,
         transA, dtype, epilogue, typeD, layout, heuristics, found};
-    if (Status s = pickGemmAlgo(problem, answer.picked); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(pickGemmAlgo(problem, answer.picked));
   }
   const cublasLtMatmulAlgo_t algo = heuristics[answer.picked].algo;
   out = [this, desc, la, lb, ld, algo, a, b, c, d, beta, &instr]() -> Status {

@@ -55,13 +55,10 @@ GpuExecutor::Impl::planFunction(const Function &fn,
     p->dynamic |= !isStatic(t);
   for (const ValueType &t : fn.argTypes)
     p->args.push_back(newSlot(*p, t));
-  if (Status s = instantiate(*p, fn, p->args, p->results, p->body); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(instantiate(*p, fn, p->args, p->results, p->body));
   if (p->dynamic)
-    if (Status s = bind(*p, *args); !s)
-      return Error{s.message()};
-  if (Status s = plan(*p); !s)
-    return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(bind(*p, *args));
+  TRELLIS_RETURN_IF_ERROR(plan(*p));
   return p;
 }
 
@@ -247,14 +244,12 @@ Result<std::unique_ptr<GpuExecutor>>
 GpuExecutor::create(const Program &program, const GpuImages &images,
                     WeightProvider weights, GpuOptions options) {
   auto impl = std::make_unique<Impl>(program, std::move(weights), options);
-  if (Status s = impl->init(images); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(impl->init(images));
   return std::unique_ptr<GpuExecutor>(new GpuExecutor(std::move(impl)));
 }
 
 Status GpuExecutor::supports(const std::string &function) {
-  if (Status s = impl_->makeCurrent(); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(impl_->makeCurrent());
   auto p = impl_->prepare(function);
   if (!p)
     return Error{p.message()};
@@ -298,27 +293,22 @@ Status GpuExecutor::Impl::makeResident(Prepared &p, const std::string &name) {
     p.arenaCapacity = capacity;
   }
   if (!p.weightPool)
-    if (Status s = stageWeights(p); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(stageWeights(p));
   if (p.constantBytes && !p.constantPool)
-    if (Status s = check(api->cuMemAlloc(&p.constantPool, p.constantBytes),
-                         "cuMemAlloc (constants)");
-        !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(
+        check(api->cuMemAlloc(&p.constantPool, p.constantBytes),
+              "cuMemAlloc (constants)"));
   resolveAddresses(p);
   const auto uploadStart = Clock::now();
   // Constants: evaluate with the reference, upload once (a re-bound stage
   // inherits them, values and all).
   if (!p.constantsUploaded)
-    if (Status s = uploadConstants(p, p.body); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(uploadConstants(p, p.body));
   p.constantsUploaded = true;
-  if (Status s = uploadBound(p); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(uploadBound(p));
   p.setup.uploads = seconds(uploadStart);
   const auto commandStart = Clock::now();
-  if (Status s = buildCommands(p, p.body); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(buildCommands(p, p.body));
   p.setup.commands = seconds(commandStart);
   if (tunedGemmsChanged)
     saveTuningCache();
@@ -361,8 +351,7 @@ Status GpuExecutor::Impl::uploadConstants(Prepared &p, Body &body) {
         return opError(*node.instr, s.message());
     }
     for (Body &region : node.regions)
-      if (Status s = uploadConstants(p, region); !s)
-        return s;
+      TRELLIS_RETURN_IF_ERROR(uploadConstants(p, region));
   }
   return Status::ok();
 }
@@ -375,8 +364,7 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
   auto seconds = [](Clock::time_point since) {
     return std::chrono::duration<double>(Clock::now() - since).count();
   };
-  if (Status s = m.makeCurrent(); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(m.makeCurrent());
   const auto planStart = Clock::now();
   auto pr = m.prepare(name, &args);
   if (!pr)
@@ -389,8 +377,7 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
                  " arguments, " + std::to_string(args.size()) + " given"};
   const bool madeResidentNow = !p.resident;
   if (!p.resident)
-    if (Status s = m.makeResident(p, name); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(m.makeResident(p, name));
   // Its setup times: on this run's critical path, or (the first run of a
   // background preparation's binding) off it.
   const Impl::Prepared::SetupTimes none{};
@@ -419,8 +406,7 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
                    (t ? ", found " + shapeToString(t->shape()) + " " +
                             std::string(dtypeName(t->dtype()))
                       : ", found a non-tensor")};
-    if (Status s = m.upload(p, p.args[i], *t, m.stream); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(m.upload(p, p.args[i], *t, m.stream));
   }
   CUevent start = nullptr, stop = nullptr;
   api.cuEventCreate(&start, CU_EVENT_DEFAULT);

@@ -61,8 +61,7 @@ Status GpuExecutor::Impl::runNode(Prepared &p, Node &node) {
     start = nextEvent();
     api->cuEventRecord(start, stream);
   }
-  if (Status s = node.command(); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(node.command());
   if (options.profile) {
     CUevent stop = nextEvent();
     api->cuEventRecord(stop, stream);
@@ -97,11 +96,9 @@ Status GpuExecutor::Impl::launchGraph(Prepared &p, std::vector<Node> &nodes,
     return Status::ok();
   auto it = p.graphs.find(&nodes[from]);
   if (it == p.graphs.end()) {
-    if (Status s = check(api->cuStreamBeginCapture(
-                             stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                         "cuStreamBeginCapture");
-        !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(check(
+        api->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+        "cuStreamBeginCapture"));
     Status recorded = Status::ok();
     for (size_t i = from; i < to && recorded; ++i)
       recorded = runNode(p, nodes[i]);
@@ -109,13 +106,11 @@ Status GpuExecutor::Impl::launchGraph(Prepared &p, std::vector<Node> &nodes,
     CUresult end = api->cuStreamEndCapture(stream, &graph);
     if (!recorded)
       return recorded;
-    if (Status s = check(end, "cuStreamEndCapture"); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(check(end, "cuStreamEndCapture"));
     CUgraphExec exec = nullptr;
     CUresult inst = api->cuGraphInstantiate(&exec, graph, 0);
     api->cuGraphDestroy(graph);
-    if (Status s = check(inst, "cuGraphInstantiate"); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(check(inst, "cuGraphInstantiate"));
     it = p.graphs.emplace(&nodes[from], exec).first;
   } else {
     for (size_t i = from; i < to; ++i) // as runNode counts them
@@ -138,13 +133,11 @@ Status GpuExecutor::Impl::runSegments(Prepared &p, Body &body) {
       while (end < nodes.size() && graphSafe(nodes[end]))
         ++end;
     if (end - i < kMinRun) {
-      if (Status s = runNode(p, nodes[i]); !s)
-        return s;
+      TRELLIS_RETURN_IF_ERROR(runNode(p, nodes[i]));
       ++i;
       continue;
     }
-    if (Status s = launchGraph(p, nodes, i, end); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(launchGraph(p, nodes, i, end));
     i = end;
   }
   return Status::ok();
@@ -163,13 +156,11 @@ Status GpuExecutor::Impl::runBody(Prepared &p, Body &body) {
     graphs = body.nodes[i].instr->op != "trellis.time_row";
   if (graphs) {
     for (size_t i = 0; i < lead; ++i)
-      if (Status s = runNode(p, body.nodes[i]); !s)
-        return s;
+      TRELLIS_RETURN_IF_ERROR(runNode(p, body.nodes[i]));
     return launchGraph(p, body.nodes, lead, body.nodes.size());
   }
   for (Node &node : body.nodes)
-    if (Status s = runNode(p, node); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(runNode(p, node));
   return Status::ok();
 }
 

@@ -17,8 +17,7 @@ Status GpuExecutor::Impl::instantiate(Prepared &p, const Function &fn,
   std::vector<int> map(size_t(fn.numSlots), -1);
   for (size_t i = 0; i < fn.args.size(); ++i)
     map[fn.args[i]] = argSlots[i];
-  if (Status s = instantiateBody(p, fn.body, map, into); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(instantiateBody(p, fn.body, map, into));
   resultSlots.clear();
   for (int r : fn.results) {
     if (r < 0 || map[r] < 0)
@@ -52,8 +51,7 @@ Status GpuExecutor::Impl::instantiateBody(Prepared &p,
           return opError(instr, g.message());
         args.push_back(*g);
       }
-      if (Status s = instantiate(p, *fn, args, results, into); !s)
-        return s;
+      TRELLIS_RETURN_IF_ERROR(instantiate(p, *fn, args, results, into));
       for (size_t i = 0; i < instr.out.size(); ++i)
         map[instr.out[i]] = results.at(i);
       continue;
@@ -78,8 +76,7 @@ Status GpuExecutor::Impl::instantiateBody(Prepared &p,
         map[region.args[i]] = g;
         body.args.push_back(g);
       }
-      if (Status s = instantiateBody(p, region.body, map, body); !s)
-        return s;
+      TRELLIS_RETURN_IF_ERROR(instantiateBody(p, region.body, map, body));
       for (int y : region.yield) {
         auto g = mapped(y);
         if (!g)

@@ -185,8 +185,7 @@ Status GpuExecutor::Impl::plan(Prepared &p) const {
   // Which storage each root uses, and the aliases (views, sampler state).
   for (int a : p.args)
     p.slots[a].where = SlotInfo::Where::Arena;
-  if (Status s = classify(p, p.body, users); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(classify(p, p.body, users));
 
   int pos = 1;
   number(p, p.body, pos);
@@ -212,8 +211,7 @@ Status GpuExecutor::Impl::plan(Prepared &p) const {
 Status GpuExecutor::Impl::classify(Prepared &p, Body &body,
                                    const SlotUsers &users) const {
   for (Node &node : body.nodes)
-    if (Status s = classifyNode(p, node, users); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(classifyNode(p, node, users));
   return Status::ok();
 }
 
@@ -252,11 +250,9 @@ Status GpuExecutor::Impl::classifyNode(Prepared &p, Node &node,
     classifyHostOp(p, node);
     return Status::ok();
   }
-  if (Status s = classifyDeviceOp(p, node); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(classifyDeviceOp(p, node));
   for (Body &region : node.regions)
-    if (Status s = classify(p, region, users); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(classify(p, region, users));
   return Status::ok();
 }
 
@@ -293,8 +289,7 @@ Status GpuExecutor::Impl::classifyDeviceOp(Prepared &p, Node &node) const {
     p.slots[s].where = SlotInfo::Where::Arena;
   }
   if (instr.op == "trellis.flow_sample")
-    if (Status s = classifySampler(p, node); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(classifySampler(p, node));
   if (instr.op == "trellis.attention" && attentionGammas(instr).second >= 0)
     addAttentionScratch(p, node);
   if (size_t bytes = p.dynamic ? sparseScratchBytes(p, node) : 0) {

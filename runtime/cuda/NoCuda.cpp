@@ -1,5 +1,4 @@
-//===- NoCuda.cpp - GpuExecutor when built without the CUDA toolkit
-//--------===//
+//===- NoCuda.cpp - GpuExecutor when built without the CUDA toolkit -------===//
 #include "trellis/Runtime/GpuExecutor.h"
 
 namespace trellis {

@@ -139,8 +139,7 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
                *interval};
   auto reportStep = [&](int64_t step) { return reportSamplerStep(r, step); };
   for (int64_t i = 0; i < n; ++i)
-    if (Status s = runSamplerStep(r, i); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(runSamplerStep(r, i));
   if (onStep && n > 0)
     return reportStep(n - 1);
   return Status::ok();
@@ -182,8 +181,7 @@ Status GpuExecutor::Impl::evaluateSamplerBranch(SamplerRun &r, Body &body,
                     int64_t step) -> Status {
     return setSamplerTau(r, body, tau, slotIndex, step);
   };
-  if (Status s = setTau(body, tau, slotIndex, step); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(setTau(body, tau, slotIndex, step));
   if (!specialized) {
     // The body's condition argument: copy cond or neg_cond (batch rows).
     const SlotInfo &arg = p.slots[body.args[2]];
@@ -200,8 +198,7 @@ Status GpuExecutor::Impl::evaluateSamplerBranch(SamplerRun &r, Body &body,
           !s)
         return fail(s.message());
   }
-  if (Status s = runBody(p, body); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(runBody(p, body));
   return check(api->cuMemcpyDtoDAsync(into, address(p, body.yields.at(0)),
                                       stateBytes, stream),
                "cuMemcpyDtoDAsync (velocity)");
@@ -252,10 +249,8 @@ Status GpuExecutor::Impl::runSamplerStep(SamplerRun &r, int64_t i) {
   float tau = ref::modelTime(t);
   bool guided = ref::isGuidedStep(t, (*interval)[0], (*interval)[1]);
   if (sharedBody) { // before either branch, on the main stream
-    if (Status s = setTau(*sharedBody, tau, 2, i); !s)
-      return s;
-    if (Status s = runBody(p, *sharedBody); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(setTau(*sharedBody, tau, 2, i));
+    TRELLIS_RETURN_IF_ERROR(runBody(p, *sharedBody));
   }
   if (guided && specialized && concurrentBranches()) {
     // The unconditional branch on the second stream, concurrently with
@@ -270,23 +265,20 @@ Status GpuExecutor::Impl::runSamplerStep(SamplerRun &r, int64_t i) {
     std::swap(gemmWorkspace, gemmWorkspace2);
     if (!s)
       return s;
-    if (Status c = evaluate(condBody, tau, 0, 1, vc, i); !c)
-      return c;
+    TRELLIS_RETURN_IF_ERROR(evaluate(condBody, tau, 0, 1, vc, i));
     api->cuStreamWaitEvent(stream, join, 0);
   } else {
-    if (Status s = evaluate(condBody, tau, 0, 1, vc, i); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(evaluate(condBody, tau, 0, 1, vc, i));
     if (guided)
-      if (Status s = evaluate(uncondBody, tau, 1, 2, vu, i); !s)
-        return s;
+      TRELLIS_RETURN_IF_ERROR(evaluate(uncondBody, tau, 1, 2, vu, i));
   }
   CUdeviceptr args4[4] = {x, vc, vu, x};
   float strength = float(w), dt = float(t - tPrev);
   int32_t guidedFlag = guided ? 1 : 0;
   void *params[8] = {&args4[0], &args4[1], &args4[2],   &args4[3],
                      &strength, &dt,       &guidedFlag, &stateRows};
-  if (Status s = launch(*updateLaunch, params, instr, "the sampler update"); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(
+      launch(*updateLaunch, params, instr, "the sampler update"));
   ++report.commands;
   if (options.checkFinite) {
     auto xs = download(p, node.out[0]);
@@ -305,8 +297,7 @@ Status GpuExecutor::Impl::runSamplerStep(SamplerRun &r, int64_t i) {
     CUevent done = stepEvents[size_t(i % 2)];
     api->cuEventRecord(done, stream);
     if (i > 0) {
-      if (Status s = reportStep(i - 1); !s)
-        return s;
+      TRELLIS_RETURN_IF_ERROR(reportStep(i - 1));
     }
   }
   return Status::ok();

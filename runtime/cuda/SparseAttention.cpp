@@ -46,13 +46,10 @@ Result<bool> GpuExecutor::Impl::buildSparseAttentionCommand(Prepared &p,
   CUdeviceptr redoFlags = 0;
 
   if (op == "trellis.sparse.cross_attention") {
-    if (Status s = sparseCrossAttentionParams(p, node, params); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(sparseCrossAttentionParams(p, node, params));
   } else {
-    if (Status s = sparseSelfAttentionParams(p, node, params, before, after,
-                                             kNormalized, redoFlags);
-        !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(sparseSelfAttentionParams(
+        p, node, params, before, after, kNormalized, redoFlags));
   }
   if (params.num_seqs == 0 || params.seqlen_q == 0) {
     node.command = [] { return Status::ok(); };
@@ -65,8 +62,7 @@ Result<bool> GpuExecutor::Impl::buildSparseAttentionCommand(Prepared &p,
   node.command = [before, after]() mutable -> Status {
     for (auto *steps : {&before, &after})
       for (auto &step : *steps)
-        if (Status s = step(); !s)
-          return s;
+        TRELLIS_RETURN_IF_ERROR(step());
     return Status::ok();
   };
   return true;

@@ -155,8 +155,7 @@ Result<RtValue> GpuExecutor::Impl::hostValue(Prepared &p, BindState &st,
 Status GpuExecutor::Impl::bindBody(Prepared &p, Body &body,
                                    BindState &st) const {
   for (Node &node : body.nodes)
-    if (Status s = bindNode(p, node, st); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(bindNode(p, node, st));
   return Status::ok();
 }
 
@@ -202,16 +201,14 @@ Status GpuExecutor::Impl::bindNode(Prepared &p, Node &node,
   // A sampler's shared prefix first: the branches' arguments after
   // (x, τ) are its yields, of their row counts.
   for (Body *region : inRunOrder(node)) {
-    if (Status s = bindBody(p, *region, st); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(bindBody(p, *region, st));
     if (node.regions.size() == 3 && region == &node.regions[2])
       for (int b = 0; b < 2; ++b)
         for (size_t i = 2; i < node.regions[b].args.size(); ++i)
           p.slots[node.regions[b].args[i]].type =
               p.slots[region->yields.at(i - 2)].type;
   }
-  if (Status s = bindResultRows(p, node); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(bindResultRows(p, node));
   if (op == "trellis.sparse.group_norm") {
     const ref::CoordSet *c = coordsOf(p, node.in[1]);
     if (!c)
@@ -443,14 +440,11 @@ Status GpuExecutor::Impl::uploadBound(Prepared &p) {
     p.boundCapacity = capacity;
   }
   p.boundBytes = total;
-  if (Status s = check(
-          api->cuMemcpyHtoDAsync(p.boundPool, staging, total, setupStream),
-          "cuMemcpyHtoDAsync (coordinates)");
-      !s)
-    return s;
-  if (Status s = check(api->cuStreamSynchronize(setupStream), "the GPU stream");
-      !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuMemcpyHtoDAsync(p.boundPool, staging, total, setupStream),
+            "cuMemcpyHtoDAsync (coordinates)"));
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
   for (size_t s = 0; s < p.slots.size(); ++s) {
     if (slotPieces[s].first != SIZE_MAX)
       p.slots[s].ptr = p.boundPool + pieces[slotPieces[s].first].offset;

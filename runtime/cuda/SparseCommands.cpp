@@ -45,12 +45,10 @@ Status GpuExecutor::Impl::deviceOccupancy(Prepared &p, Node &node) {
     return Status::ok();
   };
   void *cp[] = {&logits, &cells, &counts};
-  if (Status s = launch(*count, unsigned(blocks), cp, "the occupancy count");
-      !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(
+      launch(*count, unsigned(blocks), cp, "the occupancy count"));
   void *sp[] = {&counts, &blocks, &total};
-  if (Status s = launch(*scan, 1, sp, "the occupancy scan"); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(launch(*scan, 1, sp, "the occupancy scan"));
   // The voxel count: the one value read back before the rows.
   int32_t n = 0;
   if (Status s = check(api->cuMemcpyDtoHAsync(&n, total, 4, stream),
@@ -60,8 +58,8 @@ Status GpuExecutor::Impl::deviceOccupancy(Prepared &p, Node &node) {
   if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream"); !s)
     return opError(instr, s.message());
   void *wp[] = {&logits, &cells, &counts, &d, &h, &w, &rowsOut};
-  if (Status s = launch(*write, unsigned(blocks), wp, "the occupancy rows"); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(
+      launch(*write, unsigned(blocks), wp, "the occupancy rows"));
   HostTensor rows(DType::I32, {int64_t(n), 4});
   if (n > 0) {
     if (Status s = check(api->cuMemcpyDtoHAsync(rows.mutableRaw(), rowsOut,
@@ -229,8 +227,7 @@ Result<bool> GpuExecutor::Impl::buildNeighborMapCommand(Prepared &p,
         r != CUDA_SUCCESS)
       return opError(instr, "clearing the index volume: " + api->describe(r));
     void *sp[] = {&c, &grid, &n, &res};
-    if (Status s = launch1d(fs, n, sp, instr, "the index scatter"); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(launch1d(fs, n, sp, instr, "the index scatter"));
     void *lp[] = {&c, &grid, &nbr, &n, &res, &kernelSize};
     int64_t kvol = int64_t(kernelSize) * kernelSize * kernelSize;
     return launch1d(fl, n * kvol, lp, instr, "the neighbour lookup");
@@ -271,8 +268,8 @@ Result<bool> GpuExecutor::Impl::buildWindowSegmentsCommand(Prepared &p,
         r != CUDA_SUCCESS)
       return opError(instr, "clearing the window counts: " + api->describe(r));
     void *idParams[] = {&coords, &rows, &window, &shift, &nx, &ny, &nz, &ids};
-    if (Status s = launch1d(fIds, rows, idParams, instr, "the window ids"); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(
+        launch1d(fIds, rows, idParams, instr, "the window ids"));
     // Kernels with one block per 256 rows (or one block of 1024 threads).
     auto launchBlocks = [&](CUfunction f, unsigned grid, unsigned block,
                             void **params, const char *what) -> Status {
@@ -286,20 +283,14 @@ Result<bool> GpuExecutor::Impl::buildWindowSegmentsCommand(Prepared &p,
       return Status::ok();
     };
     void *countParams[] = {&ids, &rows, &blocks, &counts};
-    if (Status s = launchBlocks(fCounts, unsigned(blocks), 256, countParams,
-                                "the window counts");
-        !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(launchBlocks(fCounts, unsigned(blocks), 256,
+                                         countParams, "the window counts"));
     void *scanParams[] = {&counts, &cells};
-    if (Status s =
-            launchBlocks(fScan, 1, 1024, scanParams, "the window count scan");
-        !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(
+        launchBlocks(fScan, 1, 1024, scanParams, "the window count scan"));
     void *scatterParams[] = {&ids, &rows, &blocks, &counts, &rowsOut};
-    if (Status s = launchBlocks(fScatter, unsigned(blocks), 256, scatterParams,
-                                "the window scatter");
-        !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(launchBlocks(fScatter, unsigned(blocks), 256,
+                                         scatterParams, "the window scatter"));
     void *offsetParams[] = {&counts, &blocks, &segments, &rows, &offsetsOut};
     return launch1d(fOffsets, segments + 1, offsetParams, instr,
                     "the window offsets");
@@ -356,8 +347,7 @@ Result<bool> GpuExecutor::Impl::buildSparseGroupNormCommand(Prepared &p,
   for (int s : {node.in[2], node.in[3]})
     if (slotType(p, s).dtype != DType::F32)
       return opError(instr, "the GPU group norm takes f32 γ and β");
-  if (Status s = checkAddressable(p, node); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(checkAddressable(p, node));
   // The statistics: the runtime's reduction kernels; the normalization:
   // the generated kernel (x, coords, γ, β, out, stats, rows).
   auto partial = kernel("trellis_sparse_group_norm_partial");

@@ -107,12 +107,10 @@ Result<bool> GpuExecutor::Impl::buildSparseConvCommand(Prepared &p,
   int64_t cout = w.shape[0], cin = w.shape[4], k = w.shape[1];
   CUdeviceptr b = bias >= 0 ? address(p, bias) : 0;
   if (k == 1) { // spec §6.4: out = x·M + b, M = W's buffer as [Cin, Cout]
-    if (Status s =
-            buildGemm(p, node, address(p, node.in[1]), address(p, node.in[0]),
-                      address(p, node.out[0]), b, x.dtype, cout, rows, cin,
-                      /*transA=*/false, "", node.command);
-        !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(
+        buildGemm(p, node, address(p, node.in[1]), address(p, node.in[0]),
+                  address(p, node.out[0]), b, x.dtype, cout, rows, cin,
+                  /*transA=*/false, "", node.command));
     return true;
   }
   if (neighbors < 0)
@@ -125,8 +123,7 @@ Result<bool> GpuExecutor::Impl::buildSparseConvCommand(Prepared &p,
   if (plan.path == ConvPlan::Path::Implicit)
     return buildImplicitConvCommand(p, node, plan.tiles, neighbors, b);
   // The other paths run generated kernels (32-bit indices).
-  if (Status s = checkAddressable(p, node); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(checkAddressable(p, node));
   if (plan.path == ConvPlan::Path::TapsFirst)
     return buildTapsFirstConvCommand(p, node, neighbors, b);
   // The generated gather, chunk by chunk: (x, neighbours, col, row0, rows).
@@ -142,23 +139,21 @@ Result<bool> GpuExecutor::Impl::buildSparseConvCommand(Prepared &p,
       return opError(instr, gatherLaunch.message());
     std::function<Status()> gemm;
     // out rows [r0, r0+n) = col[n, K] · W[Cout, K]ᵀ (+ b), as linear.
-    if (Status s = buildGemm(p, node, address(p, node.in[1]), col,
-                             o + CUdeviceptr(r0 * cout * int64_t(elem)), b,
-                             x.dtype, cout, n, kdim, /*transA=*/true, "", gemm);
-        !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(
+        buildGemm(p, node, address(p, node.in[1]), col,
+                  o + CUdeviceptr(r0 * cout * int64_t(elem)), b, x.dtype, cout,
+                  n, kdim, /*transA=*/true, "", gemm));
     steps.push_back([this, l = *gatherLaunch, xp, nbr, col, r0, n, gemm,
                      &instr]() mutable -> Status {
       void *params[] = {&xp, &nbr, &col, &r0, &n};
-      if (Status s = launch(l, params, instr, "the sparse conv gather"); !s)
-        return s;
+      TRELLIS_RETURN_IF_ERROR(
+          launch(l, params, instr, "the sparse conv gather"));
       return gemm();
     });
   }
   node.command = [steps]() -> Status {
     for (const auto &step : steps)
-      if (Status s = step(); !s)
-        return s;
+      TRELLIS_RETURN_IF_ERROR(step());
     return Status::ok();
   };
   return true;
@@ -232,12 +227,10 @@ Result<bool> GpuExecutor::Impl::buildTapsFirstConvCommand(Prepared &p,
   taps.strideA = cin;
   taps.strideB = 0;
   taps.strideD = rowsIn * cout;
-  if (Status s =
-          buildGemm(p, node, address(p, node.in[1]), address(p, node.in[0]),
-                    address(p, node.scratch), 0, x.dtype, cout, rowsIn, cin,
-                    /*transA=*/true, "", gemm, taps);
-      !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(
+      buildGemm(p, node, address(p, node.in[1]), address(p, node.in[0]),
+                address(p, node.scratch), 0, x.dtype, cout, rowsIn, cin,
+                /*transA=*/true, "", gemm, taps));
   // The generated tap sum: (y, neighbours, [bias,] out, rows, rowsIn).
   auto sum = rowsLaunch(instr, "trellis.tap_sum", rows);
   if (!sum)
@@ -252,8 +245,7 @@ Result<bool> GpuExecutor::Impl::buildTapsFirstConvCommand(Prepared &p,
                   &instr]() mutable -> Status {
     if (rows == 0)
       return Status::ok();
-    if (Status s = gemm(); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(gemm());
     int64_t n = rows, nIn = rowsIn;
     std::vector<void *> params;
     for (CUdeviceptr &a : *args)

@@ -29,10 +29,8 @@ Status GpuExecutor::Impl::stageWeights(Prepared &p) {
                  "': " + s.message()};
   size_t half = std::max<size_t>(options.stagingBytes / 2, 1 << 20);
   void *pinned = nullptr;
-  if (Status s = check(api->cuMemAllocHost(&pinned, 2 * half),
-                       "cuMemAllocHost (staging buffer)");
-      !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(check(api->cuMemAllocHost(&pinned, 2 * half),
+                                "cuMemAllocHost (staging buffer)"));
   CUevent done[2] = {nullptr, nullptr};
   for (CUevent &e : done)
     api->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
@@ -104,26 +102,23 @@ Result<HostTensor> GpuExecutor::Impl::download(const Prepared &p, int slot) {
       tokens *= info.type.shape[d];
     size_t row = t.nbytes() / size_t(tokens), elem = dtypeSize(t.dtype());
     std::vector<char> span(size_t((tokens - 1) * stride) * elem + row);
-    if (Status s = check(api->cuMemcpyDtoHAsync(span.data(), address(p, slot),
-                                                span.size(), stream),
-                         "cuMemcpyDtoHAsync");
-        !s)
-      return Error{s.message()};
-    if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream");
-        !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(
+        check(api->cuMemcpyDtoHAsync(span.data(), address(p, slot), span.size(),
+                                     stream),
+              "cuMemcpyDtoHAsync"));
+    TRELLIS_RETURN_IF_ERROR(
+        check(api->cuStreamSynchronize(stream), "the GPU stream"));
     for (int64_t i = 0; i < tokens; ++i)
       std::memcpy(static_cast<char *>(t.mutableRaw()) + i * row,
                   span.data() + size_t(i * stride) * elem, row);
     return t;
   }
-  if (Status s = check(api->cuMemcpyDtoHAsync(t.mutableRaw(), address(p, slot),
-                                              t.nbytes(), stream),
-                       "cuMemcpyDtoHAsync");
-      !s)
-    return Error{s.message()};
-  if (Status s = check(api->cuStreamSynchronize(stream), "the GPU stream"); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuMemcpyDtoHAsync(t.mutableRaw(), address(p, slot), t.nbytes(),
+                                   stream),
+            "cuMemcpyDtoHAsync"));
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuStreamSynchronize(stream), "the GPU stream"));
   return t;
 }
 
@@ -131,11 +126,9 @@ Status GpuExecutor::Impl::upload(const Prepared &p, int slot,
                                  const HostTensor &t, CUstream on) {
   if (t.nbytes() == 0)
     return Status::ok();
-  if (Status s = check(
-          api->cuMemcpyHtoDAsync(address(p, slot), t.raw(), t.nbytes(), on),
-          "cuMemcpyHtoDAsync");
-      !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuMemcpyHtoDAsync(address(p, slot), t.raw(), t.nbytes(), on),
+            "cuMemcpyHtoDAsync"));
   // The host tensor may die when we return: wait for the copy.
   return check(api->cuStreamSynchronize(on), "the GPU stream");
 }

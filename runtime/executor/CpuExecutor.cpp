@@ -83,8 +83,7 @@ Result<std::vector<RtValue>> CpuExecutor::call(const Function &fn,
       return s.message().empty() ? Error{"bad argument"} : Error{s.message()};
     frame.slots[fn.args[i]] = std::move(args[i]);
   }
-  if (Status s = runBody(frame, fn.body); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(runBody(frame, fn.body));
   std::vector<RtValue> results;
   for (int slot : fn.results)
     results.push_back(frame.slots[slot]);
@@ -110,8 +109,7 @@ Result<std::vector<RtValue>> CpuExecutor::evalOp(const Program &program,
   Frame frame{kNoFunction, std::vector<RtValue>(size_t(numSlots))};
   for (size_t i = 0; i < inputs.size(); ++i)
     frame.slots[instr.in[i]] = std::move(inputs[i]);
-  if (Status s = exec.runOp(frame, instr); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(exec.runOp(frame, instr));
   std::vector<RtValue> results;
   for (int s : instr.out)
     results.push_back(std::move(frame.slots[s]));
@@ -120,8 +118,7 @@ Result<std::vector<RtValue>> CpuExecutor::evalOp(const Program &program,
 
 Status CpuExecutor::runBody(Frame &frame, const std::vector<Instr> &body) {
   for (const Instr &instr : body)
-    if (Status s = runOp(frame, instr); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(runOp(frame, instr));
   return Status::ok();
 }
 
@@ -139,20 +136,20 @@ using cpu::OpTable;
 /// the context's call and weights).
 void registerExecutorOps(OpTable &table) {
   cpu::addOp(table, "func.call", [](const OpContext &ctx) -> Status {
-    TRY(callee, ctx.instr.stringAttr("callee"));
+    TRELLIS_ASSIGN_OR_RETURN(auto &callee, ctx.instr.stringAttr("callee"));
     const Function *fn = ctx.program.find(callee);
     if (!fn)
       return Error{"calls '" + callee + "', which the program lacks"};
     std::vector<RtValue> args;
     for (int slot : ctx.instr.in)
       args.push_back(ctx.in.slots[slot]);
-    TRY(results, ctx.call(*fn, std::move(args)));
+    TRELLIS_ASSIGN_OR_RETURN(auto &results, ctx.call(*fn, std::move(args)));
     ctx.out = std::move(results);
     return Status::ok();
   });
   cpu::addOp(table, "trellis.weight", [](const OpContext &ctx) -> Status {
-    TRY(name, ctx.instr.stringAttr("name"));
-    TRY(model, ctx.instr.stringAttr("model"));
+    TRELLIS_ASSIGN_OR_RETURN(auto &name, ctx.instr.stringAttr("name"));
+    TRELLIS_ASSIGN_OR_RETURN(auto &model, ctx.instr.stringAttr("model"));
     return ctx.single(ctx.weights(model, name));
   });
 }
@@ -306,8 +303,7 @@ Status CpuExecutor::runFlowSample(Frame &frame, const Instr &instr) {
     if (shared && sharedValues.empty()) {
       frame.slots[shared->args.at(0)] = x;
       frame.slots[shared->args.at(1)] = tauT;
-      if (Status s = runBody(frame, shared->body); !s)
-        return Error{s.message()};
+      TRELLIS_RETURN_IF_ERROR(runBody(frame, shared->body));
       for (int y : shared->yield)
         sharedValues.push_back(frame.slots[y]);
     }
@@ -317,8 +313,7 @@ Status CpuExecutor::runFlowSample(Frame &frame, const Instr &instr) {
       frame.slots[region.args.at(2)] = *c;
     for (size_t i = 0; i < numShared; ++i)
       frame.slots[region.args.at(2 + i)] = sharedValues[i];
-    if (Status s = runBody(frame, region.body); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(runBody(frame, region.body));
     if (auto *v = std::get_if<HostTensor>(&frame.slots[region.yield.at(0)]))
       return *v;
     return Error{"the velocity model yielded no tensor"};

@@ -52,12 +52,6 @@ struct Operands {
   }
 };
 
-#define TRY(var, expr)                                                         \
-  auto var##OrErr = (expr);                                                    \
-  if (!var##OrErr)                                                             \
-    return var##OrErr.takeError();                                             \
-  auto &var = *var##OrErr;
-
 /// Calls a function of the program (func.call).
 using CallFn = std::function<Result<std::vector<RtValue>>(
     const Function &fn, std::vector<RtValue> args)>;

@@ -59,23 +59,23 @@ Status constantOp(const OpContext &ctx) {
 }
 
 Status castOp(const OpContext &ctx) {
-  TRY(x, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, ctx.in.tensor(0));
   return ctx.single(ref::cast(x, ctx.instr.types.at(0).dtype));
 }
 
 Status modulateOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
-  TRY(x, in.tensor(0));
-  TRY(shift, in.tensor(1));
-  TRY(scale, in.tensor(2));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &shift, in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &scale, in.tensor(2));
   return ctx.single(ref::modulate(x, shift, scale));
 }
 
 Status gatedResidualOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
-  TRY(x, in.tensor(0));
-  TRY(h, in.tensor(1));
-  TRY(gate, in.tensor(2));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &h, in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &gate, in.tensor(2));
   return ctx.single(ref::gatedResidual(x, h, gate));
 }
 
@@ -92,8 +92,8 @@ void registerElementwiseOps(OpTable &table) {
       {"trellis.maximum", ref::BinaryKind::Maximum}};
   for (auto [name, kind] : binaries)
     addOp(table, name, [kind = kind](const OpContext &ctx) -> Status {
-      TRY(a, ctx.in.tensor(0));
-      TRY(b, ctx.in.tensor(1));
+      TRELLIS_ASSIGN_OR_RETURN(auto &a, ctx.in.tensor(0));
+      TRELLIS_ASSIGN_OR_RETURN(auto &b, ctx.in.tensor(1));
       return ctx.single(ref::binary(kind, a, b));
     });
   static const std::pair<const char *, ref::UnaryKind> unaries[] = {
@@ -112,7 +112,7 @@ void registerElementwiseOps(OpTable &table) {
       {"trellis.abs", ref::UnaryKind::Abs}};
   for (auto [name, kind] : unaries)
     addOp(table, name, [kind = kind](const OpContext &ctx) -> Status {
-      TRY(x, ctx.in.tensor(0));
+      TRELLIS_ASSIGN_OR_RETURN(auto &x, ctx.in.tensor(0));
       return ctx.single(ref::unary(kind, x));
     });
   addOp(table, "trellis.modulate", modulateOp);

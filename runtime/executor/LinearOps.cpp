@@ -13,34 +13,34 @@ namespace {
 Status linearOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
   const Instr &instr = ctx.instr;
-  TRY(x, in.tensor(0));
-  TRY(w, in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &w, in.tensor(1));
   auto b = ctx.optTensor(2);
   Result<HostTensor> y = ref::linear(x, w, b ? &*b : nullptr);
   if (in.size() > 3 && y) {
     // The residual (a bias comes with it: operand 3), added after the
     // rounding of x·Wᵀ + b as the unfused linear + add pair does.
-    TRY(residual, in.tensor(3));
+    TRELLIS_ASSIGN_OR_RETURN(auto &residual, in.tensor(3));
     return ctx.single(ref::binary(ref::BinaryKind::Add, *y, residual));
   }
   if (!instr.hasAttr("activation") || !y)
     return ctx.single(std::move(y));
   // The fused epilogue, rounded as the unfused linear + gelu pair.
-  TRY(act, instr.stringAttr("activation"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &act, instr.stringAttr("activation"));
   if (act != "gelu_tanh")
     return Error{"unknown activation '" + act + "'"};
   return ctx.single(ref::unary(ref::UnaryKind::Gelu, *y));
 }
 
 Status matmulOp(const OpContext &ctx) {
-  TRY(a, ctx.in.tensor(0));
-  TRY(b, ctx.in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &a, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &b, ctx.in.tensor(1));
   return ctx.single(ref::matmul(a, b));
 }
 
 Status conv3dOp(const OpContext &ctx) {
-  TRY(x, ctx.in.tensor(0));
-  TRY(w, ctx.in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &w, ctx.in.tensor(1));
   auto b = ctx.optTensor(2);
   return ctx.single(
       ref::conv3d(x, w, b ? &*b : nullptr, intOr(ctx.instr, "padding", 1)));

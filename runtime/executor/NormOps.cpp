@@ -22,31 +22,34 @@ Status residualNorm(const Operands &in, const std::vector<int64_t> &sizes,
                     size_t plusSegment, size_t next, HostTensor residual,
                     float eps, DType resultDtype, std::vector<RtValue> &out) {
   if (sizes[plusSegment]) {
-    TRY(plus, in.tensor(next++));
-    TRY(sum, ref::binary(ref::BinaryKind::Add, residual, plus));
+    TRELLIS_ASSIGN_OR_RETURN(auto &plus, in.tensor(next++));
+    TRELLIS_ASSIGN_OR_RETURN(auto &sum,
+                             ref::binary(ref::BinaryKind::Add, residual, plus));
     residual = sum;
   }
   if (sizes[plusSegment + 1]) {
-    TRY(shift, in.tensor(next));
-    TRY(scale, in.tensor(next + 1));
-    TRY(normed, ref::layerNormModulate(residual, shift, scale, eps));
+    TRELLIS_ASSIGN_OR_RETURN(auto &shift, in.tensor(next));
+    TRELLIS_ASSIGN_OR_RETURN(auto &scale, in.tensor(next + 1));
+    TRELLIS_ASSIGN_OR_RETURN(
+        auto &normed, ref::layerNormModulate(residual, shift, scale, eps));
     out.push_back(residual);
     out.push_back(normed);
     return Status::ok();
   }
   std::optional<HostTensor> w, b;
   if (sizes[plusSegment + 3]) {
-    TRY(wt, in.tensor(next));
-    TRY(bt, in.tensor(next + 1));
+    TRELLIS_ASSIGN_OR_RETURN(auto &wt, in.tensor(next));
+    TRELLIS_ASSIGN_OR_RETURN(auto &bt, in.tensor(next + 1));
     w = wt;
     b = bt;
   }
   HostTensor normIn = residual;
   if (resultDtype != residual.dtype()) {
-    TRY(wide, ref::cast(residual, resultDtype));
+    TRELLIS_ASSIGN_OR_RETURN(auto &wide, ref::cast(residual, resultDtype));
     normIn = wide;
   }
-  TRY(normed,
+  TRELLIS_ASSIGN_OR_RETURN(
+      auto &normed,
       ref::layerNorm(normIn, -1, eps, w ? &*w : nullptr, b ? &*b : nullptr));
   out.push_back(residual);
   out.push_back(normed);
@@ -55,10 +58,10 @@ Status residualNorm(const Operands &in, const std::vector<int64_t> &sizes,
 
 Status layerNormModulateOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
-  TRY(x, in.tensor(0));
-  TRY(shift, in.tensor(1));
-  TRY(scale, in.tensor(2));
-  TRY(eps, ctx.instr.floatAttr("eps"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &shift, in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &scale, in.tensor(2));
+  TRELLIS_ASSIGN_OR_RETURN(auto &eps, ctx.instr.floatAttr("eps"));
   return ctx.single(ref::layerNormModulate(x, shift, scale, float(eps)));
 }
 
@@ -68,15 +71,16 @@ Status gatedResidualNormOp(const OpContext &ctx) {
   // The unfused ops in turn: the norm reads the rounded residual.
   // Operands: x, h, gate, then the optional plus, shift + scale, weight +
   // bias (told apart by the operand segment sizes).
-  TRY(x, in.tensor(0));
-  TRY(h, in.tensor(1));
-  TRY(gate, in.tensor(2));
-  TRY(eps, instr.floatAttr("eps"));
-  TRY(sizes, instr.intArrayAttr("operandSegmentSizes"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &h, in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &gate, in.tensor(2));
+  TRELLIS_ASSIGN_OR_RETURN(auto &eps, instr.floatAttr("eps"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &sizes,
+                           instr.intArrayAttr("operandSegmentSizes"));
   if (sizes.size() != 8)
     return Error{"gated_residual_norm: operandSegmentSizes must have 8 "
                  "entries"};
-  TRY(residual, ref::gatedResidual(x, h, gate));
+  TRELLIS_ASSIGN_OR_RETURN(auto &residual, ref::gatedResidual(x, h, gate));
   return residualNorm(in, sizes, 3, 3, residual, float(eps),
                       instr.types.at(1).dtype, ctx.out);
 }
@@ -89,25 +93,27 @@ Status linearResidualNormOp(const OpContext &ctx) {
   // Operands: input, weight, bias, x, then the optional gate, plus,
   // shift + scale, norm weight + bias (told apart by the operand segment
   // sizes).
-  TRY(a, in.tensor(0));
-  TRY(w, in.tensor(1));
-  TRY(bias, in.tensor(2));
-  TRY(x, in.tensor(3));
-  TRY(eps, instr.floatAttr("eps"));
-  TRY(sizes, instr.intArrayAttr("operandSegmentSizes"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &a, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &w, in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &bias, in.tensor(2));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, in.tensor(3));
+  TRELLIS_ASSIGN_OR_RETURN(auto &eps, instr.floatAttr("eps"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &sizes,
+                           instr.intArrayAttr("operandSegmentSizes"));
   if (sizes.size() != 10)
     return Error{"linear_residual_norm: operandSegmentSizes must have 10 "
                  "entries"};
-  TRY(h, ref::linear(a, w, &bias));
+  TRELLIS_ASSIGN_OR_RETURN(auto &h, ref::linear(a, w, &bias));
   size_t next = 4;
   HostTensor residual;
   if (sizes[4]) {
-    TRY(gate, in.tensor(next++));
-    TRY(gated, ref::gatedResidual(x, h, gate));
+    TRELLIS_ASSIGN_OR_RETURN(auto &gate, in.tensor(next++));
+    TRELLIS_ASSIGN_OR_RETURN(auto &gated, ref::gatedResidual(x, h, gate));
     residual = gated;
   } else {
     // As trellis.linear … residual x: the rounded product plus x.
-    TRY(sum, ref::binary(ref::BinaryKind::Add, h, x));
+    TRELLIS_ASSIGN_OR_RETURN(auto &sum,
+                             ref::binary(ref::BinaryKind::Add, h, x));
     residual = sum;
   }
   return residualNorm(in, sizes, 5, next, residual, float(eps),
@@ -116,27 +122,27 @@ Status linearResidualNormOp(const OpContext &ctx) {
 
 Status layerNormOp(const OpContext &ctx) {
   const Instr &instr = ctx.instr;
-  TRY(x, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, ctx.in.tensor(0));
   auto w = ctx.optTensor(1), b = ctx.optTensor(2);
-  TRY(eps, instr.floatAttr("eps"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &eps, instr.floatAttr("eps"));
   return ctx.single(ref::layerNorm(x, int(intOr(instr, "axis", -1)), float(eps),
                                    w ? &*w : nullptr, b ? &*b : nullptr));
 }
 
 Status headRmsNormOp(const OpContext &ctx) {
-  TRY(x, ctx.in.tensor(0));
-  TRY(g, ctx.in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &g, ctx.in.tensor(1));
   return ctx.single(ref::headRmsNorm(x, g));
 }
 
 Status sparseGroupNormOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
   const Instr &instr = ctx.instr;
-  TRY(f, in.tensor(0));
-  TRY(c, in.coords(1));
-  TRY(w, in.tensor(2));
-  TRY(b, in.tensor(3));
-  TRY(eps, instr.floatAttr("eps"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &f, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &c, in.coords(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &w, in.tensor(2));
+  TRELLIS_ASSIGN_OR_RETURN(auto &b, in.tensor(3));
+  TRELLIS_ASSIGN_OR_RETURN(auto &eps, instr.floatAttr("eps"));
   return ctx.single(ref::sparseGroupNorm(f, *c, intOr(instr, "groups", 32),
                                          float(eps), &w, &b));
 }

@@ -13,7 +13,7 @@ namespace {
 
 Status timestepEmbeddingOp(const OpContext &ctx) {
   const Instr &instr = ctx.instr;
-  TRY(t, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &t, ctx.in.tensor(0));
   return ctx.single(ref::timestepEmbedding(t, intOr(instr, "dim", 256),
                                            floatOr(instr, "max_period", 1e4)));
 }
@@ -22,8 +22,8 @@ Status timeGridOp(const OpContext &ctx) {
   const Instr &instr = ctx.instr;
   // A run-time override of the sampler's steps applies to the grid of
   // its time tables too (the same entry function).
-  TRY(steps, instr.intAttr("steps"));
-  TRY(rescale, instr.floatAttr("rescale_t"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &steps, instr.intAttr("steps"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &rescale, instr.floatAttr("rescale_t"));
   int64_t run = steps;
   if (auto it = ctx.samplerOverrides.find(ctx.entry);
       it != ctx.samplerOverrides.end())
@@ -35,23 +35,23 @@ Status timeGridOp(const OpContext &ctx) {
 
 Status timeRowOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
-  TRY(table, in.tensor(0));
-  TRY(grid, in.tensor(1));
-  TRY(tau, in.tensor(2));
+  TRELLIS_ASSIGN_OR_RETURN(auto &table, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &grid, in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &tau, in.tensor(2));
   return ctx.single(ref::timeRow(table, grid, tau));
 }
 
 Status cfgCombineOp(const OpContext &ctx) {
-  TRY(vc, ctx.in.tensor(0));
-  TRY(vu, ctx.in.tensor(1));
-  TRY(w, ctx.instr.floatAttr("strength"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &vc, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &vu, ctx.in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &w, ctx.instr.floatAttr("strength"));
   return ctx.single(ref::cfgCombine(vc, vu, w));
 }
 
 Status eulerUpdateOp(const OpContext &ctx) {
-  TRY(x, ctx.in.tensor(0));
-  TRY(v, ctx.in.tensor(1));
-  TRY(dt, ctx.instr.floatAttr("dt"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &v, ctx.in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &dt, ctx.instr.floatAttr("dt"));
   return ctx.single(ref::eulerUpdate(x, v, dt));
 }
 

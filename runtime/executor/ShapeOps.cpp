@@ -14,11 +14,11 @@ namespace {
 
 Status broadcastRowsOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
-  TRY(row, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &row, in.tensor(0));
   Shape shape = ctx.instr.types.at(0).shape;
   if (in.size() > 1) {
     // A dynamic result: its leading dimensions are those of `like`.
-    TRY(like, in.tensor(1));
+    TRELLIS_ASSIGN_OR_RETURN(auto &like, in.tensor(1));
     size_t lead = shape.size() - size_t(row.rank()) + 1;
     if (size_t(like.rank()) < lead)
       return Error{"'like' has rank " + std::to_string(like.rank()) +
@@ -30,18 +30,18 @@ Status broadcastRowsOp(const OpContext &ctx) {
 }
 
 Status pixelShuffle3dOp(const OpContext &ctx) {
-  TRY(x, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, ctx.in.tensor(0));
   return ctx.single(ref::pixelShuffle3d(x, intOr(ctx.instr, "factor", 2)));
 }
 
 Status reshapeOp(const OpContext &ctx) {
-  TRY(x, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, ctx.in.tensor(0));
   return ctx.single(ref::reshape(x, ctx.instr.types.at(0).shape));
 }
 
 Status permuteOp(const OpContext &ctx) {
-  TRY(x, ctx.in.tensor(0));
-  TRY(perm, ctx.instr.intArrayAttr("perm"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &perm, ctx.instr.intArrayAttr("perm"));
   return ctx.single(
       ref::permute(x, std::vector<int>(perm.begin(), perm.end())));
 }
@@ -50,19 +50,19 @@ Status concatOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
   std::vector<HostTensor> parts;
   for (size_t i = 0; i < in.size(); ++i) {
-    TRY(p, in.tensor(i));
+    TRELLIS_ASSIGN_OR_RETURN(auto &p, in.tensor(i));
     parts.push_back(p);
   }
-  TRY(axis, ctx.instr.intAttr("axis"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &axis, ctx.instr.intAttr("axis"));
   return ctx.single(ref::concat(parts, int(axis)));
 }
 
 Status splitOp(const OpContext &ctx) {
   const Instr &instr = ctx.instr;
-  TRY(x, ctx.in.tensor(0));
-  TRY(axis, instr.intAttr("axis"));
-  TRY(sizes, instr.intArrayAttr("sizes"));
-  TRY(parts, ref::split(x, int(axis), sizes));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &axis, instr.intAttr("axis"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &sizes, instr.intArrayAttr("sizes"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &parts, ref::split(x, int(axis), sizes));
   for (HostTensor &p : parts)
     ctx.out.push_back(std::move(p));
   return Status::ok();

@@ -16,82 +16,82 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 Status occupancyOp(const OpContext &ctx) {
-  TRY(logits, ctx.in.tensor(0));
-  TRY(rows, ref::occupancy(logits));
+  TRELLIS_ASSIGN_OR_RETURN(auto &logits, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &rows, ref::occupancy(logits));
   return ctx.coordsOut(
       ref::CoordSet::create(rows, logits.dim(2), logits.dim(0)));
 }
 
 Status fromTensorOp(const OpContext &ctx) {
-  TRY(t, ctx.in.tensor(0));
-  TRY(res, ctx.instr.intAttr("resolution"));
+  TRELLIS_ASSIGN_OR_RETURN(auto &t, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &res, ctx.instr.intAttr("resolution"));
   return ctx.coordsOut(ref::CoordSet::create(t, res));
 }
 
 Status toTensorOp(const OpContext &ctx) {
-  TRY(c, ctx.in.coords(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &c, ctx.in.coords(0));
   ctx.out.push_back(c->coords);
   return Status::ok();
 }
 
 Status xyzOp(const OpContext &ctx) {
-  TRY(c, ctx.in.coords(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &c, ctx.in.coords(0));
   ctx.out.push_back(ref::xyz(*c));
   return Status::ok();
 }
 
 Status coarsenOp(const OpContext &ctx) {
-  TRY(c, ctx.in.coords(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &c, ctx.in.coords(0));
   return ctx.coordsOut(ref::coarsen(*c, intOr(ctx.instr, "factor", 2)));
 }
 
 Status subdivideOp(const OpContext &ctx) {
-  TRY(c, ctx.in.coords(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &c, ctx.in.coords(0));
   return ctx.coordsOut(ref::subdivideCoords(*c));
 }
 
 Status neighborMapOp(const OpContext &ctx) {
-  TRY(c, ctx.in.coords(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &c, ctx.in.coords(0));
   return ctx.single(ref::neighborMap(*c, intOr(ctx.instr, "kernel", 3)));
 }
 
 Status batchSegmentsOp(const OpContext &ctx) {
-  TRY(c, ctx.in.coords(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &c, ctx.in.coords(0));
   return ctx.segmentsOut(ref::batchSegments(*c));
 }
 
 Status windowSegmentsOp(const OpContext &ctx) {
   const Instr &instr = ctx.instr;
-  TRY(c, ctx.in.coords(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &c, ctx.in.coords(0));
   return ctx.segmentsOut(ref::windowSegments(*c, intOr(instr, "window", 8),
                                              intOr(instr, "shift", 0)));
 }
 
 Status parentNeighborMapOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
-  TRY(nb, in.tensor(0));
-  TRY(coarse, in.coords(1));
-  TRY(fine, in.coords(2));
+  TRELLIS_ASSIGN_OR_RETURN(auto &nb, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &coarse, in.coords(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &fine, in.coords(2));
   return ctx.single(ref::parentNeighborMap(nb, *coarse, *fine));
 }
 
 Status parentRowsOp(const OpContext &ctx) {
-  TRY(fine, ctx.in.coords(0));
-  TRY(coarse, ctx.in.coords(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &fine, ctx.in.coords(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &coarse, ctx.in.coords(1));
   return ctx.single(ref::parentRows(*fine, *coarse));
 }
 
 Status childRowsOp(const OpContext &ctx) {
-  TRY(fine, ctx.in.coords(0));
-  TRY(coarse, ctx.in.coords(1));
-  TRY(csr, ref::childRows(*fine, *coarse));
+  TRELLIS_ASSIGN_OR_RETURN(auto &fine, ctx.in.coords(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &coarse, ctx.in.coords(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &csr, ref::childRows(*fine, *coarse));
   ctx.out.push_back(csr.first);
   ctx.out.push_back(csr.second);
   return Status::ok();
 }
 
 Status batchIndexOp(const OpContext &ctx) {
-  TRY(c, ctx.in.coords(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &c, ctx.in.coords(0));
   ctx.out.push_back(ref::batchIndex(*c));
   return Status::ok();
 }
@@ -102,14 +102,14 @@ Status batchIndexOp(const OpContext &ctx) {
 
 Status sparseConv3dOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
-  TRY(feats, in.tensor(0));
-  TRY(w, in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &feats, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &w, in.tensor(1));
   // Optional operands: bias (tensor) and neighbour map (the last one,
   // present for k > 1). The types tell them apart: a neighbour map is
   // [N, k³] i32.
   std::optional<HostTensor> bias, nbmap;
   for (size_t i = 2; i < in.size(); ++i) {
-    TRY(t, in.tensor(i));
+    TRELLIS_ASSIGN_OR_RETURN(auto &t, in.tensor(i));
     if (t.dtype() == DType::I32)
       nbmap = t;
     else
@@ -125,50 +125,50 @@ Status sparseConv3dOp(const OpContext &ctx) {
 
 Status downsampleOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
-  TRY(f, in.tensor(0));
-  TRY(fine, in.coords(1));
-  TRY(coarse, in.coords(2));
+  TRELLIS_ASSIGN_OR_RETURN(auto &f, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &fine, in.coords(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &coarse, in.coords(2));
   return ctx.single(ref::sparseDownsample(f, *fine, *coarse));
 }
 
 Status upsampleOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
-  TRY(f, in.tensor(0));
-  TRY(coarse, in.coords(1));
-  TRY(fine, in.coords(2));
+  TRELLIS_ASSIGN_OR_RETURN(auto &f, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &coarse, in.coords(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &fine, in.coords(2));
   return ctx.single(ref::sparseUpsample(f, *coarse, *fine));
 }
 
 Status subdivideFeaturesOp(const OpContext &ctx) {
-  TRY(f, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &f, ctx.in.tensor(0));
   return ctx.single(ref::subdivideFeats(f));
 }
 
 Status gatherRowsOp(const OpContext &ctx) {
-  TRY(x, ctx.in.tensor(0));
-  TRY(index, ctx.in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &index, ctx.in.tensor(1));
   return ctx.single(ref::gatherRows(x, index));
 }
 
 Status segmentMeanOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
-  TRY(x, in.tensor(0));
-  TRY(offsets, in.tensor(1));
-  TRY(rows, in.tensor(2));
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &offsets, in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &rows, in.tensor(2));
   return ctx.single(
       ref::segmentMean(x, offsets, rows, intOr(ctx.instr, "extra_count", 0)));
 }
 
 Status batchBroadcastOp(const OpContext &ctx) {
-  TRY(v, ctx.in.tensor(0));
-  TRY(c, ctx.in.coords(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &v, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &c, ctx.in.coords(1));
   return ctx.single(ref::batchBroadcast(v, *c));
 }
 
 Status uniqueMeanOp(const OpContext &ctx) {
-  TRY(keys, ctx.in.tensor(0));
-  TRY(values, ctx.in.tensor(1));
-  TRY(r, ref::uniqueMean(keys, values));
+  TRELLIS_ASSIGN_OR_RETURN(auto &keys, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &values, ctx.in.tensor(1));
+  TRELLIS_ASSIGN_OR_RETURN(auto &r, ref::uniqueMean(keys, values));
   ctx.out.push_back(r.keys);
   ctx.out.push_back(r.means);
   return Status::ok();

@@ -1,5 +1,4 @@
-//===- Npy.cpp - NumPy .npy files
-//-------------------------------------------===//
+//===- Npy.cpp - NumPy .npy files -----------------------------------------===//
 //
 // Format reference: numpy/lib/format.py (NumPy 1.24, Debian 12). The writer
 // reproduces _write_array_header exactly: keys sorted, repr() values, 21 - len

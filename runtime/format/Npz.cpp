@@ -1,5 +1,4 @@
-//===- Npz.cpp - NumPy .npz archives through libzip
-//------------------------===//
+//===- Npz.cpp - NumPy .npz archives through libzip -----------------------===//
 //
 // numpy.savez / savez_compressed write a zip archive (Python's zipfile) with
 // one "<key>.npy" member per array, ZIP_STORED or ZIP_DEFLATED (zlib level

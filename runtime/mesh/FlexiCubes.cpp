@@ -120,8 +120,7 @@ Status checkFlexiCubesInput(const HostTensor &coords, const HostTensor &fields,
 
 Result<MeshResult> extractFlexiCubes(const HostTensor &coords,
                                      const HostTensor &fields, int R) {
-  if (Status s = checkFlexiCubesInput(coords, fields, R); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(checkFlexiCubesInput(coords, fields, R));
 
   const int64_t N = coords.dim(0);
   const int32_t *cd = coords.data<int32_t>();

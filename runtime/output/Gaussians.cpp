@@ -1,5 +1,4 @@
-//===- Gaussians.cpp - Gaussian PLY and .npz writers
-//------------------------===//
+//===- Gaussians.cpp - Gaussian PLY and .npz writers ----------------------===//
 //
 // The PLY follows TRELLIS's `Gaussian.save_ply` (spec §9.1). Its rotation step
 // goes through utils3d (the commit TRELLIS pins, 9a4eb15e, numpy flavour used
@@ -80,10 +79,8 @@ Status Gaussians::validate() const {
                           {"_rotation", &rotation, {m, 4}},
                           {"_opacity", &opacity, {m, 1}}};
   for (const Field &f : fields) {
-    if (Status s = detail::checkTensor("Gaussian field", f.name, *f.t,
-                                       DType::F32, f.shape);
-        !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(detail::checkTensor("Gaussian field", f.name, *f.t,
+                                                DType::F32, f.shape));
   }
   return Status::ok();
 }
@@ -163,8 +160,7 @@ static double softplus(double x) {
 }
 
 Result<std::vector<GaussianPlyRow>> gaussianPlyRows(const Gaussians &g) {
-  if (Status s = g.validate(); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(g.validate());
   const int64_t m = g.size();
   const float *xyz = g.xyz.data<float>();
   const float *fdc = g.featuresDc.data<float>();

@@ -1,5 +1,4 @@
-//===- Mesh.cpp - Mesh checks, report, simplification and PLY
-//---------------===//
+//===- Mesh.cpp - Mesh checks, report, simplification and PLY -------------===//
 #include "trellis/Output/Mesh.h"
 
 #include "trellis/Support/AtomicFile.h"
@@ -78,8 +77,7 @@ Result<Mesh> meshFromExtractResult(const HostTensor &vertices,
         dst[i * 3 + c] = src[i * 6 + c];
     mesh.vertexColors = colors;
   }
-  if (Status s = mesh.validate(); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(mesh.validate());
   return mesh;
 }
 
@@ -117,8 +115,7 @@ struct HalfEdge {
 } // namespace
 
 Result<MeshReport> analyzeMesh(const Mesh &mesh) {
-  if (Status s = mesh.validate(); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(mesh.validate());
   const int64_t nv = mesh.numVertices(), nf = mesh.numFaces();
   if (nv > int64_t(std::numeric_limits<uint32_t>::max()) ||
       nf * 3 > int64_t(std::numeric_limits<uint32_t>::max()))
@@ -257,8 +254,7 @@ std::string formatMeshReport(const MeshReport &r) {
 //===----------------------------------------------------------------------===//
 
 Result<Mesh> simplifyMesh(const Mesh &mesh, double ratio, float targetError) {
-  if (Status s = mesh.validate(); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(mesh.validate());
   if (!(ratio > 0.0 && ratio <= 1.0))
     return Error{"mesh simplification ratio must be in (0, 1], got " +
                  std::to_string(ratio)};

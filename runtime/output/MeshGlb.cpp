@@ -1,5 +1,4 @@
-//===- MeshGlb.cpp - Mesh to glTF 2.0 binary through tinygltf
-//--------------===//
+//===- MeshGlb.cpp - Mesh to glTF 2.0 binary through tinygltf -------------===//
 //
 // The only file that includes tiny_gltf.h. Debian packages tinygltf as a
 // shared library (libtinygltf2d, built against its own nlohmann-json and
@@ -192,8 +191,7 @@ Result<GlbInfo> writeMeshGlb(const std::string &path, const Mesh &input,
   if (!file.status())
     return Error{file.status().message()};
   file.write(bytes);
-  if (Status s = file.commit(); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(file.commit());
   return info;
 }
 

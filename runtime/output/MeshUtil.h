@@ -1,5 +1,4 @@
-//===- MeshUtil.h - Face index access shared by the mesh writers (internal)
-//-===//
+//===- MeshUtil.h - Face index access of the mesh writers (internal) ------===//
 #ifndef TRELLIS_RUNTIME_OUTPUT_MESHUTIL_H
 #define TRELLIS_RUNTIME_OUTPUT_MESHUTIL_H
 

@@ -1,5 +1,4 @@
-//===- OutputUtil.h - Shared checks of the output writers (internal)
-//-------===//
+//===- OutputUtil.h - Shared checks of the output writers (internal) ------===//
 #ifndef TRELLIS_RUNTIME_OUTPUT_OUTPUTUTIL_H
 #define TRELLIS_RUNTIME_OUTPUT_OUTPUTUTIL_H
 

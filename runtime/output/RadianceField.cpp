@@ -1,5 +1,4 @@
-//===- RadianceField.cpp - Radiance-field leaves as .npz
-//--------------------===//
+//===- RadianceField.cpp - Radiance-field leaves as .npz ------------------===//
 #include "trellis/Output/RadianceField.h"
 
 #include "trellis/Format/Npy.h"
@@ -35,10 +34,8 @@ Status RadianceField::validate() const {
       {"density", &density, DType::F32, {n, kRfRank}},
       {"features_dc", &featuresDc, DType::F32, {n, kRfRank, 1, 3}}};
   for (const Field &f : fields)
-    if (Status s = detail::checkTensor("radiance-field array", f.name, *f.t,
-                                       f.dtype, f.shape);
-        !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(detail::checkTensor("radiance-field array", f.name,
+                                                *f.t, f.dtype, f.shape));
   int depth = resolution >= 2 ? log2Exact(resolution) : -1;
   if (depth < 1 || depth > 7)
     return Error{"radiance-field resolution must be a power of two in "
@@ -78,8 +75,7 @@ Result<RadianceField> radianceFieldFromHead(const HostTensor &coords,
     std::memcpy(d + i * nd, row + nt, size_t(nd) * sizeof(float));
     std::memcpy(f + i * nc, row + nt + nd, size_t(nc) * sizeof(float));
   }
-  if (Status s = rf.validate(); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(rf.validate());
   return rf;
 }
 

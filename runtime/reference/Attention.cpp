@@ -14,8 +14,11 @@ Result<HostTensor> attention(const HostTensor &q, const HostTensor &k,
                              const HostTensor &v, float scale) {
   const char *op = "attention";
   for (const HostTensor *t : {&q, &k, &v})
-    if (Status s = expectFloat(op, t == &q ? "q" : t == &k ? "k" : "v", *t); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(expectFloat(op,
+                                        t == &q   ? "q"
+                                        : t == &k ? "k"
+                                                  : "v",
+                                        *t));
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || k.dim(0) != q.dim(0) ||
       v.dim(0) != q.dim(0) || k.dim(2) != q.dim(2) || v.dim(2) != q.dim(2) ||
       k.dim(3) != q.dim(3) || v.dim(1) != k.dim(1))
@@ -54,8 +57,11 @@ namespace {
 Status checkRowTensors(const char *op, const HostTensor &q, const HostTensor &k,
                        const HostTensor &v) {
   for (const HostTensor *t : {&q, &k, &v})
-    if (Status s = expectFloat(op, t == &q ? "q" : t == &k ? "k" : "v", *t); !s)
-      return s;
+    TRELLIS_RETURN_IF_ERROR(expectFloat(op,
+                                        t == &q   ? "q"
+                                        : t == &k ? "k"
+                                                  : "v",
+                                        *t));
   if (q.rank() != 3 || k.shape() != q.shape() || v.rank() != 3 ||
       v.dim(0) != q.dim(0) || v.dim(1) != q.dim(1))
     return opError(op, "needs q, k [N, H, d] and v [N, H, dv], got " +
@@ -100,11 +106,9 @@ Result<HostTensor> sparseAttention(const HostTensor &q, const HostTensor &k,
                                    const HostTensor &v,
                                    const Segments &segments, float scale) {
   const char *op = "sparse.attention";
-  if (Status s = checkRowTensors(op, q, k, v); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(checkRowTensors(op, q, k, v));
   const int64_t N = q.dim(0), H = q.dim(1), d = q.dim(2), dv = v.dim(2);
-  if (Status s = checkSegments(op, segments, N); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(checkSegments(op, segments, N));
   const int32_t *rows = segments.rows.data<int32_t>();
   const int32_t *off = segments.offsets.data<int32_t>();
   // Segment of every position in `rows`.
@@ -145,8 +149,11 @@ Result<HostTensor> sparseCrossAttention(const HostTensor &q,
                                         const CoordSet &coords, float scale) {
   const char *op = "sparse.cross_attention";
   for (const HostTensor *t : {&q, &k, &v})
-    if (Status s = expectFloat(op, t == &q ? "q" : t == &k ? "k" : "v", *t); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(expectFloat(op,
+                                        t == &q   ? "q"
+                                        : t == &k ? "k"
+                                                  : "v",
+                                        *t));
   const int64_t B = coords.batchSize();
   if (q.rank() != 3 || q.dim(0) != coords.size() || k.rank() != 4 ||
       v.rank() != 4 || k.dim(0) != B || v.dim(0) != B || k.dim(2) != q.dim(1) ||

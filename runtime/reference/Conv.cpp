@@ -9,10 +9,8 @@ using namespace detail;
 Result<HostTensor> conv3d(const HostTensor &x, const HostTensor &weight,
                           const HostTensor *bias, int64_t padding) {
   const char *op = "conv3d";
-  if (Status s = expectFloat(op, "x", x); !s)
-    return Error{s.message()};
-  if (Status s = expectFloat(op, "the weight", weight); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "x", x));
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "the weight", weight));
   if (padding < 0)
     return opError(op, "padding must be >= 0");
   if (x.rank() != 5 || weight.rank() != 5 || weight.dim(1) != x.dim(1))
@@ -31,8 +29,7 @@ Result<HostTensor> conv3d(const HostTensor &x, const HostTensor &weight,
       return opError(op, "the kernel is larger than the padded input");
   }
   if (bias) {
-    if (Status s = expectFloat(op, "the bias", *bias); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(expectFloat(op, "the bias", *bias));
     if (Status s = expectShape(op, "the bias", *bias, {O}); !s)
       return Error{s.message()};
   }
@@ -124,8 +121,7 @@ Result<HostTensor> pixelShuffle3d(const HostTensor &x, int64_t factor) {
 
 Result<HostTensor> occupancy(const HostTensor &logits) {
   const char *op = "occupancy";
-  if (Status s = expectFloat(op, "logits", logits); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "logits", logits));
   if (logits.rank() != 5 || logits.dim(1) != 1)
     return opError(op, "needs logits [B, 1, D, H, W], got " + describe(logits));
   const int64_t D = logits.dim(2), H = logits.dim(3), W = logits.dim(4);

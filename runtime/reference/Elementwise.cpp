@@ -51,8 +51,7 @@ float unaryScalar(UnaryKind kind, float x) {
 }
 
 Result<HostTensor> unary(UnaryKind kind, const HostTensor &x) {
-  if (Status s = expectFloat("unary", "the operand", x); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat("unary", "the operand", x));
   FloatView in(x);
   FloatOut out(x.dtype(), x.shape());
   parallelFor(x.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
@@ -284,8 +283,7 @@ struct PerSample {
 
 Result<PerSample> perSample(const char *op, const char *what,
                             const HostTensor &x, const HostTensor &v) {
-  if (Status s = expectFloat(op, what, v); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, what, v));
   PerSample p;
   if (v.shape() == x.shape())
     return p;
@@ -314,8 +312,7 @@ Result<PerSample> perSample(const char *op, const char *what,
 Result<HostTensor> modulate(const HostTensor &x, const HostTensor &shift,
                             const HostTensor &scale) {
   const char *op = "modulate";
-  if (Status s = expectFloat(op, "x", x); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "x", x));
   Result<PerSample> ps = perSample(op, "shift", x, shift);
   if (!ps)
     return ps.takeError();
@@ -334,12 +331,9 @@ Result<HostTensor> modulate(const HostTensor &x, const HostTensor &shift,
 Result<HostTensor> gatedResidual(const HostTensor &x, const HostTensor &h,
                                  const HostTensor &gate) {
   const char *op = "gated_residual";
-  if (Status s = expectFloat(op, "x", x); !s)
-    return Error{s.message()};
-  if (Status s = expectFloat(op, "h", h); !s)
-    return Error{s.message()};
-  if (Status s = expectShape(op, "h", h, x.shape()); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "x", x));
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "h", h));
+  TRELLIS_RETURN_IF_ERROR(expectShape(op, "h", h, x.shape()));
   Result<PerSample> pg = perSample(op, "gate", x, gate);
   if (!pg)
     return pg.takeError();
@@ -359,12 +353,9 @@ Result<HostTensor> gatedResidual(const HostTensor &x, const HostTensor &h,
 Result<HostTensor> cfgCombine(const HostTensor &vc, const HostTensor &vu,
                               double w) {
   const char *op = "cfg_combine";
-  if (Status s = expectFloat(op, "vc", vc); !s)
-    return Error{s.message()};
-  if (Status s = expectFloat(op, "vu", vu); !s)
-    return Error{s.message()};
-  if (Status s = expectShape(op, "vu", vu, vc.shape()); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "vc", vc));
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "vu", vu));
+  TRELLIS_RETURN_IF_ERROR(expectShape(op, "vu", vu, vc.shape()));
   // TRELLIS: (1 + w) * v_cond - w * v_uncond with Python floats; PyTorch
   // applies each scalar as f32 (1 + w is formed in double first).
   const float a = float(1.0 + w), b = float(w);
@@ -380,12 +371,9 @@ Result<HostTensor> cfgCombine(const HostTensor &vc, const HostTensor &vu,
 Result<HostTensor> eulerUpdate(const HostTensor &x, const HostTensor &v,
                                double dt) {
   const char *op = "euler_update";
-  if (Status s = expectFloat(op, "x", x); !s)
-    return Error{s.message()};
-  if (Status s = expectFloat(op, "v", v); !s)
-    return Error{s.message()};
-  if (Status s = expectShape(op, "v", v, x.shape()); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "x", x));
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "v", v));
+  TRELLIS_RETURN_IF_ERROR(expectShape(op, "v", v, x.shape()));
   // §3.2: x − (t − t_prev)·v; the double dt is applied as an f32 scalar.
   const float step = float(dt);
   FloatView vx(x), vv(v);

@@ -16,8 +16,7 @@ using namespace detail;
 Result<HostTensor> timestepEmbedding(const HostTensor &tau, int64_t dim,
                                      double maxPeriod) {
   const char *op = "timestep_embedding";
-  if (Status s = expectFloat(op, "tau", tau); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "tau", tau));
   if (tau.rank() != 1 || dim < 1)
     return opError(op, "needs tau [B] and dim >= 1, got tau " + describe(tau) +
                            ", dim " + std::to_string(dim));

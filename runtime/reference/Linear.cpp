@@ -7,17 +7,14 @@ using namespace detail;
 Result<HostTensor> linear(const HostTensor &x, const HostTensor &weight,
                           const HostTensor *bias) {
   const char *op = "linear";
-  if (Status s = expectFloat(op, "x", x); !s)
-    return Error{s.message()};
-  if (Status s = expectFloat(op, "the weight", weight); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "x", x));
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "the weight", weight));
   if (x.rank() < 1 || weight.rank() != 2 || weight.dim(1) != x.dim(-1))
     return opError(op, "x [..., K] needs a weight [O, K], got x " +
                            describe(x) + " and weight " + describe(weight));
   const int64_t K = weight.dim(1), O = weight.dim(0);
   if (bias) {
-    if (Status s = expectFloat(op, "the bias", *bias); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(expectFloat(op, "the bias", *bias));
     if (Status s = expectShape(op, "the bias", *bias, {O}); !s)
       return Error{s.message()};
   }
@@ -47,10 +44,8 @@ Result<HostTensor> linear(const HostTensor &x, const HostTensor &weight,
 
 Result<HostTensor> matmul(const HostTensor &a, const HostTensor &b) {
   const char *op = "matmul";
-  if (Status s = expectFloat(op, "a", a); !s)
-    return Error{s.message()};
-  if (Status s = expectFloat(op, "b", b); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "a", a));
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "b", b));
   if (a.dtype() != b.dtype())
     return opError(op, "operands must have one dtype, got " + describe(a) +
                            " and " + describe(b));

@@ -31,8 +31,7 @@ AxisSplit splitAt(const Shape &shape, int axis) {
 Result<HostTensor> layerNorm(const HostTensor &x, int axis, float eps,
                              const HostTensor *gamma, const HostTensor *beta) {
   const char *op = "layer_norm";
-  if (Status s = expectFloat(op, "x", x); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "x", x));
   int ax = normalizeAxis(axis, x.rank());
   if (ax < 0)
     return opError(op, "axis " + std::to_string(axis) +
@@ -42,8 +41,7 @@ Result<HostTensor> layerNorm(const HostTensor &x, int axis, float eps,
     if (!p)
       continue;
     const char *what = p == gamma ? "gamma" : "beta";
-    if (Status s = expectFloat(op, what, *p); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(expectFloat(op, what, *p));
     if (Status s = expectShape(op, what, *p, {sp.n}); !s)
       return Error{s.message()};
   }
@@ -107,10 +105,8 @@ Result<HostTensor> layerNormModulate(const HostTensor &x,
 
 Result<HostTensor> headRmsNorm(const HostTensor &x, const HostTensor &gamma) {
   const char *op = "head_rms_norm";
-  if (Status s = expectFloat(op, "x", x); !s)
-    return Error{s.message()};
-  if (Status s = expectFloat(op, "gamma", gamma); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "x", x));
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "gamma", gamma));
   if (x.rank() < 2)
     return opError(op, "x must be [..., H, d], got " + describe(x));
   const int64_t H = x.dim(-2), d = x.dim(-1);
@@ -141,8 +137,7 @@ Result<HostTensor> headRmsNorm(const HostTensor &x, const HostTensor &gamma) {
 
 Result<HostTensor> softmax(const HostTensor &x, int axis) {
   const char *op = "softmax";
-  if (Status s = expectFloat(op, "x", x); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "x", x));
   int ax = normalizeAxis(axis, x.rank());
   if (ax < 0)
     return opError(op, "axis " + std::to_string(axis) +

@@ -28,8 +28,7 @@ uint64_t packRow(int64_t b, int64_t x, int64_t y, int64_t z) {
 constexpr int64_t kMaxCoord = 1 << 16;
 
 Status checkFeats(const char *op, const HostTensor &feats, int64_t rows) {
-  if (Status s = expectFloat(op, "feats", feats); !s)
-    return s;
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "feats", feats));
   if (feats.rank() != 2 || feats.dim(0) != rows)
     return opError(op, "feats must be [N, C] with N = " + std::to_string(rows) +
                            ", got " + describe(feats));
@@ -169,10 +168,8 @@ Result<HostTensor> sparseConv1x1(const HostTensor &feats,
                                  const HostTensor &weight,
                                  const HostTensor *bias) {
   const char *op = "sparse.conv3d";
-  if (Status s = expectFloat(op, "feats", feats); !s)
-    return Error{s.message()};
-  if (Status s = expectFloat(op, "the weight", weight); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "feats", feats));
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "the weight", weight));
   if (feats.rank() != 2 || weight.rank() != 5 || weight.dim(1) != 1 ||
       weight.dim(2) != 1 || weight.dim(3) != 1 || weight.dim(4) != feats.dim(1))
     return opError(op, "a 1x1x1 conv needs feats [N, I] and weight [O, 1, 1, "
@@ -180,8 +177,7 @@ Result<HostTensor> sparseConv1x1(const HostTensor &feats,
                            describe(feats) + " and " + describe(weight));
   const int64_t N = feats.dim(0), I = feats.dim(1), O = weight.dim(0);
   if (bias) {
-    if (Status s = expectFloat(op, "the bias", *bias); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(expectFloat(op, "the bias", *bias));
     if (Status s = expectShape(op, "the bias", *bias, {O}); !s)
       return Error{s.message()};
   }
@@ -219,10 +215,8 @@ Result<HostTensor> sparseConv3d(const HostTensor &feats,
                                 const HostTensor &weight,
                                 const HostTensor *bias) {
   const char *op = "sparse.conv3d";
-  if (Status s = expectFloat(op, "feats", feats); !s)
-    return Error{s.message()};
-  if (Status s = expectFloat(op, "the weight", weight); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "feats", feats));
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "the weight", weight));
   if (feats.rank() != 2 || weight.rank() != 5 ||
       weight.dim(4) != feats.dim(1) || weight.dim(1) != weight.dim(2) ||
       weight.dim(1) != weight.dim(3))
@@ -242,8 +236,7 @@ Result<HostTensor> sparseConv3d(const HostTensor &feats,
                            describe(neighborMap));
   const int64_t N = neighborMap.dim(0);
   if (bias) {
-    if (Status s = expectFloat(op, "the bias", *bias); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(expectFloat(op, "the bias", *bias));
     if (Status s = expectShape(op, "the bias", *bias, {O}); !s)
       return Error{s.message()};
   }
@@ -405,8 +398,7 @@ Result<std::pair<HostTensor, HostTensor>> childRows(const CoordSet &fine,
 Result<HostTensor> segmentMean(const HostTensor &x, const HostTensor &offsets,
                                const HostTensor &rows, int64_t extraCount) {
   const char *op = "segment_mean";
-  if (Status s = expectFloat(op, "x", x); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "x", x));
   if (x.rank() != 2 || offsets.dtype() != DType::I32 || offsets.rank() != 1 ||
       offsets.dim(0) < 1 || rows.dtype() != DType::I32 || rows.rank() != 1)
     return opError(op, "needs x [M, C], i32 offsets [S + 1] and i32 rows [K], "
@@ -446,8 +438,7 @@ Result<HostTensor> segmentMean(const HostTensor &x, const HostTensor &offsets,
 Result<HostTensor> sparseDownsample(const HostTensor &feats,
                                     const CoordSet &fine,
                                     const CoordSet &coarse) {
-  if (Status s = checkFeats("sparse.downsample", feats, fine.size()); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(checkFeats("sparse.downsample", feats, fine.size()));
   auto csr = childRows(fine, coarse);
   if (!csr)
     return csr.takeError();
@@ -523,8 +514,7 @@ Result<HostTensor> sparseGroupNorm(const HostTensor &feats,
                                    float eps, const HostTensor *gamma,
                                    const HostTensor *beta) {
   const char *op = "sparse.group_norm";
-  if (Status s = checkFeats(op, feats, coords.size()); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(checkFeats(op, feats, coords.size()));
   const int64_t C = feats.dim(1);
   if (groups < 1 || C % groups != 0)
     return opError(op, std::to_string(C) + " channels do not split into " +
@@ -533,8 +523,7 @@ Result<HostTensor> sparseGroupNorm(const HostTensor &feats,
     if (!p)
       continue;
     const char *what = p == gamma ? "gamma" : "beta";
-    if (Status s = expectFloat(op, what, *p); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(expectFloat(op, what, *p));
     if (Status s = expectShape(op, what, *p, {C}); !s)
       return Error{s.message()};
   }
@@ -718,8 +707,7 @@ Result<UniqueMean> uniqueMean(const HostTensor &keys,
   const char *op = "unique_mean";
   if (keys.dtype() != DType::I64 || keys.rank() != 1)
     return opError(op, "keys must be int64 [N], got " + describe(keys));
-  if (Status s = checkFeats(op, values, keys.dim(0)); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(checkFeats(op, values, keys.dim(0)));
   const int64_t N = keys.dim(0), C = values.dim(1);
   const int64_t *k = keys.data<int64_t>();
   std::vector<int64_t> order(static_cast<size_t>(N));

@@ -1,5 +1,4 @@
-//===- FuzzTarget.h - One macro per fuzz target
-//----------------------------===//
+//===- FuzzTarget.h - One macro per fuzz target ---------------------------===//
 //
 //   TRELLIS_FUZZ_TARGET(npy) { ...body using data, size...; return 0; }
 //

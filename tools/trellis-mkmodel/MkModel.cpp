@@ -110,8 +110,7 @@ Result<std::vector<WrittenFile>> writeModelDirectory(const Options &options) {
     if (!model)
       return model.takeError();
     std::string base = joinPath(options.outDir, c->relativeBase);
-    if (Status s = writeText(base + ".json", c->sidecarJson); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(writeText(base + ".json", c->sidecarJson));
     written.push_back({base + ".json", fileSize(base + ".json")});
 
     const models::ModelManifest &manifest = model->manifest;
@@ -135,8 +134,7 @@ Result<std::vector<WrittenFile>> writeModelDirectory(const Options &options) {
       }
     };
     std::string path = base + ".safetensors";
-    if (Status s = writeSafetensors(path, specs, fill); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(writeSafetensors(path, specs, fill));
     uint64_t bytes = fileSize(path);
     written.push_back({path, bytes});
     say(label + ": " + std::to_string(manifest.tensors.size()) + " tensors, " +
@@ -145,22 +143,19 @@ Result<std::vector<WrittenFile>> writeModelDirectory(const Options &options) {
   }
 
   std::string pipelinePath = joinPath(options.outDir, "pipeline.json");
-  if (Status s = writeText(pipelinePath, plan.pipelineJson); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(writeText(pipelinePath, plan.pipelineJson));
   written.push_back({pipelinePath, fileSize(pipelinePath)});
 
   std::string condPath = joinPath(options.outDir, "cond.npy");
   HostTensor cond =
       syntheticCond(options.seed, "cond", plan.condTokens, plan.condChannels);
-  if (Status s = writeNpy(condPath, cond); !s)
-    return Error{s.message()};
+  TRELLIS_RETURN_IF_ERROR(writeNpy(condPath, cond));
   written.push_back({condPath, fileSize(condPath)});
   if (plan.writeNegCond) {
     std::string negPath = joinPath(options.outDir, "neg_cond.npy");
     HostTensor neg = syntheticCond(options.seed, "neg_cond", plan.condTokens,
                                    plan.condChannels);
-    if (Status s = writeNpy(negPath, neg); !s)
-      return Error{s.message()};
+    TRELLIS_RETURN_IF_ERROR(writeNpy(negPath, neg));
     written.push_back({negPath, fileSize(negPath)});
   }
   return written;

@@ -1,5 +1,4 @@
-//===- Partition.h - Split the module between the GPU and the host -*- C++
-//-*-===//
+//===- Partition.h - Split the module between the GPU and host --*- C++ -*-===//
 //
 // The partition phase for --target=cuda (docs/design/gpu-backend.md):
 //   * puts `trellis.device = "cuda"` on the GPU entry functions and on every

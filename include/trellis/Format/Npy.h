@@ -1,5 +1,4 @@
-//===- Npy.h - NumPy .npy and .npz files
-//------------------------------------===//
+//===- Npy.h - NumPy .npy and .npz files ----------------------------------===//
 //
 // The conditioning input and most outputs of trellis.exe are NumPy files.
 //

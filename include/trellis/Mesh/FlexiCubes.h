@@ -1,5 +1,4 @@
-//===- FlexiCubes.h - Sparse FlexiCubes mesh extraction (CPU)
-//--------------===//
+//===- FlexiCubes.h - Sparse FlexiCubes mesh extraction (CPU) -------------===//
 //
 // FlexiCubes inference-mode extraction from the mesh decoder's head output
 // (spec §7.4 steps 1-6), run sparsely over the candidate cubes (the active

@@ -1,5 +1,4 @@
-//===- Gaussians.h - The Gaussian decoder's output and its files
-//-----------===//
+//===- Gaussians.h - The Gaussian decoder's output and its files ----------===//
 //
 // One batch item of the Gaussian decoder's output (spec §7.2), kept as the
 // *stored* fields of TRELLIS's Gaussian representation, and the two files

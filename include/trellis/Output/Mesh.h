@@ -1,5 +1,4 @@
-//===- Mesh.h - The mesh decoder's result and its files
-//--------------------===//
+//===- Mesh.h - The mesh decoder's result and its files -------------------===//
 //
 // A triangle mesh as FlexiCubes extraction leaves it (spec §7.4 item 6): z-up
 // world coordinates in about [-0.5, 0.5]^3, triangles, optional vertex colours

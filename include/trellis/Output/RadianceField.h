@@ -1,5 +1,4 @@
-//===- RadianceField.h - The radiance-field decoder's output as .npz
-//-------===//
+//===- RadianceField.h - The radiance-field decoder's output as .npz ------===//
 //
 // One batch item of the radiance-field decoder (spec §7.3): a Strivec /
 // DFS-octree leaf set, one leaf per active voxel of the 64^3 grid, each with a

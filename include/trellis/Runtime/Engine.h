@@ -1,5 +1,4 @@
-//===- Engine.h - The TRELLIS pipeline, set up once, run many times -*- C++
-//-*-===//
+//===- Engine.h - The pipeline, set up once, run many times -----*- C++ -*-===//
 //
 // An Engine is what lives across generations: the parsed program, the backend
 // (CUDA context, loaded modules, staged weights, planned memory, built

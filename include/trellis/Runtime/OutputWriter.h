@@ -1,5 +1,4 @@
-//===- OutputWriter.h - Output files written off the critical path -*- C++
-//-*-===//
+//===- OutputWriter.h - Files written off the critical path -----*- C++ -*-===//
 //
 // One background thread that writes a generation's files while the GPU computes
 // the next stage or the next generation. Each job writes one file (atomically,

@@ -78,6 +78,36 @@ private:
   std::variant<T, Error> v_;
 };
 
+namespace detail {
+inline Status asStatus(Status s) { return s; }
+template <typename T> Status asStatus(const Result<T> &r) { return r.status(); }
+} // namespace detail
+
 } // namespace trellis
+
+#define TRELLIS_CONCAT_IMPL(a, b) a##b
+#define TRELLIS_CONCAT(a, b) TRELLIS_CONCAT_IMPL(a, b)
+
+/// Returns the error of `expr` (a Status, or a Result whose value is unused)
+/// from the enclosing function, which returns a Status or a Result.
+#define TRELLIS_RETURN_IF_ERROR(expr)                                          \
+  do {                                                                         \
+    if (::trellis::Status trellisStatus_ = ::trellis::detail::asStatus(expr);  \
+        !trellisStatus_)                                                       \
+      return ::trellis::Error{trellisStatus_.message()};                       \
+  } while (false)
+
+/// Evaluates `expr` (a Result<T>) and returns its error from the enclosing
+/// function, else declares `decl` from its value: `TRELLIS_ASSIGN_OR_RETURN(
+/// auto &t, tensor(0));` (a reference into the kept Result) or `(T t, ...)`
+/// (a copy).
+#define TRELLIS_ASSIGN_OR_RETURN(decl, expr)                                   \
+  TRELLIS_ASSIGN_OR_RETURN_IMPL(TRELLIS_CONCAT(trellisResult_, __LINE__),      \
+                                decl, expr)
+#define TRELLIS_ASSIGN_OR_RETURN_IMPL(result, decl, expr)                      \
+  auto result = (expr);                                                        \
+  if (!result)                                                                 \
+    return result.takeError();                                                 \
+  decl = *result
 
 #endif // TRELLIS_SUPPORT_RESULT_H

@@ -1,4 +1,4 @@
-//===- CAPITest.cpp - libtrellisc.so + libtrellis_rt.so through their headers //
+//===- CAPITest.cpp - libtrellisc.so + libtrellis_rt.so, via headers ------===//
 #include "trellis/trellis_rt.h"
 #include "trellis/trellisc.h"
 

@@ -1,5 +1,4 @@
-//===- GenerationListTest.cpp - trellis.exe's generation list
-//--------------===//
+//===- GenerationListTest.cpp - trellis.exe's generation list -------------===//
 #include "GenerationList.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,4 @@
-//===- OutputWriterTest.cpp - The output writer thread
-//---------------------===//
+//===- OutputWriterTest.cpp - The output writer thread --------------------===//
 #include "trellis/Runtime/OutputWriter.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,4 @@
-//===- CorruptionTest.cpp - Broken files give specific messages, not crashes
-//-===//
+//===- CorruptionTest.cpp - Broken files give specific messages -----------===//
 //
 // Each case breaks a valid safetensors, .npy or .npz file in one way and
 // checks the reader's message: it names the file and says what is wrong.

@@ -1,5 +1,4 @@
-//===- NpyTest.cpp - .npy reader and writer
-//---------------------------------===//
+//===- NpyTest.cpp - .npy reader and writer -------------------------------===//
 #include "trellis/Format/Npy.h"
 
 #include "TestUtil.h"

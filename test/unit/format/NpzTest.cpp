@@ -1,5 +1,4 @@
-//===- NpzTest.cpp - .npz reader and writer
-//---------------------------------===//
+//===- NpzTest.cpp - .npz reader and writer -------------------------------===//
 #include "trellis/Format/Npy.h"
 
 #include "TestUtil.h"

@@ -1,5 +1,4 @@
-//===- TestUtil.h - Helpers for the format tests
-//-----------------------------===//
+//===- TestUtil.h - Helpers for the format tests --------------------------===//
 #ifndef TRELLIS_TEST_UNIT_FORMAT_TESTUTIL_H
 #define TRELLIS_TEST_UNIT_FORMAT_TESTUTIL_H
 

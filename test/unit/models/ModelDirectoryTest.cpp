@@ -1,4 +1,4 @@
-//===- ModelDirectoryTest.cpp - trellis-mkmodel output, checkModelDirectory //
+//===- ModelDirectoryTest.cpp - trellis-mkmodel output, checked -----------===//
 //
 // Writes the tiny preset to a temporary directory, loads and checks it as
 // trellisc does, then corrupts copies of it one way at a time: each

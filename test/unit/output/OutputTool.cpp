@@ -1,5 +1,4 @@
-//===- OutputTool.cpp - trellis-output-tool: synthetic output files
-//---------===//
+//===- OutputTool.cpp - trellis-output-tool: synthetic output files -------===//
 //
 // A test helper for test/python/test_output_*.py: writes deterministic
 // synthetic outputs through the TrellisOutput writers and prints a JSON

@@ -1,5 +1,4 @@
-//===- TestMeshes.h - Small known meshes and Gaussians for output tests
-//----===//
+//===- TestMeshes.h - Small known meshes and Gaussians for output tests ---===//
 //
 // Shared by the unit tests and trellis-output-tool (the pytest helper).
 //
