@@ -12,6 +12,7 @@
 #include "dialect/TrellisDialect.h"
 #include "dialect/TrellisTypes.h"
 #include "lib/CAPI/TraceReplay.h"
+#include "lib/Session/PipelineFront.h"
 #include "lib/Target/HostProgram.h"
 #include "lib/Transforms/Passes.h"
 #include "trellis/Config/PipelineConfig.h"
@@ -186,12 +187,10 @@ DiagRecord plain(std::string message) {
   return r;
 }
 
-/// Graph phase passes (as trellisc's addPhasePasses for Phase::Graph).
+/// The graph phase (lib/Session, as trellisc runs it).
 LogicalResult runGraphPhase(ModuleOp module) {
   PassManager pm(module.getContext());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  pm.addPass(::mlir::trellis::createTrellisVerifyLocations());
+  session::addGraphPhasePasses(pm);
   return pm.run(module);
 }
 
@@ -272,7 +271,8 @@ int compileTrace(const char *text, size_t size, const char *optionsJson,
   return finish(*module, o, {replay.function}, meta, safeDump(weights), r);
 }
 
-/// Config + trace phases of a pipeline.json, as trellisc's tracePipeline.
+/// Config + trace phases of a pipeline.json (lib/Session, as trellisc runs
+/// them).
 int compilePipeline(const char *path, const char *optionsJson,
                     trellisc_result &r) {
   CompileOptions o;
@@ -286,11 +286,19 @@ int compilePipeline(const char *path, const char *optionsJson,
                             o.precision + "'"));
     return TRELLISC_USAGE_ERROR;
   }
-  std::string input = path ? path : "";
-  std::vector<config::Diagnostic> diagnostics;
-  Result<config::PipelineConfig> pipeline =
-      config::loadPipeline(input, &diagnostics);
-  for (const config::Diagnostic &d : diagnostics) {
+  using Outcome = session::PipelineFront::Outcome;
+  session::PipelineRequest request;
+  request.input = path ? path : "";
+  request.allFp32 = o.precision == "fp32";
+  request.batch = o.batch;
+  request.condTokens = o.condTokens;
+  request.images = o.images;
+  request.multiImage = o.multiImage;
+  std::unique_ptr<MLIRContext> ctxOwner;
+  MLIRContext &ctx = *newContext(ctxOwner);
+  DiagCapture capture(ctx, r.diags);
+  session::PipelineFront front = session::tracePipeline(ctx, request);
+  for (const config::Diagnostic &d : front.configDiagnostics) {
     DiagRecord rec = plain(d.message);
     rec.severity = d.severity == config::Diagnostic::Severity::Warning
                        ? "warning"
@@ -302,71 +310,44 @@ int compilePipeline(const char *path, const char *optionsJson,
     rec.configPath = d.pos.path;
     r.diags.push_back(std::move(rec));
   }
-  if (!pipeline) {
+  switch (front.outcome) {
+  case Outcome::ConfigFailed: {
     bool anyError = false;
     for (const DiagRecord &d : r.diags)
       anyError |= d.severity == "error";
     if (!anyError)
-      r.diags.push_back(plain(pipeline.message()));
+      r.diags.push_back(plain(front.configError));
     return TRELLISC_COMPILE_ERROR;
   }
-  json weights = json::object();
-  std::map<std::string, std::shared_ptr<const SafetensorsFile>> files;
-  const std::string &dir = pipeline->dir;
-  for (const config::ModelRef &m : pipeline->models) {
-    if (!m.config)
-      continue;
-    std::string rel = m.weightsPath();
-    if (llvm::StringRef(rel).starts_with(dir + "/"))
-      rel = rel.substr(dir.size() + 1);
-    weights[m.key] = rel;
-    Result<std::shared_ptr<const SafetensorsFile>> file =
-        SafetensorsFile::open(m.weightsPath());
-    if (!file) {
-      DiagRecord d = plain("checkpoint of '" + m.key + "': " + file.message());
-      d.file = m.path.pos.file;
-      d.line = m.path.pos.line;
-      d.column = m.path.pos.column;
-      d.kind = "config";
-      r.diags.push_back(std::move(d));
-      return TRELLISC_COMPILE_ERROR;
-    }
-    files[m.key] = *file;
+  case Outcome::CheckpointFailed: {
+    const config::ModelRef &m = *front.checkpointModel;
+    DiagRecord d =
+        plain("checkpoint of '" + m.key + "': " + front.checkpointError);
+    d.file = m.path.pos.file;
+    d.line = m.path.pos.line;
+    d.column = m.path.pos.column;
+    d.kind = "config";
+    r.diags.push_back(std::move(d));
+    return TRELLISC_COMPILE_ERROR;
   }
-  std::unique_ptr<MLIRContext> ctxOwner;
-  MLIRContext &ctx = *newContext(ctxOwner);
-  DiagCapture capture(ctx, r.diags);
-  trace::Tracer tracer(ctx);
-  tracer.setAllFp32(o.precision == "fp32");
-  models::bindCheckpoints(tracer, *pipeline, std::move(files));
-  models::PipelineOptions options;
-  options.batch = o.batch;
-  options.condTokens = o.condTokens;
-  options.images = o.images;
-  options.multiImage = o.multiImage;
-  options.ssOverrides.origin = options.slatOverrides.origin =
-      "trellisc options";
-  models::buildPipeline(tracer, *pipeline, options);
-  if (tracer.hasErrors()) {
-    for (const trace::TraceError &e : tracer.errors()) {
+  case Outcome::TraceFailed:
+    for (const trace::TraceError &e : front.traceErrors) {
       DiagRecord d = fromTraceError(e);
       d.kind = "builder";
       r.diags.push_back(std::move(d));
     }
     return TRELLISC_COMPILE_ERROR;
+  case Outcome::Ok:
+    break;
   }
-  OwningOpRef<ModuleOp> module = tracer.takeModule();
-  std::vector<std::string> entries;
-  for (const char *stage : models::kStageFunctions)
-    if (module->lookupSymbol<func::FuncOp>(stage))
-      entries.push_back(stage);
+  OwningOpRef<ModuleOp> module = std::move(front.module);
+  const std::string &input = request.input;
   json meta = {{"compiler", "trellisc " TRELLISC_VERSION},
                {"target", "cpu"},
                {"input", llvm::sys::path::filename(input).str()}};
-  if (const config::ModelRef *flow = pipeline->model(config::kSLatFlowKey);
-      flow && flow->config && flow->config->slatFlow())
-    meta["slat_resolution"] = *flow->config->slatFlow()->resolution;
-  return finish(*module, o, entries, meta, safeDump(weights), r);
+  if (front.slatResolution)
+    meta["slat_resolution"] = front.slatResolution;
+  return finish(*module, o, front.entries, meta, front.weightManifest, r);
 }
 
 void finalize(trellisc_result &r) {

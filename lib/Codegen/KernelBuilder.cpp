@@ -10,6 +10,8 @@
 
 namespace trellis::codegen::detail {
 
+// (Documented in KernelBuilder.h.)
+
 SmallVector<int64_t> boundShape(Type t, int64_t bound) {
   SmallVector<int64_t> shape(cast<RankedTensorType>(t).getShape());
   if (!shape.empty() && ShapedType::isDynamic(shape[0]))
@@ -22,7 +24,6 @@ MemRefType flatMemRef(Type t, int64_t bound) {
   return MemRefType::get({product(boundShape(t, bound))}, rt.getElementType());
 }
 
-/// then `i64 rows` for a dynamic-row kernel (`bound` > 0).
 SmallVector<Type> tensorArgs(Operation *op, int64_t bound) {
   SmallVector<Type> types;
   for (Type t : op->getOperandTypes())
@@ -34,27 +35,17 @@ SmallVector<Type> tensorArgs(Operation *op, int64_t bound) {
   return types;
 }
 
-/// The rows a kernel addresses for a tensor with dynamic rows: its
-
-/// elements (the kernels index with 32 bits). The bounds of the decoders'
-/// subdivided levels pass that cap (16.7M rows at 256³); the runtime refuses
-/// a binding whose actual tensor reaches it (GpuExecutor's
-/// checkAddressable), so the cap never truncates silently.
 int64_t addressableRows(RankedTensorType t) {
   int64_t bound = mlir::trellis::getDimUpperBound(t, 0);
   int64_t row = std::max<int64_t>(1, product(t.getShape().drop_front()));
   return std::min(bound, kMaxElements / row);
 }
 
-/// 0 (static) otherwise.
 int64_t ownRows(Type t) {
   auto rt = cast<RankedTensorType>(t);
   return rt.hasStaticShape() ? int64_t(0) : addressableRows(rt);
 }
 
-/// smallest addressable bound (addressableRows) of its dynamic tensors (they
-/// all have the same actual rows), 0 when every tensor is static. Fails on a
-/// dynamic dimension other than 0 or a missing bound.
 FailureOr<int64_t> rowBound(Operation *op) {
   int64_t bound = 0;
   auto visit = [&](Type t) -> LogicalResult {
@@ -83,9 +74,6 @@ FailureOr<int64_t> rowBound(Operation *op) {
   return bound;
 }
 
-/// Checks one tensor type of `op`'s kernel: a supported element type,
-
-/// elements at the bound.
 LogicalResult checkKernelTensor(Operation *op, Type t, int64_t bound) {
   auto rt = dyn_cast<RankedTensorType>(t);
   if (!rt)
@@ -105,7 +93,6 @@ LogicalResult checkKernelTensor(Operation *op, Type t, int64_t bound) {
   return success();
 }
 
-/// checkKernelTensor for every operand and result of `op`, with one bound.
 LogicalResult checkStatic(Operation *op, int64_t bound) {
   for (Type t : op->getOperandTypes())
     if (failed(checkKernelTensor(op, t, bound)))

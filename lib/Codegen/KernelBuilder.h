@@ -299,27 +299,36 @@ public:
   Value rows;
 };
 
+/// The shape of `t` with a dynamic dimension 0 replaced by `bound`.
 SmallVector<int64_t> boundShape(Type t, int64_t bound);
 
+/// A flat memref of the (bound) size of `t`.
 MemRefType flatMemRef(Type t, int64_t bound = 0);
 
+/// Kernel argument types: one flat memref per tensor operand, then result,
 /// then `i64 rows` for a dynamic-row kernel (`bound` > 0).
 SmallVector<Type> tensorArgs(Operation *op, int64_t bound);
 
+/// The rows a kernel addresses for a tensor with dynamic rows: its
+/// #trellis.bounds bound, capped so that the tensor has fewer than 2^31
 /// elements (the kernels index with 32 bits). The bounds of the decoders'
 /// subdivided levels pass that cap (16.7M rows at 256³); the runtime refuses
 /// a binding whose actual tensor reaches it (GpuExecutor's
 /// checkAddressable), so the cap never truncates silently.
 int64_t addressableRows(RankedTensorType t);
 
+/// A tensor's own kernel rows: addressableRows when dimension 0 is dynamic,
 /// 0 (static) otherwise.
 int64_t ownRows(Type t);
 
+/// The rows of the dynamic dimension 0 that `op`'s kernel is built for: the
 /// smallest addressable bound (addressableRows) of its dynamic tensors (they
 /// all have the same actual rows), 0 when every tensor is static. Fails on a
 /// dynamic dimension other than 0 or a missing bound.
 FailureOr<int64_t> rowBound(Operation *op);
 
+/// Checks one tensor type of `op`'s kernel: a supported element type,
+/// static except (when `bound` > 0) a dynamic dimension 0, fewer than 2^31
 /// elements at the bound.
 LogicalResult checkKernelTensor(Operation *op, Type t, int64_t bound);
 

@@ -137,11 +137,10 @@ Launch emitGather(KernelBuilder &kb, ArrayRef<int64_t> outShape, int64_t v,
 FailureOr<Launch> emitRowIndexKernel(Operation *op, StringRef n,
                                      gpu::GPUModuleOp module, StringRef name);
 
-/// The elementwise half of trellis.sparse.group_norm: parameters (x,/// The
-/// elementwise half of trellis.sparse.group_norm: parameters (x, coords, γ, β,
-/// out, stats, rows). The runtime's reduction kernels write stats f32 [B · G,
-/// 2] = (mean, 1/√(var + eps)) per (sample, group) first; then y = (x − mean) ·
-/// rstd · γ[c] + β[c] in f32, one rounding, the row's sample from the
+/// The elementwise half of trellis.sparse.group_norm: parameters (x, coords, γ,
+/// β, out, stats, rows). The runtime's reduction kernels write stats f32 [B ·
+/// G, 2] = (mean, 1/√(var + eps)) per (sample, group) first; then y = (x −
+/// mean) · rstd · γ[c] + β[c] in f32, one rounding, the row's sample from the
 /// coordinates' batch column (coords int32 [N, 4]). V channels per thread, V
 /// dividing the group width (one statistics pair).
 FailureOr<Launch> emitGroupNormApplyKernel(Operation *op,

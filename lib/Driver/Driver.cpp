@@ -1,5 +1,4 @@
-//===- Driver.cpp - The trellisc compiler driver
-//----------------------------===//
+//===- Driver.cpp - The trellisc compiler driver --------------------------===//
 //
 // Reads a TRELLIS pipeline.json (or trellis-dialect MLIR), runs the compile
 // phases up to --compile-to, and writes what --emit asks for.
@@ -12,6 +11,7 @@
 
 #include "dialect/TrellisDialect.h"
 #include "lib/Driver/Phases.h"
+#include "lib/Session/PipelineFront.h"
 #include "lib/Target/HostProgram.h"
 #include "lib/Transforms/Passes.h"
 #include "trellis/Config/PipelineConfig.h"
@@ -34,6 +34,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -153,6 +154,13 @@ cl::opt<unsigned> mlpChunkTokens(
              "small-memory GPUs; 0 = whole sequence)"));
 
 /// A usage error: exit code 2.
+cl::opt<std::string> dumpPhasesTo(
+    "dump-phases-to", cl::cat(debugCategory), cl::value_desc("dir"),
+    cl::desc("Also write the IR after every phase this run reaches "
+             "(NN-phase.mlir) and, after codegen, the generated PTX "
+             "(kernels.sm_90a.ptx, kernels.compute_75.ptx) into this "
+             "directory (created; files of the same names replaced)"));
+
 int usageError(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "trellisc") << message << "\n";
   return 2;
@@ -183,13 +191,11 @@ const std::vector<std::string> kGpuEntries = {
     "ss_stage", "slat_stage", "decode_gs", "decode_rf", "decode_mesh"};
 
 /// The passes of one IR phase (the partition and codegen phases are run by
-/// runGpuPhases: codegen produces PTX besides the IR).
+/// runPhase: codegen produces PTX besides the IR).
 void addPhasePasses(Phase phase, PassManager &pm) {
   switch (phase) {
   case Phase::Graph:
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-    pm.addPass(::mlir::trellis::createTrellisVerifyLocations());
+    session::addGraphPhasePasses(pm);
     break;
   case Phase::Fusion:
     ::mlir::trellis::buildFusionPipeline(pm, mlpChunkTokens);
@@ -200,21 +206,44 @@ void addPhasePasses(Phase phase, PassManager &pm) {
   }
 }
 
-/// Partition and codegen for --target=cuda, up to `finalPhase`.
-LogicalResult runGpuPhases(ModuleOp module, Phase finalPhase,
-                           llvm::ArrayRef<std::string> gpuEntries,
-                           codegen::GeneratedKernels &kernels) {
-  if (finalPhase >= Phase::Partition &&
-      failed(partitionForCuda(module, gpuEntries)))
+/// Writes `text` to `dir`/`name` (--dump-phases-to).
+LogicalResult dumpFile(llvm::StringRef dir, llvm::StringRef name,
+                       llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, name);
+  std::string error;
+  auto out = openOutputFile(path, &error);
+  if (!out) {
+    compileError("--dump-phases-to: " + error);
     return failure();
-  if (finalPhase >= Phase::Codegen) {
+  }
+  write(out->os());
+  out->keep();
+  return success();
+}
+
+/// Runs one phase on `module`: its passes, or for --target=cuda partition
+/// and codegen (which also produces `kernels`).
+LogicalResult runPhase(Phase phase, ModuleOp module,
+                       llvm::ArrayRef<std::string> gpuEntries,
+                       codegen::GeneratedKernels &kernels) {
+  if (phase == Phase::Partition)
+    return partitionForCuda(module, gpuEntries);
+  if (phase == Phase::Codegen) {
     FailureOr<codegen::GeneratedKernels> generated =
         codegen::generateKernels(module, codegen::CodegenOptions());
     if (failed(generated))
       return failure();
     kernels = std::move(*generated);
+    return success();
   }
-  return success();
+  PassManager pm(module.getContext());
+  if (failed(applyPassManagerCLOptions(pm))) {
+    usageError("invalid pass manager options");
+    return failure();
+  }
+  addPhasePasses(phase, pm);
+  return pm.run(module);
 }
 
 /// The runtime executable that --emit=exe copies: $TRELLIS_RUNTIME, else
@@ -239,91 +268,69 @@ struct CompiledInput {
 };
 
 /// Config + trace phases: pipeline.json → validated configs → the traced
-/// pipeline. Prints every error (config or trace) and returns null on
-/// failure; stops after the config phase when asked to.
+/// pipeline (lib/Session). Prints every error (config or trace) and returns
+/// null on failure; stops after the config phase when asked to.
 OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
                                     CompiledInput &out, int &exitCode) {
+  using Outcome = session::PipelineFront::Outcome;
   exitCode = 1;
-  std::vector<config::Diagnostic> diagnostics;
-  Result<config::PipelineConfig> pipeline =
-      config::loadPipeline(inputFilename, &diagnostics);
-  for (const config::Diagnostic &d : diagnostics)
-    if (d.severity == config::Diagnostic::Severity::Warning)
-      llvm::errs() << d.render() << "\n";
-  if (!pipeline) {
-    llvm::errs() << pipeline.message() << "\n";
-    return nullptr;
-  }
-  nlohmann::json weights = nlohmann::json::object();
-  std::map<std::string, std::shared_ptr<const SafetensorsFile>> files;
-  std::string dir = pipeline->dir;
-  for (const config::ModelRef &m : pipeline->models) {
-    if (!m.config)
-      continue;
-    llvm::SmallString<256> rel(m.weightsPath());
-    if (llvm::StringRef(rel).starts_with(dir + "/"))
-      rel = llvm::StringRef(rel).drop_front(dir.size() + 1);
-    weights[m.key] = std::string(rel);
-    if (finalPhase == Phase::Config)
-      continue;
-    Result<std::shared_ptr<const SafetensorsFile>> file =
-        SafetensorsFile::open(m.weightsPath());
-    if (!file) {
-      llvm::errs() << m.path.pos.location() << ": error: checkpoint of '"
-                   << m.key << "': " << file.message() << "\n";
-      return nullptr;
-    }
-    files[m.key] = *file;
-  }
-  out.weightManifest = weights.dump();
-  if (const config::ModelRef *flow = pipeline->model(config::kSLatFlowKey);
-      flow && flow->config && flow->config->slatFlow())
-    out.slatResolution = *flow->config->slatFlow()->resolution;
-  if (finalPhase == Phase::Config) {
-    llvm::outs() << pipeline->file << ": "
-                 << config::pipelineClassName(pipeline->pipelineClass) << ", "
-                 << weights.size() << " models\n";
-    for (const config::ModelRef &m : pipeline->models)
-      if (m.config)
-        llvm::outs() << "  " << m.key << ": " << *m.config->name << " ("
-                     << m.sidecarPath() << ")\n";
-    exitCode = 0;
-    return nullptr;
-  }
-
-  if (precision != "trellis" && precision != "fp32") {
+  session::PipelineRequest request;
+  request.input = inputFilename;
+  request.configOnly = finalPhase == Phase::Config;
+  if (!request.configOnly && precision != "trellis" && precision != "fp32") {
     llvm::errs() << "trellisc: error: --precision must be 'trellis' or "
                     "'fp32', found '"
                  << precision << "'\n";
     exitCode = 2;
     return nullptr;
   }
-  trace::Tracer tracer(context);
-  tracer.setAllFp32(precision == "fp32");
-  models::bindCheckpoints(tracer, *pipeline, std::move(files));
-  models::PipelineOptions options;
-  options.batch = batchSize;
-  options.condTokens = condTokens;
-  options.images = numImages;
-  options.multiImage = multiImage;
-  options.ssOverrides.origin = options.slatOverrides.origin =
-      "trellisc options";
-  models::buildPipeline(tracer, *pipeline, options);
-  if (tracer.hasErrors()) {
-    for (const trace::TraceError &e : tracer.errors())
+  request.allFp32 = precision == "fp32";
+  request.batch = batchSize;
+  request.condTokens = condTokens;
+  request.images = numImages;
+  request.multiImage = multiImage;
+  session::PipelineFront front = session::tracePipeline(context, request);
+  for (const config::Diagnostic &d : front.configDiagnostics)
+    if (d.severity == config::Diagnostic::Severity::Warning)
+      llvm::errs() << d.render() << "\n";
+  switch (front.outcome) {
+  case Outcome::ConfigFailed:
+    llvm::errs() << front.configError << "\n";
+    return nullptr;
+  case Outcome::CheckpointFailed:
+    llvm::errs() << front.checkpointModel->path.pos.location()
+                 << ": error: checkpoint of '" << front.checkpointModel->key
+                 << "': " << front.checkpointError << "\n";
+    return nullptr;
+  case Outcome::TraceFailed:
+    for (const trace::TraceError &e : front.traceErrors)
       llvm::errs() << e.render() << "\n";
-    llvm::errs() << tracer.errors().size() << " error(s) while tracing "
+    llvm::errs() << front.traceErrors.size() << " error(s) while tracing "
                  << inputFilename << "\n";
     return nullptr;
+  case Outcome::Ok:
+    break;
   }
-  OwningOpRef<ModuleOp> module = tracer.takeModule();
-  for (const char *stage : models::kStageFunctions)
-    if (module->lookupSymbol<func::FuncOp>(stage))
-      out.entries.push_back(stage);
-  if (failed(mlir::verify(*module)))
+  out.weightManifest = front.weightManifest;
+  out.slatResolution = front.slatResolution;
+  if (request.configOnly) {
+    const config::PipelineConfig &pipeline = *front.pipeline;
+    llvm::outs() << pipeline.file << ": "
+                 << config::pipelineClassName(pipeline.pipelineClass) << ", "
+                 << nlohmann::json::parse(front.weightManifest).size()
+                 << " models\n";
+    for (const config::ModelRef &m : pipeline.models)
+      if (m.config)
+        llvm::outs() << "  " << m.key << ": " << *m.config->name << " ("
+                     << m.sidecarPath() << ")\n";
+    exitCode = 0;
+    return nullptr;
+  }
+  out.entries = front.entries;
+  if (failed(mlir::verify(*front.module)))
     return nullptr;
   exitCode = 0;
-  return module;
+  return std::move(front.module);
 }
 
 /// The plan and bundle phases: serialize the host program and write the
@@ -487,21 +494,45 @@ int run() {
     compiled.entries.push_back(kEntryFunction.str());
   }
 
-  PassManager pm(&context);
-  if (failed(applyPassManagerCLOptions(pm)))
-    return usageError("invalid pass manager options");
-  for (const PhaseInfo &info : allPhases())
-    if (info.phase > start && info.phase <= *finalPhase && info.appliesTo(tgt))
-      addPhasePasses(info.phase, pm);
-  if (failed(pm.run(*module)))
+  // The phases after the input's, one at a time; with --dump-phases-to the
+  // IR after each (the input's own first) and the PTX.
+  if (!dumpPhasesTo.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(dumpPhasesTo))
+      return compileError("--dump-phases-to: cannot create '" + dumpPhasesTo +
+                          "': " + ec.message());
+  auto dumpPhase = [&](Phase phase) -> LogicalResult {
+    const PhaseInfo &info = getPhaseInfo(phase);
+    if (dumpPhasesTo.empty() || !info.producesMLIR)
+      return success();
+    std::string name = llvm::formatv("{0:d2}-{1}.mlir", int(phase), info.name);
+    return dumpFile(dumpPhasesTo, name,
+                    [&](llvm::raw_ostream &os) { module->print(os); });
+  };
+  if (failed(dumpPhase(start == Phase::Config
+                           ? std::min(*finalPhase, Phase::Trellis)
+                           : start)))
     return 1;
   codegen::GeneratedKernels kernels;
   // A pipeline's GPU stages; an MLIR program's entry runs on the GPU whole.
   std::vector<std::string> gpuEntries =
       start == Phase::Config ? kGpuEntries : compiled.entries;
-  if (tgt == Target::CUDA &&
-      failed(runGpuPhases(*module, *finalPhase, gpuEntries, kernels)))
-    return 1;
+  for (const PhaseInfo &info : allPhases()) {
+    // (A pipeline's trace is its trellis IR: the front made both.)
+    if (info.phase <= std::max(start, Phase::Trellis) ||
+        info.phase > *finalPhase || !info.appliesTo(tgt))
+      continue;
+    if (failed(runPhase(info.phase, *module, gpuEntries, kernels)) ||
+        failed(dumpPhase(info.phase)))
+      return 1;
+    if (info.phase == Phase::Codegen && !dumpPhasesTo.empty())
+      for (auto [name, ptx] :
+           {std::pair{"kernels.sm_90a.ptx", &kernels.ptxSm90a},
+            {"kernels.compute_75.ptx", &kernels.ptxCompute75}})
+        if (!ptx->empty() &&
+            failed(dumpFile(dumpPhasesTo, name,
+                            [&](llvm::raw_ostream &os) { os << *ptx; })))
+          return 1;
+  }
 
   if (emit == EmitKind::PTX) {
     std::string error;

@@ -3,7 +3,7 @@
 // Op classes of a sparse stage: coordinate ops (and what derives from them
 // and constants only) are evaluated by the runtime on the host at bind time,
 // the sparse attention is a runtime library kernel; neither is annotated.
-// (The sparse conv's generated kernels: sparse-conv.mlir.)
+// (The sparse conv's generated kernels: sparse-features.mlir.)
 // CHECK-LABEL: func.func @sparse
 func.func @sparse(%ct: tensor<?x4xi32, #trellis.bounds<[4096]>>, %x: tensor<?x64xf16, #trellis.bounds<[4096]>>,
                   %w: tensor<64x3x3x3x64xf16>, %b: tensor<64xf16>, %o: tensor<?x32x3xf32, #trellis.bounds<[4096]>>)

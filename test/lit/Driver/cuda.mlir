@@ -18,6 +18,23 @@
 // PTX: .target sm_90a
 // PTX: .entry layer_norm_f16_
 
+// --dump-phases-to writes the IR after every phase of the run and the PTX.
+// RUN: rm -rf %t.dump
+// RUN: trellisc %s --compile-to=codegen --dump-phases-to=%t.dump -o /dev/null
+// RUN: ls %t.dump | FileCheck %s --check-prefix=DUMP
+// DUMP: 02-trellis.mlir
+// DUMP-NEXT: 03-graph.mlir
+// DUMP-NEXT: 04-fusion.mlir
+// DUMP-NEXT: 05-tiling.mlir
+// DUMP-NEXT: 06-partition.mlir
+// DUMP-NEXT: 07-codegen.mlir
+// DUMP-NEXT: kernels.compute_75.ptx
+// DUMP-NEXT: kernels.sm_90a.ptx
+// RUN: FileCheck %s --input-file=%t.dump/06-partition.mlir --check-prefix=DUMPPART
+// DUMPPART: trellis.device = "cuda"
+// DUMPPART-NOT: trellis.launch
+// RUN: FileCheck %s --input-file=%t.dump/kernels.sm_90a.ptx --check-prefix=PTX
+
 // RUN: trellisc %s --emit=bundle -o %t.bundle
 // RUN: trellis-runtime --bundle %t.bundle --inspect | FileCheck %s --check-prefix=BUNDLE
 // BUNDLE: "gpu_entries":["main"]

@@ -1,0 +1,95 @@
+//===- PipelineFront.cpp - pipeline.json to traced IR, shared -------------===//
+//
+// See PipelineFront.h.
+//
+//===----------------------------------------------------------------------===//
+#include "lib/Session/PipelineFront.h"
+
+#include "lib/Transforms/Passes.h"
+#include "trellis/Format/Safetensors.h"
+#include "trellis/Models/Builders.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <memory>
+
+namespace trellis::session {
+
+PipelineFront tracePipeline(mlir::MLIRContext &context,
+                            const PipelineRequest &request) {
+  using Outcome = PipelineFront::Outcome;
+  PipelineFront front;
+  Result<config::PipelineConfig> pipeline =
+      config::loadPipeline(request.input, &front.configDiagnostics);
+  if (!pipeline) {
+    front.outcome = Outcome::ConfigFailed;
+    front.configError = pipeline.message();
+    return front;
+  }
+  front.pipeline = std::move(*pipeline);
+  const config::PipelineConfig &p = *front.pipeline;
+  nlohmann::json weights = nlohmann::json::object();
+  std::map<std::string, std::shared_ptr<const SafetensorsFile>> files;
+  for (const config::ModelRef &m : p.models) {
+    if (!m.config)
+      continue;
+    std::string rel = m.weightsPath();
+    if (llvm::StringRef(rel).starts_with(p.dir + "/"))
+      rel = rel.substr(p.dir.size() + 1);
+    weights[m.key] = rel;
+    if (request.configOnly)
+      continue;
+    Result<std::shared_ptr<const SafetensorsFile>> file =
+        SafetensorsFile::open(m.weightsPath());
+    if (!file) {
+      front.outcome = Outcome::CheckpointFailed;
+      front.checkpointModel = &m;
+      front.checkpointError = file.message();
+      return front;
+    }
+    files[m.key] = *file;
+  }
+  // (Paths need not be UTF-8: replace what JSON cannot hold.)
+  front.weightManifest =
+      weights.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (const config::ModelRef *flow = p.model(config::kSLatFlowKey);
+      flow && flow->config && flow->config->slatFlow())
+    front.slatResolution = *flow->config->slatFlow()->resolution;
+  if (request.configOnly)
+    return front;
+
+  trace::Tracer tracer(context);
+  tracer.setAllFp32(request.allFp32);
+  models::bindCheckpoints(tracer, p, std::move(files));
+  models::PipelineOptions options;
+  options.batch = request.batch;
+  options.condTokens = request.condTokens;
+  options.images = request.images;
+  options.multiImage = request.multiImage;
+  options.ssOverrides.origin = options.slatOverrides.origin =
+      "trellisc options";
+  models::buildPipeline(tracer, p, options);
+  if (tracer.hasErrors()) {
+    front.outcome = Outcome::TraceFailed;
+    front.traceErrors = tracer.errors();
+    return front;
+  }
+  front.module = tracer.takeModule();
+  for (const char *stage : models::kStageFunctions)
+    if (front.module->lookupSymbol<mlir::func::FuncOp>(stage))
+      front.entries.push_back(stage);
+  return front;
+}
+
+void addGraphPhasePasses(mlir::PassManager &pm) {
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+  pm.addPass(::mlir::trellis::createTrellisVerifyLocations());
+}
+
+} // namespace trellis::session

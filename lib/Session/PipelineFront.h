@@ -1,0 +1,70 @@
+//===- PipelineFront.h - pipeline.json to traced IR, shared -----*- C++ -*-===//
+//
+// The front of one compile, shared by trellisc (lib/Driver) and libtrellisc.so
+// (lib/CAPI): the config phase (pipeline.json and the checkpoint sidecars
+// validated, the checkpoints opened), the trace phase (the TRELLIS model
+// builders run into one module of stage functions), and the graph phase's
+// passes. Diagnostics come back as the phases made them; each caller renders
+// them its own way (trellisc prints them, the C API returns records).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRELLIS_LIB_SESSION_PIPELINEFRONT_H
+#define TRELLIS_LIB_SESSION_PIPELINEFRONT_H
+
+#include "trellis/Config/PipelineConfig.h"
+#include "trellis/Trace/Tracer.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trellis::session {
+
+/// What to trace (trellisc's pipeline options; the C API's options JSON).
+struct PipelineRequest {
+  std::string input; ///< the pipeline.json path
+  /// Stop after the config phase: no checkpoint is opened, nothing traced.
+  bool configOnly = false;
+  bool allFp32 = false; ///< --precision=fp32
+  int64_t batch = 1, condTokens = 0, images = 1;
+  std::string multiImage;
+};
+
+/// What the config and trace phases produced, and their diagnostics.
+struct PipelineFront {
+  enum class Outcome { Ok, ConfigFailed, CheckpointFailed, TraceFailed };
+  Outcome outcome = Outcome::Ok;
+  /// Config phase: its diagnostics (warnings too) and, when loading failed,
+  /// the message of the failure.
+  std::vector<config::Diagnostic> configDiagnostics;
+  std::string configError;
+  std::optional<config::PipelineConfig> pipeline;
+  /// A checkpoint that could not be opened: the model and the reason.
+  const config::ModelRef *checkpointModel = nullptr;
+  std::string checkpointError;
+  /// Trace phase: the builders' errors (source and config positions).
+  std::vector<trace::TraceError> traceErrors;
+  /// The traced stage functions (null with configOnly or on failure).
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::vector<std::string> entries; ///< the stage functions, in order
+  /// JSON: {"model key": "checkpoint path relative to the model dir"}.
+  std::string weightManifest = "{}";
+  /// Grid resolution of the structured latent (0 when none).
+  int64_t slatResolution = 0;
+};
+
+/// The config and trace phases of `request` into `context`.
+PipelineFront tracePipeline(mlir::MLIRContext &context,
+                            const PipelineRequest &request);
+
+/// The graph phase's passes: canonicalize, CSE, the location check.
+void addGraphPhasePasses(mlir::PassManager &pm);
+
+} // namespace trellis::session
+
+#endif // TRELLIS_LIB_SESSION_PIPELINEFRONT_H
