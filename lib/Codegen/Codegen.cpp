@@ -204,6 +204,236 @@ void detail::loadKernelDialects(MLIRContext *ctx) {
                    vector::VectorDialect, func::FuncDialect>();
 }
 
+namespace {
+
+using namespace detail;
+
+/// A generated kernel: its name, launch and (im2col) scratch bytes.
+struct Entry {
+  std::string name;
+  Launch launch;
+  int64_t scratch = 0;
+};
+
+/// Builds the kernels' gpu.module for the CUDA functions of a module and
+/// annotates their ops: one kernel per distinct generated op (by kernelKey),
+/// numbered in the order they are met.
+class KernelModuleBuilder {
+public:
+  KernelModuleBuilder(MLIRContext *ctx, gpu::GPUModuleOp gpuModule)
+      : ctx(ctx), gpuModule(gpuModule) {}
+
+  /// Classifies and annotates every op of `fn`.
+  void visitFunction(func::FuncOp fn);
+  bool failedAny = false;
+  int count = 0; ///< kernels emitted
+
+private:
+  void visitOp(func::FuncOp fn, Operation *op, OpClass cls);
+  void annotateSparseConv(Operation *op);
+  void annotateWindowRows(Operation *op);
+  /// The generated kernel of a Generated, Conv or Sampler op.
+  void annotateKernel(func::FuncOp fn, Operation *op, OpClass cls);
+  /// Emits the kernel of `op` as `e` describes (its name set here).
+  FailureOr<Launch> emitKernel(Operation *op, OpClass cls, Entry &e);
+
+  MLIRContext *ctx;
+  gpu::GPUModuleOp gpuModule;
+  llvm::StringMap<Entry> seen;
+  /// A 3×3×3 sparse conv: its gather and tap-sum kernels, one pair per
+  /// distinct operand / result types, and the scratch limits they were built
+  /// for (the runtime sizes the gather's chunks and picks the order by them).
+  struct SparseConvEntry {
+    std::string gather, tapSum;
+    detail::SparseConvKernels kernels;
+  };
+  llvm::StringMap<SparseConvEntry> sparseConvs;
+  llvm::StringMap<std::pair<std::string, detail::Launch>> windowRows;
+};
+
+void KernelModuleBuilder::visitFunction(func::FuncOp fn) {
+  llvm::DenseSet<Operation *> onHost = hostEvaluatedOps(fn);
+  fn.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (op != fn.getOperation())
+      visitOp(fn, op, onHost.contains(op) ? OpClass::Host : classify(op));
+  });
+}
+
+void KernelModuleBuilder::visitOp(func::FuncOp fn, Operation *op, OpClass cls) {
+  switch (cls) {
+  case OpClass::Library:
+    annotateWindowRows(op);
+    return;
+  case OpClass::View:
+    return;
+  case OpClass::Host:
+    // The runtime evaluates these when it binds the function (it does
+    // not match op names to tell).
+    if (op->hasTrait<mlir::trellis::OpTrait::HostBound>())
+      op->setAttr(kBindOnHostAttr, BoolAttr::get(ctx, true));
+    return;
+  case OpClass::Unsupported:
+    op->emitError() << "'" << op->getName()
+                    << "' has no GPU implementation (in CUDA function @"
+                    << fn.getSymName() << ")";
+    failedAny = true;
+    return;
+  case OpClass::SparseConv:
+    annotateSparseConv(op);
+    return;
+  case OpClass::Generated:
+  case OpClass::Conv:
+  case OpClass::Sampler:
+    annotateKernel(fn, op, cls);
+    return;
+  }
+}
+
+void KernelModuleBuilder::annotateSparseConv(Operation *op) {
+  std::string key = kernelKey(op, "sparse_conv:");
+  auto it = sparseConvs.find(key);
+  if (it == sparseConvs.end()) {
+    Type xTy = op->getOperand(0).getType(), outTy = op->getResult(0).getType();
+    SparseConvEntry e;
+    e.gather =
+        kernelName("sparse_conv_gather", getElementTypeOrSelf(xTy), xTy, count);
+    e.tapSum = kernelName("sparse_conv_tap_sum", getElementTypeOrSelf(xTy),
+                          outTy, count + 1);
+    FailureOr<detail::SparseConvKernels> k =
+        detail::emitSparseConvKernels(op, gpuModule, e.gather, e.tapSum);
+    if (failed(k)) {
+      failedAny = true;
+      return;
+    }
+    count += 2;
+    e.kernels = *k;
+    it = sparseConvs.insert({key, e}).first;
+  }
+  const SparseConvEntry &e = it->second;
+  Builder ab(ctx);
+  op->setAttr(kLaunchAttr, launchAttr(ctx, e.gather, e.kernels.gather));
+  op->setAttr(kScratchAttr, ab.getI64IntegerAttr(e.kernels.gatherBytes));
+  op->setAttr(kTapSumAttr, launchAttr(ctx, e.tapSum, e.kernels.tapSum));
+  op->setAttr(kTapsScratchAttr, ab.getI64IntegerAttr(e.kernels.tapsBytes));
+}
+
+/// The Swin window attention (a library kernel): its row gathers into window
+/// order and the scatter back are generated kernels, one per row type,
+/// annotated as trellis.window_rows = [q, k, v gathers, the output's
+/// scatter].
+void KernelModuleBuilder::annotateWindowRows(Operation *op) {
+  if (!isa<mlir::trellis::SparseAttentionOp>(op))
+    return;
+  Operation *segments = op->getOperand(3).getDefiningOp();
+  if (!segments || !isa<mlir::trellis::SparseWindowSegmentsOp>(segments))
+    return;
+  SmallVector<Attribute> launches;
+  for (unsigned i = 0; i < 4; ++i) {
+    const bool scatter = i == 3;
+    Type t = scatter ? op->getResult(0).getType() : op->getOperand(i).getType();
+    std::string key =
+        (scatter ? "window_scatter:" : "window_gather:") + typeString(t);
+    auto it = windowRows.find(key);
+    if (it == windowRows.end()) {
+      std::string name =
+          kernelName(scatter ? "window_scatter" : "window_gather",
+                     getElementTypeOrSelf(t), t, count);
+      FailureOr<detail::Launch> l =
+          detail::emitWindowRowsKernel(op, t, scatter, gpuModule, name);
+      if (failed(l)) {
+        failedAny = true;
+        return;
+      }
+      ++count;
+      it = windowRows.insert({key, {name, *l}}).first;
+    }
+    launches.push_back(launchAttr(ctx, it->second.first, it->second.second));
+  }
+  op->setAttr(kWindowRowsAttr, ArrayAttr::get(ctx, launches));
+}
+
+FailureOr<Launch> KernelModuleBuilder::emitKernel(Operation *op, OpClass cls,
+                                                  Entry &e) {
+  Value x = op->getNumOperands() ? op->getOperand(0) : Value();
+  if (cls == OpClass::Conv && isDirectConv(op)) {
+    e.name = kernelName("conv3d_direct", getElementTypeOrSelf(x), x.getType(),
+                        count);
+    return emitDirectConvKernel(op, gpuModule, e.name);
+  }
+  if (cls == OpClass::Conv) {
+    e.name = kernelName("im2col", getElementTypeOrSelf(x), x.getType(), count);
+    return emitIm2colKernel(op, gpuModule, e.name, e.scratch);
+  }
+  if (cls == OpClass::Sampler) {
+    e.name =
+        kernelName("flow_update", getElementTypeOrSelf(x), x.getType(), count);
+    return emitFlowUpdateKernel(op, gpuModule, e.name);
+  }
+  StringRef base = op->getName().getStringRef();
+  base.consume_front("trellis.");
+  std::string b2 = base.str();
+  Value shaped = op->getNumResults() ? op->getResult(0) : Value();
+  Type elem = shaped ? getElementTypeOrSelf(shaped) : Type();
+  if (isa<mlir::trellis::CastOp>(op)) {
+    b2 += "_";
+    b2 += shortType(getElementTypeOrSelf(x));
+    b2 += "_to";
+  }
+  if (isa<mlir::trellis::SplitOp>(op))
+    shaped = x;
+  e.name = kernelName(b2, elem, shaped.getType(), count);
+  return emitOpKernel(op, gpuModule, e.name);
+}
+
+void KernelModuleBuilder::annotateKernel(func::FuncOp fn, Operation *op,
+                                         OpClass cls) {
+  // The sampler's update depends on the sample type only, the im2col on
+  // the input type, the kernel size and the padding.
+  StringRef prefix = cls == OpClass::Conv      ? "im2col:"
+                     : cls == OpClass::Sampler ? "update:"
+                                               : "";
+  std::string key;
+  if (cls == OpClass::Sampler)
+    key = (prefix + typeString(op->getOperand(0).getType())).str();
+  else if (cls == OpClass::Conv && isDirectConv(op))
+    key = kernelKey(op, "conv3d_direct:");
+  else if (cls == OpClass::Conv)
+    key = convKey(op, prefix);
+  else
+    key = kernelKey(op, prefix);
+  auto it = seen.find(key);
+  if (it == seen.end()) {
+    Entry e;
+    // Errors of the emitters name the function in a note.
+    ScopedDiagnosticHandler inFunction(ctx, [&](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Error)
+        d.attachNote() << "in CUDA function @" << fn.getSymName();
+      return failure(); // on to the enclosing handler
+    });
+    FailureOr<Launch> l = emitKernel(op, cls, e);
+    if (failed(l)) {
+      failedAny = true;
+      return;
+    }
+    ++count;
+    e.launch = *l;
+    it = seen.insert({key, e}).first;
+  }
+  const Entry &e = it->second;
+  DictionaryAttr attr = launchAttr(ctx, e.name, e.launch);
+  if (cls == OpClass::Sampler) {
+    op->setAttr(kUpdateAttr, attr);
+    return;
+  }
+  op->setAttr(kLaunchAttr, attr);
+  if (cls == OpClass::Conv && isDirectConv(op))
+    op->setAttr(kDirectConvAttr, UnitAttr::get(ctx));
+  else if (cls == OpClass::Conv)
+    op->setAttr(kScratchAttr, Builder(ctx).getI64IntegerAttr(e.scratch));
+}
+
+} // namespace
+
 FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
   MLIRContext *ctx = module.getContext();
   loadKernelDialects(ctx);
@@ -213,211 +443,24 @@ FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
                       UnitAttr::get(ctx));
   OpBuilder b(ctx);
   b.setInsertionPointToStart(kernels->getBody());
-  auto gpuModule = gpu::GPUModuleOp::create(b, loc, "trellis_kernels");
-
-  struct Entry {
-    std::string name;
-    Launch launch;
-    int64_t scratch = 0;
-  };
-  llvm::StringMap<Entry> seen;
-  int count = 0;
-  bool failedAny = false;
-
+  KernelModuleBuilder builder(
+      ctx, gpu::GPUModuleOp::create(b, loc, "trellis_kernels"));
   // The dense functions first, so that their kernels keep the names (_k<n>)
   // they have without the sparse stages.
   SmallVector<func::FuncOp> dense, sparse;
   for (auto fn : module.getOps<func::FuncOp>())
     if (isCudaFunction(fn))
       (takesSparseArguments(fn) ? sparse : dense).push_back(fn);
-  // A 3×3×3 sparse conv: its gather and tap-sum kernels, one pair per
-  // distinct operand / result types, and the scratch limits they were built
-  // for (the runtime sizes the gather's chunks and picks the order by them).
-  struct SparseConvEntry {
-    std::string gather, tapSum;
-    detail::SparseConvKernels kernels;
-  };
-  llvm::StringMap<SparseConvEntry> sparseConvs;
-  auto annotateSparseConv = [&](Operation *op) {
-    std::string key = kernelKey(op, "sparse_conv:");
-    auto it = sparseConvs.find(key);
-    if (it == sparseConvs.end()) {
-      Type xTy = op->getOperand(0).getType(),
-           outTy = op->getResult(0).getType();
-      SparseConvEntry e;
-      e.gather = kernelName("sparse_conv_gather", getElementTypeOrSelf(xTy),
-                            xTy, count);
-      e.tapSum = kernelName("sparse_conv_tap_sum", getElementTypeOrSelf(xTy),
-                            outTy, count + 1);
-      FailureOr<detail::SparseConvKernels> k =
-          detail::emitSparseConvKernels(op, gpuModule, e.gather, e.tapSum);
-      if (failed(k)) {
-        failedAny = true;
-        return;
-      }
-      count += 2;
-      e.kernels = *k;
-      it = sparseConvs.insert({key, e}).first;
-    }
-    const SparseConvEntry &e = it->second;
-    Builder ab(ctx);
-    op->setAttr(kLaunchAttr, launchAttr(ctx, e.gather, e.kernels.gather));
-    op->setAttr(kScratchAttr, ab.getI64IntegerAttr(e.kernels.gatherBytes));
-    op->setAttr(kTapSumAttr, launchAttr(ctx, e.tapSum, e.kernels.tapSum));
-    op->setAttr(kTapsScratchAttr, ab.getI64IntegerAttr(e.kernels.tapsBytes));
-  };
-  // The Swin window attention (a library kernel): its row gathers into
-  // window order and the scatter back are generated kernels, one per row
-  // type, annotated as trellis.window_rows = [q, k, v gathers, the output's
-  // scatter].
-  llvm::StringMap<std::pair<std::string, detail::Launch>> windowRows;
-  auto annotateWindowRows = [&](Operation *op) {
-    if (op->getName().getStringRef() != "trellis.sparse.attention")
-      return;
-    Operation *segments = op->getOperand(3).getDefiningOp();
-    if (!segments ||
-        segments->getName().getStringRef() != "trellis.sparse.window_segments")
-      return;
-    SmallVector<Attribute> launches;
-    for (unsigned i = 0; i < 4; ++i) {
-      const bool scatter = i == 3;
-      Type t =
-          scatter ? op->getResult(0).getType() : op->getOperand(i).getType();
-      std::string key =
-          (scatter ? "window_scatter:" : "window_gather:") + typeString(t);
-      auto it = windowRows.find(key);
-      if (it == windowRows.end()) {
-        std::string name =
-            kernelName(scatter ? "window_scatter" : "window_gather",
-                       getElementTypeOrSelf(t), t, count);
-        FailureOr<detail::Launch> l =
-            detail::emitWindowRowsKernel(op, t, scatter, gpuModule, name);
-        if (failed(l)) {
-          failedAny = true;
-          return;
-        }
-        ++count;
-        it = windowRows.insert({key, {name, *l}}).first;
-      }
-      launches.push_back(launchAttr(ctx, it->second.first, it->second.second));
-    }
-    op->setAttr(kWindowRowsAttr, ArrayAttr::get(ctx, launches));
-  };
-  for (func::FuncOp fn : llvm::concat<func::FuncOp>(dense, sparse)) {
-    llvm::DenseSet<Operation *> onHost = hostEvaluatedOps(fn);
-    fn.walk<WalkOrder::PreOrder>([&](Operation *op) {
-      if (op == fn.getOperation())
-        return;
-      OpClass cls = onHost.contains(op) ? OpClass::Host : classify(op);
-      switch (cls) {
-      case OpClass::Library:
-        annotateWindowRows(op);
-        return;
-      case OpClass::View:
-        return;
-      case OpClass::Host:
-        // The runtime evaluates these when it binds the function (it does
-        // not match op names to tell).
-        if (op->hasTrait<mlir::trellis::OpTrait::HostBound>())
-          op->setAttr(kBindOnHostAttr, BoolAttr::get(ctx, true));
-        return;
-      case OpClass::Unsupported:
-        op->emitError() << "'" << op->getName()
-                        << "' has no GPU implementation (in CUDA function @"
-                        << fn.getSymName() << ")";
-        failedAny = true;
-        return;
-      case OpClass::SparseConv:
-        annotateSparseConv(op);
-        return;
-      case OpClass::Generated:
-      case OpClass::Conv:
-      case OpClass::Sampler:
-        break;
-      }
-      StringRef prefix = cls == OpClass::Conv      ? "im2col:"
-                         : cls == OpClass::Sampler ? "update:"
-                                                   : "";
-      // The sampler's update depends on the sample type only, the im2col on
-      // the input type, the kernel size and the padding.
-      std::string key;
-      if (cls == OpClass::Sampler)
-        key = (prefix + typeString(op->getOperand(0).getType())).str();
-      else if (cls == OpClass::Conv && isDirectConv(op))
-        key = kernelKey(op, "conv3d_direct:");
-      else if (cls == OpClass::Conv)
-        key = convKey(op, prefix);
-      else
-        key = kernelKey(op, prefix);
-      auto it = seen.find(key);
-      if (it == seen.end()) {
-        Entry e;
-        // Errors of the emitters name the function in a note.
-        ScopedDiagnosticHandler inFunction(ctx, [&](Diagnostic &d) {
-          if (d.getSeverity() == DiagnosticSeverity::Error)
-            d.attachNote() << "in CUDA function @" << fn.getSymName();
-          return failure(); // on to the enclosing handler
-        });
-        FailureOr<Launch> l = failure();
-        if (cls == OpClass::Conv && isDirectConv(op)) {
-          e.name = kernelName("conv3d_direct",
-                              getElementTypeOrSelf(op->getOperand(0)),
-                              op->getOperand(0).getType(), count);
-          l = emitDirectConvKernel(op, gpuModule, e.name);
-        } else if (cls == OpClass::Conv) {
-          e.name = kernelName("im2col", getElementTypeOrSelf(op->getOperand(0)),
-                              op->getOperand(0).getType(), count);
-          l = emitIm2colKernel(op, gpuModule, e.name, e.scratch);
-        } else if (cls == OpClass::Sampler) {
-          e.name =
-              kernelName("flow_update", getElementTypeOrSelf(op->getOperand(0)),
-                         op->getOperand(0).getType(), count);
-          l = emitFlowUpdateKernel(op, gpuModule, e.name);
-        } else {
-          StringRef base = op->getName().getStringRef();
-          base.consume_front("trellis.");
-          std::string b2 = base.str();
-          Value shaped = op->getNumResults() ? op->getResult(0) : Value();
-          Type elem = shaped ? getElementTypeOrSelf(shaped) : Type();
-          if (base == "cast") {
-            b2 += "_";
-            b2 += shortType(getElementTypeOrSelf(op->getOperand(0)));
-            b2 += "_to";
-          }
-          if (base == "split")
-            shaped = op->getOperand(0);
-          e.name = kernelName(b2, elem, shaped.getType(), count);
-          l = emitOpKernel(op, gpuModule, e.name);
-        }
-        if (failed(l)) {
-          failedAny = true;
-          return;
-        }
-        ++count;
-        e.launch = *l;
-        it = seen.insert({key, e}).first;
-      }
-      const Entry &e = it->second;
-      DictionaryAttr attr = launchAttr(ctx, e.name, e.launch);
-      if (cls == OpClass::Sampler) {
-        op->setAttr(kUpdateAttr, attr);
-        return;
-      }
-      op->setAttr(kLaunchAttr, attr);
-      if (cls == OpClass::Conv && isDirectConv(op))
-        op->setAttr(kDirectConvAttr, UnitAttr::get(ctx));
-      else if (cls == OpClass::Conv)
-        op->setAttr(kScratchAttr, Builder(ctx).getI64IntegerAttr(e.scratch));
-    });
-  }
-  if (failedAny)
+  for (func::FuncOp fn : llvm::concat<func::FuncOp>(dense, sparse))
+    builder.visitFunction(fn);
+  if (builder.failedAny)
     return failure();
   if (failed(verify(*kernels)))
     return emitError(loc) << "internal error: the generated kernels do not "
                              "verify";
   KernelModule result;
   result.module = std::move(kernels);
-  result.numKernels = count;
+  result.numKernels = builder.count;
   return result;
 }
 

@@ -183,144 +183,140 @@ RowTiling rowTiling(Type xTy, int64_t n) {
   return {1, 32, k, false};
 }
 
-Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
+namespace {
+
+/// What both forms of a row kernel share: the row of this thread's lane
+/// group (clamped; `valid` guards the stores) and where it starts.
+struct RowContext {
+  Type xTy, outTy;
+  RowTiling tiling;
+  int64_t threads;
+  Value laneId, valid, rowc, base;
+};
+
+/// The row held in registers: K vectors of V elements per lane.
+Launch emitRowInRegisters(KernelBuilder &kb, const RowSpec &s,
+                          const RowContext &c) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
-  Type xTy = cast<MemRefType>(kb.arg(s.x).getType()).getElementType();
-  Type outTy = cast<MemRefType>(kb.arg(s.out).getType()).getElementType();
-  const RowTiling tiling = rowTiling(xTy, s.n);
-  const int64_t v = tiling.v, g = tiling.g, k = tiling.k;
-  const bool inRegisters = tiling.inRegisters;
-  assert((inRegisters || s.h < 0) && "a residual row kernel needs registers");
-  const int64_t threads = s.rows * g;
-
-  Value gid = kb.globalId();
-  Value row = kb.div(gid, g);
-  Value laneId = kb.rem(gid, g);
-  // Every lane takes part in the shuffles: rows past the end are clamped and
-  // only the stores are guarded. Dynamic rows: clamped to the actual rows,
-  // and with no rows the whole (one-block) grid returns at once.
-  Value valid, rowc;
-  if (kb.rows) {
-    kb.guard(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, kb.rows,
-                                   kb.idx(0)));
-    Value n = kb.rowsTimes(s.rowsPerItem);
-    valid = kb.ult(row, n);
-    rowc = arith::MinUIOp::create(b, loc, row,
-                                  arith::SubIOp::create(b, loc, n, kb.idx(1)));
-  } else {
-    valid = kb.ult(row, s.rows);
-    rowc = arith::MinUIOp::create(b, loc, row, kb.idx(s.rows - 1));
-  }
-  Value base = kb.mul(rowc, s.n);
+  const Type xTy = c.xTy, outTy = c.outTy;
+  const int64_t v = c.tiling.v, g = c.tiling.g, k = c.tiling.k;
+  const int64_t threads = c.threads;
+  const Value laneId = c.laneId, valid = c.valid, rowc = c.rowc, base = c.base;
   RowStats st;
-  if (inRegisters) {
-    SmallVector<Value> xs, cols, residuals;
-    SmallVector<RowParams> params;
-    for (int64_t j = 0; j < k; ++j) {
-      Value col = kb.add(kb.mul(laneId, v), kb.idx(j * g * v));
-      cols.push_back(col);
-      Value x = kb.toF32(kb.load(kb.arg(s.x), kb.add(base, col), v));
-      if (s.h >= 0) { // x + gate·h, rounded as the gated_residual kernel does
-        Value h = kb.toF32(kb.load(kb.arg(s.h), kb.add(base, col), v));
-        Value gateOff =
-            s.gatePerRow ? kb.add(base, col)
-                         : kb.add(kb.mul(kb.div(rowc, s.gateTokens), s.n), col);
-        Value gate = kb.toF32(kb.load(kb.arg(s.gate), gateOff, v));
-        Value r =
-            kb.fromF32(arith::AddFOp::create(
-                           b, loc, x, arith::MulFOp::create(b, loc, gate, h)),
-                       xTy);
-        if (s.plus >= 0) {
-          Value plusOff =
-              s.plusPerRow
-                  ? kb.add(base, col)
-                  : kb.add(kb.mul(kb.div(rowc, s.plusTokens), s.n), col);
-          Value plus = kb.toF32(kb.load(kb.arg(s.plus), plusOff, v));
-          r = kb.fromF32(arith::AddFOp::create(b, loc, kb.toF32(r), plus), xTy);
-        }
-        residuals.push_back(r);
-        x = kb.toF32(r);
+  SmallVector<Value> xs, cols, residuals;
+  SmallVector<RowParams> params;
+  for (int64_t j = 0; j < k; ++j) {
+    Value col = kb.add(kb.mul(laneId, v), kb.idx(j * g * v));
+    cols.push_back(col);
+    Value x = kb.toF32(kb.load(kb.arg(s.x), kb.add(base, col), v));
+    if (s.h >= 0) { // x + gate·h, rounded as the gated_residual kernel does
+      Value h = kb.toF32(kb.load(kb.arg(s.h), kb.add(base, col), v));
+      Value gateOff =
+          s.gatePerRow ? kb.add(base, col)
+                       : kb.add(kb.mul(kb.div(rowc, s.gateTokens), s.n), col);
+      Value gate = kb.toF32(kb.load(kb.arg(s.gate), gateOff, v));
+      Value r =
+          kb.fromF32(arith::AddFOp::create(
+                         b, loc, x, arith::MulFOp::create(b, loc, gate, h)),
+                     xTy);
+      if (s.plus >= 0) {
+        Value plusOff =
+            s.plusPerRow ? kb.add(base, col)
+                         : kb.add(kb.mul(kb.div(rowc, s.plusTokens), s.n), col);
+        Value plus = kb.toF32(kb.load(kb.arg(s.plus), plusOff, v));
+        r = kb.fromF32(arith::AddFOp::create(b, loc, kb.toF32(r), plus), xTy);
       }
-      xs.push_back(x);
+      residuals.push_back(r);
+      x = kb.toF32(r);
     }
-    // The column parameters are loaded with x, so that their latency
-    // overlaps x's instead of following the statistics; a layer norm's f32
-    // γ / β go through workgroup memory (stageAffine).
-    Value affine;
-    if (s.kind == RowKind::LayerNorm && (s.gamma >= 0 || s.beta >= 0) &&
-        s.n <= kMaxStagedAffine)
-      affine = stageAffine(kb, s);
-    else
-      for (int64_t j = 0; j < k; ++j)
-        params.push_back(loadRowParams(kb, s, rowc, cols[j], v));
-    auto reduce = [&](function_ref<Value(Value)> f, bool isMax) {
-      Value acc;
-      for (Value x : xs) {
-        Value h = horizontal(kb, f(x), v, isMax);
-        acc = !acc    ? h
-              : isMax ? Value(arith::MaximumFOp::create(b, loc, acc, h))
-                      : Value(arith::AddFOp::create(b, loc, acc, h));
-      }
-      return warpAllReduce(kb, acc, g, isMax);
-    };
-    Value nF = kb.f32(double(s.n), b.getF32Type());
-    switch (s.kind) {
-    case RowKind::LayerNorm:
-    case RowKind::LayerNormModulate: {
-      Value sum = reduce([](Value x) { return x; }, false);
-      st.mean = arith::DivFOp::create(b, loc, sum, nF);
-      Value meanV = kb.splat(st.mean, v);
-      Value sq = reduce(
-          [&](Value x) {
-            Value d = arith::SubFOp::create(b, loc, x, meanV);
-            return Value(arith::MulFOp::create(b, loc, d, d));
-          },
-          false);
-      st.rstd = rstdOf(kb, sq, nF, s.eps);
-      break;
-    }
-    case RowKind::HeadRms: {
-      Value ss = reduce(
-          [&](Value x) { return Value(arith::MulFOp::create(b, loc, x, x)); },
-          false);
-      Value norm = math::SqrtOp::create(b, loc, ss);
-      st.denom = arith::MaximumFOp::create(
-          b, loc, norm, kb.f32(double(1e-12f), b.getF32Type()));
-      break;
-    }
-    case RowKind::Softmax: {
-      st.max = reduce([](Value x) { return x; }, true);
-      Value maxV = kb.splat(st.max, v);
-      st.sum = reduce(
-          [&](Value x) {
-            return Value(math::ExpOp::create(
-                b, loc, arith::SubFOp::create(b, loc, x, maxV)));
-          },
-          false);
-      break;
-    }
-    }
-    if (affine) {
-      gpu::BarrierOp::create(b, loc);
-      for (int64_t j = 0; j < k; ++j)
-        params.push_back(loadRowParams(kb, s, rowc, cols[j], v, affine));
-    }
-    kb.guard(valid);
-    for (int64_t j = 0; j < k; ++j) {
-      Value y = rowOutput(kb, s, xs[j], st, params[j], v);
-      kb.store(kb.fromF32(y, outTy), kb.arg(s.out), kb.add(base, cols[j]));
-      if (s.residualOut >= 0)
-        kb.store(residuals[j], kb.arg(s.residualOut), kb.add(base, cols[j]));
-    }
-    Launch l = launch1d(threads);
-    if (kb.rows)
-      l.threadsPerRow = s.rowsPerItem * g;
-    return l;
+    xs.push_back(x);
   }
+  // The column parameters are loaded with x, so that their latency
+  // overlaps x's instead of following the statistics; a layer norm's f32
+  // γ / β go through workgroup memory (stageAffine).
+  Value affine;
+  if (s.kind == RowKind::LayerNorm && (s.gamma >= 0 || s.beta >= 0) &&
+      s.n <= kMaxStagedAffine)
+    affine = stageAffine(kb, s);
+  else
+    for (int64_t j = 0; j < k; ++j)
+      params.push_back(loadRowParams(kb, s, rowc, cols[j], v));
+  auto reduce = [&](function_ref<Value(Value)> f, bool isMax) {
+    Value acc;
+    for (Value x : xs) {
+      Value h = horizontal(kb, f(x), v, isMax);
+      acc = !acc    ? h
+            : isMax ? Value(arith::MaximumFOp::create(b, loc, acc, h))
+                    : Value(arith::AddFOp::create(b, loc, acc, h));
+    }
+    return warpAllReduce(kb, acc, g, isMax);
+  };
+  Value nF = kb.f32(double(s.n), b.getF32Type());
+  switch (s.kind) {
+  case RowKind::LayerNorm:
+  case RowKind::LayerNormModulate: {
+    Value sum = reduce([](Value x) { return x; }, false);
+    st.mean = arith::DivFOp::create(b, loc, sum, nF);
+    Value meanV = kb.splat(st.mean, v);
+    Value sq = reduce(
+        [&](Value x) {
+          Value d = arith::SubFOp::create(b, loc, x, meanV);
+          return Value(arith::MulFOp::create(b, loc, d, d));
+        },
+        false);
+    st.rstd = rstdOf(kb, sq, nF, s.eps);
+    break;
+  }
+  case RowKind::HeadRms: {
+    Value ss = reduce(
+        [&](Value x) { return Value(arith::MulFOp::create(b, loc, x, x)); },
+        false);
+    Value norm = math::SqrtOp::create(b, loc, ss);
+    st.denom = arith::MaximumFOp::create(
+        b, loc, norm, kb.f32(double(1e-12f), b.getF32Type()));
+    break;
+  }
+  case RowKind::Softmax: {
+    st.max = reduce([](Value x) { return x; }, true);
+    Value maxV = kb.splat(st.max, v);
+    st.sum = reduce(
+        [&](Value x) {
+          return Value(math::ExpOp::create(
+              b, loc, arith::SubFOp::create(b, loc, x, maxV)));
+        },
+        false);
+    break;
+  }
+  }
+  if (affine) {
+    gpu::BarrierOp::create(b, loc);
+    for (int64_t j = 0; j < k; ++j)
+      params.push_back(loadRowParams(kb, s, rowc, cols[j], v, affine));
+  }
+  kb.guard(valid);
+  for (int64_t j = 0; j < k; ++j) {
+    Value y = rowOutput(kb, s, xs[j], st, params[j], v);
+    kb.store(kb.fromF32(y, outTy), kb.arg(s.out), kb.add(base, cols[j]));
+    if (s.residualOut >= 0)
+      kb.store(residuals[j], kb.arg(s.residualOut), kb.add(base, cols[j]));
+  }
+  Launch l = launch1d(threads);
+  if (kb.rows)
+    l.threadsPerRow = s.rowsPerItem * g;
+  return l;
+}
 
-  // Loop path (long rows): 32 lanes stride over the row, reading it again
-  // for each statistic.
+/// Long rows: 32 lanes stride over the row, reading it again for each
+/// statistic.
+Launch emitRowLooped(KernelBuilder &kb, const RowSpec &s, const RowContext &c) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  const Type outTy = c.outTy;
+  const int64_t g = c.tiling.g;
+  const int64_t threads = c.threads;
+  const Value laneId = c.laneId, valid = c.valid, rowc = c.rowc, base = c.base;
+  RowStats st;
   auto loopReduce = [&](function_ref<Value(Value)> f, bool isMax) {
     Value init = kb.f32(isMax ? -INFINITY : 0.0, b.getF32Type());
     auto loop = scf::ForOp::create(
@@ -392,6 +388,42 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
   if (kb.rows)
     l.threadsPerRow = s.rowsPerItem * g;
   return l;
+}
+
+} // namespace
+
+Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type xTy = cast<MemRefType>(kb.arg(s.x).getType()).getElementType();
+  Type outTy = cast<MemRefType>(kb.arg(s.out).getType()).getElementType();
+  const RowTiling tiling = rowTiling(xTy, s.n);
+  const int64_t g = tiling.g;
+  const bool inRegisters = tiling.inRegisters;
+  assert((inRegisters || s.h < 0) && "a residual row kernel needs registers");
+  const int64_t threads = s.rows * g;
+
+  Value gid = kb.globalId();
+  Value row = kb.div(gid, g);
+  Value laneId = kb.rem(gid, g);
+  // Every lane takes part in the shuffles: rows past the end are clamped and
+  // only the stores are guarded. Dynamic rows: clamped to the actual rows,
+  // and with no rows the whole (one-block) grid returns at once.
+  Value valid, rowc;
+  if (kb.rows) {
+    kb.guard(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, kb.rows,
+                                   kb.idx(0)));
+    Value n = kb.rowsTimes(s.rowsPerItem);
+    valid = kb.ult(row, n);
+    rowc = arith::MinUIOp::create(b, loc, row,
+                                  arith::SubIOp::create(b, loc, n, kb.idx(1)));
+  } else {
+    valid = kb.ult(row, s.rows);
+    rowc = arith::MinUIOp::create(b, loc, row, kb.idx(s.rows - 1));
+  }
+  Value base = kb.mul(rowc, s.n);
+  RowContext c{xTy, outTy, tiling, threads, laneId, valid, rowc, base};
+  return inRegisters ? emitRowInRegisters(kb, s, c) : emitRowLooped(kb, s, c);
 }
 
 /// Normalization / softmax over a non-last axis of x viewed as
