@@ -1,16 +1,16 @@
 //===- Pass.cpp - trellis-gpu-codegen -------------------------------------===//
 //
-// Runs the codegen on a module (registered by hand: dialect/Passes.td is the
-// graph passes'). The module is annotated in place; `dump-kernels` prints the
-// kernels' gpu.module before lowering, `ptx-out=FILE` writes the sm_90a PTX.
+// Runs the codegen on a module (declared in dialect/BackendPasses.td). The
+// module is annotated in place; `dump-kernels` prints the kernels' gpu.module
+// before lowering, `ptx-out=FILE` writes the sm_90a PTX.
 //
 //===----------------------------------------------------------------------===//
 #include "trellis/Codegen/Codegen.h"
 
 #include "CodegenInternal.h"
+#include "dialect/BackendPasses.h"
 
 #include "mlir/Pass/Pass.h"
-#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 
 #include "llvm/Support/ToolOutputFile.h"
@@ -18,21 +18,17 @@
 
 using namespace mlir;
 
+namespace mlir::trellis {
+#define GEN_PASS_DEF_TRELLISGPUCODEGEN
+#include "dialect/BackendPasses.h.inc"
+} // namespace mlir::trellis
+
 namespace trellis::codegen {
 namespace {
 
 struct GpuCodegenPass
-    : public PassWrapper<GpuCodegenPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(GpuCodegenPass)
-
-  GpuCodegenPass() = default;
-  GpuCodegenPass(const GpuCodegenPass &other) : PassWrapper(other) {}
-
-  StringRef getArgument() const override { return "trellis-gpu-codegen"; }
-  StringRef getDescription() const override {
-    return "Classify and annotate the ops of CUDA functions and generate "
-           "their kernels as PTX (docs/design/gpu-backend.md)";
-  }
+    : public mlir::trellis::impl::TrellisGpuCodegenBase<GpuCodegenPass> {
+  using TrellisGpuCodegenBase::TrellisGpuCodegenBase;
 
   void getDependentDialects(DialectRegistry &registry) const override {
     detail::registerLoweringDependencies(registry);
@@ -59,24 +55,7 @@ struct GpuCodegenPass
       file->keep();
     }
   }
-
-  Option<std::string> ptxOut{*this, "ptx-out",
-                             llvm::cl::desc("Write the sm_90a PTX to a file")};
-  Option<bool> dumpKernels{
-      *this, "dump-kernels",
-      llvm::cl::desc("Print the kernels' module before lowering"),
-      llvm::cl::init(false)};
-  Option<std::string> cudaPath{
-      *this, "cuda-path",
-      llvm::cl::desc("CUDA toolkit with libdevice (default: $CUDA_ROOT, "
-                     "$CUDA_HOME, $CUDA_PATH, /usr/local/cuda)")};
-  Option<bool> portable{*this, "portable",
-                        llvm::cl::desc("Also lower to compute_75 PTX"),
-                        llvm::cl::init(true)};
 };
 
 } // namespace
-
-void registerCodegenPasses() { PassRegistration<GpuCodegenPass>(); }
-
 } // namespace trellis::codegen

@@ -1,6 +1,7 @@
 //===- Partition.cpp - Split the module between the GPU and the host ------===//
 #include "trellis/Conversion/Partition.h"
 
+#include "dialect/BackendPasses.h"
 #include "dialect/TrellisOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -11,6 +12,11 @@
 #include "llvm/ADT/SetVector.h"
 
 #include <map>
+
+namespace mlir::trellis {
+#define GEN_PASS_DEF_TRELLISPARTITIONCUDA
+#include "dialect/BackendPasses.h.inc"
+} // namespace mlir::trellis
 
 using namespace mlir;
 
@@ -233,32 +239,17 @@ LogicalResult partitionForCuda(ModuleOp module,
 namespace {
 
 struct PartitionPass
-    : public PassWrapper<PartitionPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PartitionPass)
-  PartitionPass() = default;
-  PartitionPass(const PartitionPass &other) : PassWrapper(other) {}
-
-  StringRef getArgument() const final { return "trellis-partition-cuda"; }
-  StringRef getDescription() const final {
-    return "Mark the GPU entry functions and their callees "
-           "(trellis.device = \"cuda\") and rewrite their ops into forms the "
-           "GPU backend runs (conv3d bias -> broadcast add; sparse "
-           "resampling -> index from the coordinates + gather kernel)";
-  }
+    : public mlir::trellis::impl::TrellisPartitionCudaBase<PartitionPass> {
+  using TrellisPartitionCudaBase::TrellisPartitionCudaBase;
   void runOnOperation() override {
     std::vector<std::string> names(entries.begin(), entries.end());
+    if (names.empty())
+      names = {"ss_stage"};
     if (failed(partitionForCuda(getOperation(), names)))
       signalPassFailure();
   }
-
-  ListOption<std::string> entries{
-      *this, "entries",
-      llvm::cl::desc("GPU entry functions (default: ss_stage)"),
-      llvm::cl::list_init<std::string>({"ss_stage"})};
 };
 
 } // namespace
-
-void registerPartitionPass() { PassRegistration<PartitionPass>(); }
 
 } // namespace trellis

@@ -4,10 +4,9 @@
 // Registers the trellis dialect and passes next to upstream's.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/BackendPasses.h"
 #include "dialect/TrellisDialect.h"
 #include "lib/Transforms/Passes.h"
-#include "trellis/Codegen/Codegen.h"
-#include "trellis/Conversion/Partition.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -17,8 +16,7 @@
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mlir::trellis::registerTrellisPasses();
-  trellis::codegen::registerCodegenPasses();
-  trellis::registerPartitionPass();
+  mlir::trellis::registerTrellisBackendPasses();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

@@ -81,9 +81,6 @@ generateKernels(mlir::ModuleOp module, const CodegenOptions &options);
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
 buildKernelModule(mlir::ModuleOp module);
 
-/// Registers `trellis-gpu-codegen` (options `ptx-out=FILE`, `dump-kernels`).
-void registerCodegenPasses();
-
 } // namespace trellis::codegen
 
 #endif // TRELLIS_CODEGEN_CODEGEN_H

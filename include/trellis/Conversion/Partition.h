@@ -26,9 +26,6 @@ namespace trellis {
 mlir::LogicalResult partitionForCuda(mlir::ModuleOp module,
                                      llvm::ArrayRef<std::string> gpuEntries);
 
-/// `trellis-partition-cuda{entries=ss_stage,...}` for trellis-opt.
-void registerPartitionPass();
-
 } // namespace trellis
 
 #endif // TRELLIS_CONVERSION_PARTITION_H
