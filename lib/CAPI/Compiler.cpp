@@ -33,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -294,6 +295,12 @@ int compilePipeline(const char *path, const char *optionsJson,
   request.condTokens = o.condTokens;
   request.images = o.images;
   request.multiImage = o.multiImage;
+  if (std::string bad =
+          session::checkRequest(request, session::OptionNames::Json);
+      !bad.empty()) {
+    r.diags.push_back(plain(bad));
+    return TRELLISC_USAGE_ERROR;
+  }
   std::unique_ptr<MLIRContext> ctxOwner;
   MLIRContext &ctx = *newContext(ctxOwner);
   DiagCapture capture(ctx, r.diags);

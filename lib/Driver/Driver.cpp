@@ -289,6 +289,13 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
   request.condTokens = condTokens;
   request.images = numImages;
   request.multiImage = multiImage;
+  if (std::string bad =
+          session::checkRequest(request, session::OptionNames::CommandLine);
+      !bad.empty()) {
+    llvm::errs() << "trellisc: error: " << bad << "\n";
+    exitCode = 2;
+    return nullptr;
+  }
   session::PipelineFront front = session::tracePipeline(context, request);
   for (const config::Diagnostic &d : front.configDiagnostics)
     if (d.severity == config::Diagnostic::Severity::Warning)

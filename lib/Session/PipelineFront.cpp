@@ -15,10 +15,31 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
 namespace trellis::session {
+
+std::string checkRequest(const PipelineRequest &request, OptionNames names) {
+  auto outside = [&](std::string name, int64_t v, int64_t lo, int64_t hi,
+                     const char *note) {
+    if (names == OptionNames::CommandLine)
+      name = "--" + name;
+    else
+      std::replace(name.begin(), name.end(), '-', '_');
+    return "option " + name + " must be in " + std::to_string(lo) + ".." +
+           std::to_string(hi) + note + ", found " + std::to_string(v);
+  };
+  if (request.batch < 1 || request.batch > kMaxBatch)
+    return outside("batch", request.batch, 1, kMaxBatch, "");
+  if (request.images < 1 || request.images > kMaxImages)
+    return outside("images", request.images, 1, kMaxImages, "");
+  if (request.condTokens < 0 || request.condTokens > kMaxCondTokens)
+    return outside("cond-tokens", request.condTokens, 0, kMaxCondTokens,
+                   " (0: the model's default)");
+  return "";
+}
 
 PipelineFront tracePipeline(mlir::MLIRContext &context,
                             const PipelineRequest &request) {

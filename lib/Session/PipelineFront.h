@@ -58,6 +58,20 @@ struct PipelineFront {
   int64_t slatResolution = 0;
 };
 
+/// The ranges of a request's numbers, as pipeline.json bounds its own: a
+/// batch and a count of images of 1..64, conditioning tokens 1..16384 (0: the
+/// model's default).
+inline constexpr int64_t kMaxBatch = 64, kMaxImages = 64,
+                         kMaxCondTokens = 16384;
+
+/// How checkRequest names an option: trellisc's "--cond-tokens", the C
+/// API's "cond_tokens".
+enum class OptionNames { CommandLine, Json };
+
+/// Why `request` cannot be traced (a number out of its range, the option
+/// named), or "" when it can.
+std::string checkRequest(const PipelineRequest &request, OptionNames names);
+
 /// The config and trace phases of `request` into `context`.
 PipelineFront tracePipeline(mlir::MLIRContext &context,
                             const PipelineRequest &request);

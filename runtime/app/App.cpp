@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -60,7 +61,7 @@ time and voxel count.
                        files are rewritten)
   --neg-cond FILE      unconditional tokens (text pipelines: CLIP(""))
   --out DIR            output directory (created)
-  --seed N             noise seed (default 42)
+  --seed N             noise seed, 0..2^64-1 (default 42)
   --ss-noise FILE      sparse-structure noise [B,8,R,R,R] f32 instead of the seed
   --slat-noise FILE    structured-latent noise [N,8] f32 instead of the seed
   --coords FILE        int32 [N,4] coordinates: skip stage 1 (variants of a shape)
@@ -72,8 +73,9 @@ time and voxel count.
   --mesh-cpu           FlexiCubes on the CPU reference even when the mesh
                        decoder ran on the GPU (for comparisons)
   --steps-ss N --cfg-ss W --steps-slat N --cfg-slat W
-                       override the compiled sampler steps / CFG strength
-  --threads N          CPU threads (default: all)
+                       override the compiled sampler steps (1..10000) / CFG
+                       strength (finite, >= 0)
+  --threads N          CPU threads, 1..4096 (default: all)
   --check-finite       stop at the first op producing NaN/Inf, naming it
   --gpu MODE           auto (default: the GPU when one is usable, else the
                        CPU reference with a notice), off, or require
@@ -166,30 +168,60 @@ public:
     dst = *v;
     return Status::ok();
   }
-  template <typename T> Status number(T &dst) {
+  /// A whole number in [lo, hi]: digits with an optional sign, no fraction
+  /// or exponent (2.5 is refused, not truncated); the error names the option,
+  /// the range and the value.
+  Status integer(int64_t &dst, int64_t lo, int64_t hi) {
     auto v = value();
     if (!v)
       return v.status();
-    try {
-      size_t used = 0;
-      double d = std::stod(*v, &used);
-      if (used != v->size())
-        throw std::invalid_argument(*v);
-      dst = static_cast<T>(d);
-    } catch (...) {
-      return Error{"option " + name_ + " expects a number, found '" + *v + "'"};
-    }
+    int64_t n = 0;
+    const char *end = v->data() + v->size();
+    auto [ptr, ec] =
+        std::from_chars(v->data() + (v->starts_with('+') ? 1 : 0), end, n);
+    if (v->empty() || ec != std::errc() || ptr != end || n < lo || n > hi)
+      return Error{"option " + name_ + " expects a whole number in " +
+                   std::to_string(lo) + ".." + std::to_string(hi) +
+                   ", found '" + *v + "'"};
+    dst = n;
     return Status::ok();
   }
-  /// A whole number in [lo, hi], named in the error.
-  Status count(int64_t &dst, int64_t lo, int64_t hi, const char *what) {
+  /// An unsigned 64-bit whole number (a seed: every value distinct).
+  Status unsigned64(uint64_t &dst) {
+    auto v = value();
+    if (!v)
+      return v.status();
+    uint64_t n = 0;
+    const char *end = v->data() + v->size();
+    auto [ptr, ec] = std::from_chars(v->data(), end, n);
+    if (v->empty() || ec != std::errc() || ptr != end)
+      return Error{"option " + name_ +
+                   " expects a whole number in 0..18446744073709551615, "
+                   "found '" +
+                   *v + "'"};
+    dst = n;
+    return Status::ok();
+  }
+  /// A finite real number in [lo, hi] (hi = INFINITY: no upper bound).
+  Status real(double &dst, double lo, double hi) {
+    auto v = value();
+    if (!v)
+      return v.status();
     double d = 0;
-    Status s = number(d);
-    if (s && !(d >= double(lo) && d <= double(hi) && d == std::floor(d)))
-      return Error{"option " + name_ + " expects " + what + " in " +
-                   std::to_string(lo) + ".." + std::to_string(hi)};
-    dst = int64_t(d);
-    return s;
+    const char *end = v->data() + v->size();
+    auto [ptr, ec] = std::from_chars(v->data(), end, d);
+    if (v->empty() || ec != std::errc() || ptr != end || !std::isfinite(d) ||
+        d < lo || d > hi) {
+      std::ostringstream range;
+      if (std::isinf(hi))
+        range << "a finite number >= " << lo;
+      else
+        range << "a number in " << lo << ".." << hi;
+      return Error{"option " + name_ + " expects " + range.str() + ", found '" +
+                   *v + "'"};
+    }
+    dst = d;
+    return Status::ok();
   }
 
 private:
@@ -207,7 +239,7 @@ std::optional<Status> parseGpuArg(ArgReader &r, Options &o) {
   if (a == "--gpu-check-ops")
     g.checkOps = true;
   else if (a == "--gpu-check-tolerance")
-    return r.number(g.checkTolerance);
+    return r.real(g.checkTolerance, 0, 1e3);
   else if (a == "--gpu-no-gemm-tuning")
     g.tuneGemms = false;
   else if (a == "--gpu-tuning-cache") {
@@ -223,7 +255,7 @@ std::optional<Status> parseGpuArg(ArgReader &r, Options &o) {
     g.lowMemory = true;
   else if (a == "--gpu-device") {
     int64_t device = 0;
-    Status s = r.count(device, 0, 1023, "a device ordinal");
+    Status s = r.integer(device, 0, 1023);
     g.device = int(device);
     return s;
   } else if (a == "--gpu") {
@@ -247,19 +279,16 @@ std::optional<Status> parseGpuArg(ArgReader &r, Options &o) {
 /// The sampler options (--steps-*, --cfg-*); nullopt for others.
 std::optional<Status> parseSamplerArg(ArgReader &r, Options &o) {
   const std::string &a = r.name();
+  // The ranges pipeline.json allows (lib/Config/PipelineConfig.cpp).
   if (a == "--steps-ss" || a == "--steps-slat") {
     int64_t n = 0;
-    Status s = r.number(n);
-    if (s && n < 1)
-      s = Error{"option " + a + " must be >= 1"};
+    Status s = r.integer(n, 1, 10000);
     (a == "--steps-ss" ? o.ss : o.slat).steps = n;
     return s;
   }
   if (a == "--cfg-ss" || a == "--cfg-slat") {
     double w = 0;
-    Status s = r.number(w);
-    if (s && w < 0)
-      s = Error{"option " + a + " must be >= 0"};
+    Status s = r.real(w, 0, INFINITY);
     (a == "--cfg-ss" ? o.ss : o.slat).cfgStrength = w;
     return s;
   }
@@ -334,7 +363,7 @@ Result<Options> parseArgs(int argc, char **argv) {
     else if (a == "--bench-stage1")
       o.benchStage1 = true;
     else if (a == "--repeat")
-      s = r.count(o.repeat, 1, 1000000, "a count");
+      s = r.integer(o.repeat, 1, 1000000);
     else if (a == "--stop-after")
       s = parseStopAfter(r, o);
     else if (a == "--cond") {
@@ -342,10 +371,12 @@ Result<Options> parseArgs(int argc, char **argv) {
       s = r.str(c);
       o.conds.push_back(c);
     } else if (a == "--seed")
-      s = r.number(o.seed);
-    else if (a == "--threads")
-      s = r.number(o.threads);
-    else if (a == "--formats")
+      s = r.unsigned64(o.seed);
+    else if (a == "--threads") {
+      int64_t n = 0;
+      s = r.integer(n, 1, 4096);
+      o.threads = int(n);
+    } else if (a == "--formats")
       s = parseFormats(r, o);
     else
       s = Error{"unknown option '" + a + "' (see --help)"};

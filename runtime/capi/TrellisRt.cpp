@@ -235,16 +235,20 @@ Result<SamplerRunOverrides> samplerOverrides(const Program &p,
                                              const trellis_sampler_spec &s,
                                              const std::string &what) {
   SamplerRunOverrides o;
-  if (s.steps < 0)
+  // The ranges pipeline.json allows (trellis.exe's --steps-* / --cfg-*).
+  if (s.steps < 0 || s.steps > 10000)
     return Error{what +
-                 ".steps must be >= 0 (0 keeps the compiled value), "
+                 ".steps must be in 0..10000 (0 keeps the compiled value), "
                  "found " +
                  std::to_string(s.steps)};
   if (s.steps > 0)
     o.steps = s.steps;
   if (!std::isnan(s.cfg_strength)) {
-    if (s.cfg_strength < 0)
-      return Error{what + ".cfg_strength must be >= 0"};
+    if (s.cfg_strength < 0 || !std::isfinite(s.cfg_strength))
+      return Error{what +
+                   ".cfg_strength must be a finite number >= 0 (NaN "
+                   "keeps the compiled value), found " +
+                   std::to_string(s.cfg_strength)};
     o.cfgStrength = s.cfg_strength;
   }
   const Instr *sampler = findSampler(p, stage);

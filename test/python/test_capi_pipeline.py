@@ -152,6 +152,15 @@ def test_c_abi_errors(tiny):
     spec.ss.sigma_min = 0.5
     status, msg = call_run(spec, cond, weights=w)
     assert status == 7 and "spec.ss.sigma_min" in msg and "recompile" in msg, msg
+    # Sampler numbers out of pipeline.json's ranges.
+    spec = base_spec(exe, model)
+    spec.ss.steps = 2**31 - 1
+    status, msg = call_run(spec, cond, weights=w)
+    assert status == 7 and "spec.ss.steps must be in 0..10000" in msg, msg
+    spec = base_spec(exe, model)
+    spec.slat.cfg_strength = float("inf")
+    status, msg = call_run(spec, cond, weights=w)
+    assert status == 7 and "spec.slat.cfg_strength must be a finite" in msg, msg
     # Contradicting flags.
     spec = base_spec(exe, model)
     spec.flags |= 16 | 32  # TRELLIS_FLAG_CPU_ONLY | TRELLIS_FLAG_REQUIRE_GPU
@@ -191,3 +200,14 @@ def test_caller_buffers_receive_outputs(tiny):
     assert outs.coords.owned == 0 and outs.coords.shape[0] == coords_ref.shape[0]
     np.testing.assert_array_equal(buf[:coords_ref.shape[0]], coords_ref)
     _native.runtime().trellis_outputs_free(ctypes.byref(outs))
+
+
+def test_compile_pipeline_checks_its_numbers(tiny):
+    """libtrellisc.so refuses a batch, image count or token count out of
+    range before any work, naming the option (as trellisc does)."""
+    model = tiny[0]
+    for kw, name in [({"batch": 0}, "batch"), ({"images": 65}, "images"),
+                     ({"cond_tokens": -5}, "cond_tokens")]:
+        with pytest.raises(tc.TrellisError) as e:
+            tc.trellis.compile_pipeline(model / "pipeline.json", **kw)
+        assert f"option {name} must be in" in str(e.value), str(e.value)

@@ -257,3 +257,37 @@ def test_bench_stage1_runs_stage1_then_takes_the_given_voxels(tiny, tmp_path):
             "--bench-stage1")
     assert r.returncode == 1 and "--bench-stage1" in r.stderr, r.stderr
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "1.5"], "option --seed expects a whole number in 0..18446744073709551615, found '1.5'"),
+    (["--seed", "-1"], "option --seed expects a whole number"),
+    (["--steps-ss", "2147483648"], "option --steps-ss expects a whole number in 1..10000, found '2147483648'"),
+    (["--steps-slat", "2.5"], "option --steps-slat expects a whole number in 1..10000, found '2.5'"),
+    (["--cfg-ss", "nan"], "option --cfg-ss expects a finite number >= 0, found 'nan'"),
+    (["--threads", "0"], "option --threads expects a whole number in 1..4096, found '0'"),
+    (["--repeat", "1e3"], "option --repeat expects a whole number in 1..1000000, found '1e3'"),
+    (["--gpu-device", "-1"], "option --gpu-device expects a whole number in 0..1023, found '-1'"),
+])
+def test_trellis_exe_numbers_are_checked(tiny, tmp_path, args, message):
+    """Every number option is parsed whole (no 2.5 -> 2, no seed through a
+    double), in the range pipeline.json allows, and a refusal names the
+    option, the range and the value before any work."""
+    model, exe, _ = tiny
+    out = tmp_path / "out"
+    r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out", out, *args)
+    assert r.returncode == 2 and message in r.stderr, r.stderr  # a usage error
+    assert not out.exists()
+
+
+def test_large_seeds_stay_distinct(tiny, tmp_path):
+    """2^53 and 2^53 + 1 are different seeds (a double would merge them)."""
+    model, exe, _ = tiny
+    outs = []
+    for seed in ("9007199254740992", "9007199254740993"):
+        out = tmp_path / seed
+        r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out", out,
+                "--seed", seed, "--stop-after", "ss", "--steps-ss", "1", timeout=300)
+        assert r.returncode == 0, r.stderr
+        outs.append((out / "ss_latent.npy").read_bytes())
+    assert outs[0] != outs[1]
