@@ -265,7 +265,30 @@ struct CompiledInput {
   std::string weightManifest = "{}";
   /// Grid resolution of the structured latent (0 when not a pipeline).
   int64_t slatResolution = 0;
+  /// The files the compile read (the output must not replace one).
+  std::vector<std::string> inputFiles;
 };
+
+/// Fails when the output path `out` names one of `inputs` or the runtime
+/// that --emit=exe copies (the same file, links followed): -o must never
+/// replace what the compile reads.
+LogicalResult checkOutputIsNoInput(llvm::StringRef out,
+                                   llvm::ArrayRef<std::string> inputs) {
+  if (out.empty() || out == "-" || !llvm::sys::fs::exists(out))
+    return success();
+  std::vector<std::string> files(inputs.begin(), inputs.end());
+  files.push_back(findRuntime());
+  for (const std::string &in : files) {
+    bool same = false;
+    if (!llvm::sys::fs::equivalent(out, in, same) && same) {
+      compileError("the output '" + out + "' is " +
+                   (in == files.back() ? "the trellis runtime" : "the input") +
+                   " '" + in + "': choose another -o path");
+      return failure();
+    }
+  }
+  return success();
+}
 
 /// Config + trace phases: pipeline.json → validated configs → the traced
 /// pipeline (lib/Session). Prints every error (config or trace) and returns
@@ -320,6 +343,7 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
   }
   out.weightManifest = front.weightManifest;
   out.slatResolution = front.slatResolution;
+  out.inputFiles = front.inputFiles;
   if (request.configOnly) {
     const config::PipelineConfig &pipeline = *front.pipeline;
     llvm::outs() << pipeline.file << ": "
@@ -499,7 +523,16 @@ int run() {
     if (!module)
       return 1; // the parser reported the error with its location
     compiled.entries.push_back(kEntryFunction.str());
+    compiled.inputFiles.push_back(inputFilename);
   }
+  // Before any phase runs: -o must not name an input (or the runtime).
+  std::string outPath = outputFilename;
+  if (outPath.empty() && emit == EmitKind::Exe)
+    outPath = "trellis.exe";
+  else if (outPath.empty() && emit == EmitKind::Bundle)
+    outPath = "trellis.bundle";
+  if (failed(checkOutputIsNoInput(outPath, compiled.inputFiles)))
+    return 1;
 
   // The phases after the input's, one at a time; with --dump-phases-to the
   // IR after each (the input's own first) and the PTX.

@@ -54,6 +54,11 @@ PipelineFront tracePipeline(mlir::MLIRContext &context,
   }
   front.pipeline = std::move(*pipeline);
   const config::PipelineConfig &p = *front.pipeline;
+  front.inputFiles.push_back(request.input);
+  for (const config::ModelRef &m : p.models)
+    if (m.config)
+      front.inputFiles.insert(front.inputFiles.end(),
+                              {m.sidecarPath(), m.weightsPath()});
   nlohmann::json weights = nlohmann::json::object();
   std::map<std::string, std::shared_ptr<const SafetensorsFile>> files;
   for (const config::ModelRef &m : p.models) {

@@ -56,6 +56,9 @@ struct PipelineFront {
   std::string weightManifest = "{}";
   /// Grid resolution of the structured latent (0 when none).
   int64_t slatResolution = 0;
+  /// Every file the compile read: pipeline.json, each model's sidecar and
+  /// checkpoint (an output must not replace one of them).
+  std::vector<std::string> inputFiles;
 };
 
 /// The ranges of a request's numbers, as pipeline.json bounds its own: a
