@@ -98,6 +98,32 @@ const HostTensor &tensorAt(const std::vector<RtValue> &r, size_t i) {
   return std::get<HostTensor>(r[i]);
 }
 
+/// Fails, naming `what`, when floating-point tensor `t` holds a NaN or an
+/// infinity (an input: `isInput`; else a stage's result, which points at the
+/// weights and inputs and at --check-finite).
+Status requireFinite(const HostTensor &t, const std::string &what,
+                     bool isInput) {
+  if (t.dtype() != DType::F32 && t.dtype() != DType::F16)
+    return Status::ok();
+  if (t.raw() == nullptr) // a result kept on the device
+    return Status::ok();
+  const HostTensor f = t.dtype() == DType::F32 ? t : t.toFloat32();
+  const float *v = f.data<float>();
+  for (int64_t i = 0; i < f.numel(); ++i)
+    if (!std::isfinite(v[i])) {
+      std::string found = std::isnan(v[i]) ? "NaN" : "an infinity";
+      if (isInput)
+        return Error{what + " holds " + found + " (element " +
+                     std::to_string(i) + "): inputs must be finite"};
+      return Error{what + " came out with " + found + " (element " +
+                   std::to_string(i) +
+                   "): a weight or an input holds NaN/Inf, or the math "
+                   "overflowed; rerun with --check-finite to name the first "
+                   "op that produced one"};
+    }
+  return Status::ok();
+}
+
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
       .count();
@@ -213,6 +239,7 @@ Result<std::vector<RtValue>> Generation::condArguments() {
   HostTensor condT = condIn.dtype() == DType::F32 ? condIn : condIn.toFloat32();
   TRELLIS_RETURN_IF_ERROR(
       expectInputType(condT, slat->argTypes[1], req_.cond.what));
+  TRELLIS_RETURN_IF_ERROR(requireFinite(condT, req_.cond.what, true));
   std::vector<RtValue> condArgs = {condT};
   if (slat->argTypes.size() ==
       4) { // a text pipeline: (coords, cond, neg, noise)
@@ -221,6 +248,8 @@ Result<std::vector<RtValue>> Generation::condArguments() {
                    "encoding of \"\") is required"};
     TRELLIS_RETURN_IF_ERROR(expectInputType(
         req_.negCond->tensor, slat->argTypes[2], req_.negCond->what));
+    TRELLIS_RETURN_IF_ERROR(
+        requireFinite(req_.negCond->tensor, req_.negCond->what, true));
     condArgs.push_back(req_.negCond->tensor);
   }
   return condArgs;
@@ -246,6 +275,7 @@ Status Generation::sparseStructure(const std::vector<RtValue> &condArgs,
     noise = req_.ssNoise->tensor;
     TRELLIS_RETURN_IF_ERROR(
         expectInputType(noise, noiseType, req_.ssNoise->what));
+    TRELLIS_RETURN_IF_ERROR(requireFinite(noise, req_.ssNoise->what, true));
   } else {
     noise = rng.tensor(noiseType.shape);
   }
@@ -255,6 +285,9 @@ Status Generation::sparseStructure(const std::vector<RtValue> &condArgs,
   if (!r)
     return r.status();
   res.ssLatent = tensorAt(*r, 0);
+  // NaN logits make an empty structure: say so rather than blame the seed.
+  TRELLIS_RETURN_IF_ERROR(requireFinite(
+      res.ssLatent, "stage 1's latent (ss_latent.npy, not written)", false));
   writeArray("ss_latent.npy", res.ssLatent);
   const int64_t found = tensorAt(*r, 1).dim(0);
   if (req_.coords) { // stage1WithCoords: its voxels make way for the given
@@ -284,6 +317,8 @@ Status Generation::structuredLatent(const std::vector<RtValue> &condArgs,
           " " + std::string(dtypeName(slatNoise.dtype())) + ", expected [" +
           std::to_string(n) + ", " + std::to_string(slatNoiseType.shape[1]) +
           "] F32 (one row per voxel, in coordinate order)"};
+    TRELLIS_RETURN_IF_ERROR(
+        requireFinite(slatNoise, req_.slatNoise->what, true));
   } else {
     slatNoise = rng.tensor({n, slatNoiseType.shape[1]});
   }
@@ -294,6 +329,8 @@ Status Generation::structuredLatent(const std::vector<RtValue> &condArgs,
   if (!r)
     return r.status();
   res.slat = tensorAt(*r, 0);
+  TRELLIS_RETURN_IF_ERROR(requireFinite(
+      res.slat, "stage 2's latent (slat.npy, not written)", false));
   writeArray("slat.npy", res.slat);
   return Status::ok();
 }
@@ -361,6 +398,10 @@ Status Generation::decodeGs(PipelineResult &res) {
   res.gsScaling = tensorAt(*r, 2);
   res.gsRotation = tensorAt(*r, 3);
   res.gsOpacity = tensorAt(*r, 4);
+  for (const HostTensor *t : {&res.gsXyz, &res.gsFeaturesDc, &res.gsScaling,
+                              &res.gsRotation, &res.gsOpacity})
+    TRELLIS_RETURN_IF_ERROR(requireFinite(
+        *t, "the Gaussians (gaussians.ply / .npz, not written)", false));
   const int64_t perVoxel = res.gsXyz.dim(0) / res.coords.dim(0);
   for (size_t b = 0; b < ranges_.size(); ++b) {
     auto [begin, end] = ranges_[b];
@@ -393,6 +434,9 @@ Status Generation::decodeRf(PipelineResult &res) {
   res.rfTrivec = tensorAt(*r, 0);
   res.rfDensity = tensorAt(*r, 1);
   res.rfFeaturesDc = tensorAt(*r, 2);
+  for (const HostTensor *t : {&res.rfTrivec, &res.rfDensity, &res.rfFeaturesDc})
+    TRELLIS_RETURN_IF_ERROR(requireFinite(
+        *t, "the radiance field (radiance_field.npz, not written)", false));
   res.rfResolution = int(b_.meta.value("slat_resolution", 64));
   for (size_t b = 0; b < ranges_.size(); ++b) {
     auto [begin, end] = ranges_[b];

@@ -291,3 +291,48 @@ def test_large_seeds_stay_distinct(tiny, tmp_path):
         assert r.returncode == 0, r.stderr
         outs.append((out / "ss_latent.npy").read_bytes())
     assert outs[0] != outs[1]
+
+
+def _poison(path, tensor_name_part):
+    """Sets the first element of the first tensor whose name contains
+    `tensor_name_part` in safetensors file `path` to NaN (in place)."""
+    data = bytearray(path.read_bytes())
+    n = struct.unpack_from("<Q", data, 0)[0]
+    header = json.loads(data[8:8 + n])
+    name = next(k for k in header if k != "__metadata__" and tensor_name_part in k)
+    info = header[name]
+    at = 8 + n + info["data_offsets"][0]
+    if info["dtype"] == "F16":
+        struct.pack_into("<H", data, at, 0x7E00)
+    else:
+        struct.pack_into("<I", data, at, 0x7FC00000)
+    path.write_bytes(bytes(data))
+
+
+def test_non_finite_values_are_named_errors(tiny, tmp_path):
+    """NaN in the conditioning is refused on load, naming the file; a NaN
+    weight makes stage 1 fail naming its latent and --check-finite, instead
+    of an "empty structure, try another seed" or NaN files."""
+    import shutil
+    model, exe, _ = tiny
+    cond = np.load(model / "cond.npy")
+    cond[0, 3, 5] = np.nan
+    bad = tmp_path / "nan_cond.npy"
+    np.save(bad, cond)
+    out = tmp_path / "out1"
+    r = run(exe, "--model", model, "--cond", bad, "--out", out, *STEPS, timeout=300)
+    assert r.returncode == 1, r.stderr
+    assert "nan_cond.npy holds NaN" in r.stderr and "inputs must be finite" in r.stderr, r.stderr
+    assert not out.exists()
+    # A poisoned flow-model weight.
+    poisoned = tmp_path / "model"
+    shutil.copytree(model, poisoned)
+    ckpt = next((poisoned / "ckpts").glob("ss_flow*.safetensors"))
+    _poison(ckpt, "input_layer.weight")
+    out = tmp_path / "out2"
+    r = run(exe, "--model", poisoned, "--cond", model / "cond.npy", "--out", out,
+            *STEPS, timeout=300)
+    assert r.returncode == 1, r.stderr
+    assert "stage 1's latent" in r.stderr and "came out with NaN" in r.stderr, r.stderr
+    assert "--check-finite" in r.stderr and "try another seed" not in r.stderr
+    assert not (out / "ss_latent.npy").exists()
