@@ -15,6 +15,7 @@
 #include "trellis/Runtime/Engine.h"
 #include "trellis/Runtime/GpuExecutor.h"
 
+#include "Generation.h"
 #include "GenerationList.h"
 
 #include <nlohmann/json.hpp>
@@ -60,7 +61,10 @@ time and voxel count.
   --repeat N           run each generation N times (benchmarking; the
                        files are rewritten)
   --neg-cond FILE      unconditional tokens (text pipelines: CLIP(""))
-  --out DIR            output directory (created)
+  --out DIR            output directory (created); output files of an earlier
+                       run there (the names below) are removed first, and
+                       temporary files of writers that died, so a failed run
+                       leaves no mix of old and new results; other files stay
   --seed N             noise seed, 0..2^64-1 (default 42)
   --ss-noise FILE      sparse-structure noise [B,8,R,R,R] f32 instead of the seed
   --slat-noise FILE    structured-latent noise [N,8] f32 instead of the seed
@@ -417,8 +421,33 @@ public:
 };
 
 /// Reads one generation's input files into a request.
+/// Fails when input file `path` (given as `what`) is one that this
+/// generation's outputs in `outDir` would replace (the same file by device
+/// and inode, links followed).
+Status checkNotAnOutput(const std::string &path, const std::string &what,
+                        const std::string &outDir) {
+  if (path.empty() || outDir.empty())
+    return Status::ok();
+  const fs::path p(path);
+  if (!isGenerationOutputName(p.filename().string()))
+    return Status::ok();
+  std::error_code ec;
+  fs::path candidate = fs::path(outDir) / p.filename();
+  if (fs::exists(candidate, ec) && fs::equivalent(candidate, p, ec))
+    return Error{what + " '" + path + "' is in --out '" + outDir +
+                 "', where this run writes " + p.filename().string() +
+                 ": move it or choose another --out"};
+  return Status::ok();
+}
+
 Result<GenerationRequest> makeRequest(const Options &o,
                                       const GenerationSpec &g) {
+  for (auto [path, what] : {std::pair{g.cond, "--cond"},
+                            {g.coords, "--coords"},
+                            {o.ssNoise, "--ss-noise"},
+                            {o.slatNoise, "--slat-noise"},
+                            {o.negCond, "--neg-cond"}})
+    TRELLIS_RETURN_IF_ERROR(checkNotAnOutput(path, what, g.outDir));
   GenerationRequest req;
   auto cond = readArray(g.cond, "--cond");
   if (!cond)

@@ -21,7 +21,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 #include <sstream>
+
+#include <unistd.h>
 
 namespace trellis {
 
@@ -94,6 +97,34 @@ std::vector<std::pair<int64_t, int64_t>> sampleRanges(const HostTensor &c) {
 std::string perSample(const std::string &stem, const std::string &ext,
                       size_t sample, size_t samples) {
   return samples == 1 ? stem + ext : stem + "_" + std::to_string(sample) + ext;
+}
+
+/// Removes from `dir` (not its subfolders) the output files of an earlier
+/// run (every name a generation may write, so that a failed run leaves no mix
+/// of old and new results) and the temporary files of writers that died
+/// (`<name>.tmp-<pid>` of a pid that no longer runs). Other files stay.
+Status clearEarlierOutputs(const std::string &dir) {
+  static const std::regex temporary(".+\\.tmp-([0-9]+)");
+  std::error_code ec;
+  for (const fs::directory_entry &e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file())
+      continue;
+    const std::string name = e.path().filename().string();
+    std::smatch m;
+    bool remove = isGenerationOutputName(name);
+    if (!remove && std::regex_match(name, m, temporary)) {
+      const std::string pid = m[1].str();
+      remove =
+          pid != std::to_string(::getpid()) && !fs::exists("/proc/" + pid, ec);
+    }
+    if (remove && !fs::remove(e.path(), ec) && ec)
+      return Error{"cannot remove the earlier output '" + e.path().string() +
+                   "': " + ec.message()};
+  }
+  if (ec)
+    return Error{"cannot list the output directory '" + dir +
+                 "': " + ec.message()};
+  return Status::ok();
 }
 
 const HostTensor &tensorAt(const std::vector<RtValue> &r, size_t i) {
@@ -358,6 +389,7 @@ Result<PipelineResult> Generation::run() {
     if (ec)
       return Error{"cannot create the output directory '" + req_.outDir +
                    "': " + ec.message()};
+    TRELLIS_RETURN_IF_ERROR(clearEarlierOutputs(req_.outDir));
   }
   NormalRng rng(req_.seed);
   PipelineResult res;
@@ -567,6 +599,14 @@ Status Generation::extractMesh(PipelineResult &res) {
 }
 
 } // namespace
+
+bool isGenerationOutputName(const std::string &name) {
+  static const std::regex outputs(
+      "(ss_latent|coords|slat)\\.npy|(gaussians(_[0-9]+)?\\.(ply|npz))|"
+      "(radiance_field(_[0-9]+)?\\.npz)|(mesh(_[0-9]+)?\\.(ply|glb))|"
+      "(mesh_fields(_[0-9]+)?\\.npz)");
+  return std::regex_match(name, outputs);
+}
 
 Result<PipelineResult> runGeneration(const LoadedBundle &bundle,
                                      Session &session, OutputWriter &writer,

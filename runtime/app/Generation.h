@@ -21,6 +21,10 @@ Result<PipelineResult> runGeneration(const LoadedBundle &bundle,
                                      PipelineObserver &observer,
                                      GenerationStats &stats);
 
+/// Whether `name` (a file name, no folder) is one a generation writes into its
+/// output folder (ss_latent.npy ... mesh.glb, per-sample _<b> names too).
+bool isGenerationOutputName(const std::string &name);
+
 } // namespace trellis
 
 #endif // TRELLIS_RUNTIME_APP_GENERATION_H

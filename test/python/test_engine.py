@@ -336,3 +336,29 @@ def test_non_finite_values_are_named_errors(tiny, tmp_path):
     assert "stage 1's latent" in r.stderr and "came out with NaN" in r.stderr, r.stderr
     assert "--check-finite" in r.stderr and "try another seed" not in r.stderr
     assert not (out / "ss_latent.npy").exists()
+
+
+def test_out_is_cleared_of_earlier_outputs_and_never_holds_an_input(tiny, tmp_path):
+    """--out: the output files of an earlier run and dead writers' temporary
+    files are removed before the run (other files stay); an input that an
+    output would replace is refused before any work."""
+    model, exe, _ = tiny
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mesh.glb").write_bytes(b"old")          # an earlier run's output
+    (out / "slat.npy.tmp-999999999").write_bytes(b"")  # a dead writer's temp
+    (out / "notes.txt").write_text("mine")
+    r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out", out,
+            "--formats", "gs", *STEPS, timeout=300)
+    assert r.returncode == 0, r.stderr
+    names = sorted(p.name for p in out.iterdir())
+    assert "mesh.glb" not in names and "slat.npy.tmp-999999999" not in names, names
+    assert "notes.txt" in names and "gaussians.ply" in names, names
+    # --coords inside --out under an output's name: refused, the file kept.
+    np.save(out / "coords.npy", np.load(out / "coords.npy"))
+    before = (out / "coords.npy").read_bytes()
+    r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out", out,
+            "--coords", out / "coords.npy", *STEPS, timeout=300)
+    assert r.returncode == 1, r.stderr
+    assert "--coords" in r.stderr and "this run writes coords.npy" in r.stderr, r.stderr
+    assert (out / "coords.npy").read_bytes() == before
