@@ -140,14 +140,20 @@ Status requireFinite(const HostTensor &t, const std::string &what,
     return Status::ok();
   if (t.raw() == nullptr) // a result kept on the device
     return Status::ok();
-  const HostTensor f = t.dtype() == DType::F32 ? t : t.toFloat32();
-  const float *v = f.data<float>();
-  // The first non-finite element, on the reference's threads (a decoder's
-  // results are ~10M values on a generation's critical path).
-  std::atomic<int64_t> first{f.numel()};
-  ref::parallelFor(f.numel(), int64_t(1) << 16, [&](int64_t b, int64_t e) {
+  // The first non-finite element, on the reference's threads, read in place
+  // (a decoder's results are ~10M values on a generation's critical path;
+  // f16 by its exponent bits: all ones is an infinity or a NaN).
+  const int64_t n = t.numel();
+  const bool half = t.dtype() == DType::F16;
+  const auto *f32 = static_cast<const float *>(t.raw());
+  const auto *f16 = static_cast<const uint16_t *>(t.raw());
+  auto finite = [&](int64_t i) {
+    return half ? (f16[i] & 0x7C00) != 0x7C00 : std::isfinite(f32[i]);
+  };
+  std::atomic<int64_t> first{n};
+  ref::parallelFor(n, int64_t(1) << 16, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
-      if (!std::isfinite(v[i])) {
+      if (!finite(i)) {
         int64_t seen = first.load();
         while (i < seen && !first.compare_exchange_weak(seen, i)) {
         }
@@ -155,9 +161,10 @@ Status requireFinite(const HostTensor &t, const std::string &what,
       }
   });
   const int64_t i = first.load();
-  if (i == f.numel())
+  if (i == n)
     return Status::ok();
-  std::string found = std::isnan(v[i]) ? "NaN" : "an infinity";
+  const bool nan = half ? (f16[i] & 0x03FF) != 0 : std::isnan(f32[i]);
+  std::string found = nan ? "NaN" : "an infinity";
   if (isInput)
     return Error{what + " holds " + found + " (element " + std::to_string(i) +
                  "): inputs must be finite"};
