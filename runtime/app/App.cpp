@@ -14,6 +14,7 @@
 #include "trellis/Runtime/Bundle.h"
 #include "trellis/Runtime/Engine.h"
 #include "trellis/Runtime/GpuExecutor.h"
+#include "trellis/Support/AtomicFile.h"
 
 #include "Generation.h"
 #include "GenerationList.h"
@@ -109,6 +110,9 @@ time and voxel count.
   --inspect            print the bundle (format, sections, functions, weights)
                        and the device memory plan of its GPU stages (of the
                        sparse ones for the voxels of --coords)
+
+SIGINT, SIGTERM and SIGHUP end the run with 130, 143 and 129, removing the
+temporary file of any output being written.
 
 outputs: ss_latent.npy coords.npy slat.npy gaussians.ply gaussians.npz
          radiance_field.npz mesh.ply mesh.glb (per-sample files get a _<b>
@@ -649,6 +653,8 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
 } // namespace
 
 int runtimeMain(int argc, char **argv) {
+  // Ctrl-C, kill, a closed terminal: no temporary file left behind.
+  exitCleanlyOnSignals();
   auto opts = parseArgs(argc, argv);
   if (!opts)
     return std::cerr << "trellis.exe: error: " << opts.message() << "\n", 2;

@@ -362,3 +362,25 @@ def test_out_is_cleared_of_earlier_outputs_and_never_holds_an_input(tiny, tmp_pa
     assert r.returncode == 1, r.stderr
     assert "--coords" in r.stderr and "this run writes coords.npy" in r.stderr, r.stderr
     assert (out / "coords.npy").read_bytes() == before
+
+
+@pytest.mark.parametrize("signal_name, code", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
+def test_a_signal_ends_the_run_without_temporary_files(tiny, tmp_path, signal_name, code):
+    """INT / TERM / HUP during a run end it with 128 + the signal and leave
+    no '<name>.tmp-<pid>' in --out (generations keep writing files while the
+    signal comes)."""
+    import signal
+    import subprocess
+    import time
+    model, exe, _ = tiny
+    out = tmp_path / "out"
+    p = subprocess.Popen([str(exe), "--model", str(model), "--cond", str(model / "cond.npy"),
+                          "--out", str(out), "--repeat", "1000", *STEPS],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (out / "slat.npy").exists() and time.time() < deadline and p.poll() is None:
+        time.sleep(0.02)  # files are being written now, generation after generation
+    p.send_signal(getattr(signal, signal_name))
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == code, err
+    assert not list(out.glob("*.tmp-*")), sorted(x.name for x in out.iterdir())

@@ -34,9 +34,16 @@ public:
 private:
   std::string path_, tmpPath_;
   std::FILE *file_ = nullptr;
+  int registered_ = -1; // its slot in the signal handlers' list, or -1
   Status status_;
   bool committed_ = false;
 };
+
+/// Installs handlers for SIGINT, SIGTERM and SIGHUP that remove the
+/// temporary files of every AtomicFile still open and end the process with
+/// 128 + the signal (130, 143, 129): an interrupted run leaves no
+/// "<name>.tmp-<pid>" behind. (Files already renamed into place stay.)
+void exitCleanlyOnSignals();
 
 } // namespace trellis
 
