@@ -652,9 +652,27 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
 
 } // namespace
 
+namespace {
+int runtimeMainImpl(int argc, char **argv);
+} // namespace
+
 int runtimeMain(int argc, char **argv) {
   // Ctrl-C, kill, a closed terminal: no temporary file left behind.
   exitCleanlyOnSignals();
+  // The tool boundary: whatever escapes (an allocation a hostile input
+  // sized, a library's exception) ends the run with a message, not abort().
+  try {
+    return runtimeMainImpl(argc, argv);
+  } catch (const std::bad_alloc &) {
+    return fail("out of host memory (an input asked for more than this "
+                "machine has)");
+  } catch (const std::exception &e) {
+    return fail(std::string("internal error: ") + e.what());
+  }
+}
+
+namespace {
+int runtimeMainImpl(int argc, char **argv) {
   auto opts = parseArgs(argc, argv);
   if (!opts)
     return std::cerr << "trellis.exe: error: " << opts.message() << "\n", 2;
@@ -706,5 +724,7 @@ int runtimeMain(int argc, char **argv) {
   }
   return runGenerations(*loaded, *opts, generations);
 }
+
+} // namespace
 
 } // namespace trellis

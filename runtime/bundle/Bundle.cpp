@@ -3,6 +3,7 @@
 #include "trellis/Support/AtomicFile.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sys/stat.h>
 #include <zlib.h>
@@ -39,6 +40,9 @@ uint64_t getU64(const char *p) {
 }
 
 Result<std::string> readWholeFile(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Error{"cannot read '" + path + "': it is a directory, not a bundle"};
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Error{"cannot open '" + path + "': " + std::strerror(errno)};

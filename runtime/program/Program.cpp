@@ -7,6 +7,11 @@ using json = nlohmann::json;
 
 namespace {
 
+/// Limits on what a bundle may ask for: slots per function, the bytes of one
+/// tensor (at its bounds).
+constexpr int64_t kMaxSlots = int64_t(1) << 24;
+constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 38; // 256 GiB
+
 /// Parse errors carry the JSON path inside the program section.
 struct Parser {
   std::string what;
@@ -43,8 +48,10 @@ struct Parser {
     std::vector<int> out;
     if (const json *arr = field(obj, name, path, json::value_t::array))
       for (const json &v : *arr) {
-        if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-          fail(path + "." + name, "expected non-negative slot numbers");
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+            v.get<int64_t>() >= kMaxSlots) {
+          fail(path + "." + name,
+               "expected slot numbers in 0.." + std::to_string(kMaxSlots - 1));
           return out;
         }
         out.push_back(v.get<int>());
@@ -148,6 +155,94 @@ struct Parser {
     }
     return out;
   }
+};
+
+/// Checks what the parser cannot see one field at a time: every slot below
+/// its function's num_slots, every location index in the table, sampler
+/// step counts and tensor sizes within what a run can allocate. A bundle is
+/// untrusted input: nothing read from it sizes an allocation unchecked.
+class ProgramChecker {
+public:
+  ProgramChecker(const Function &fn, size_t numLocations)
+      : fn_(fn), numLocations_(numLocations) {}
+
+  Status check() {
+    const std::string where = "function '" + fn_.name + "'";
+    if (fn_.numSlots < 0 || fn_.numSlots > kMaxSlots)
+      return Error{where + ": num_slots " + std::to_string(fn_.numSlots) +
+                   " is outside 0.." + std::to_string(kMaxSlots)};
+    TRELLIS_RETURN_IF_ERROR(slots(fn_.args, where + " arguments"));
+    TRELLIS_RETURN_IF_ERROR(slots(fn_.results, where + " results"));
+    for (const ValueType &t : fn_.argTypes)
+      TRELLIS_RETURN_IF_ERROR(type(t, where + " argument"));
+    TRELLIS_RETURN_IF_ERROR(location(fn_.loc, where));
+    return body(fn_.body, where);
+  }
+
+private:
+  Status slots(const std::vector<int> &s, const std::string &what) const {
+    for (int v : s)
+      if (v >= fn_.numSlots)
+        return Error{what + ": slot " + std::to_string(v) +
+                     " is not below num_slots " + std::to_string(fn_.numSlots)};
+    return Status::ok();
+  }
+  Status location(int loc, const std::string &what) const {
+    if (loc < -1 || (loc >= 0 && size_t(loc) >= numLocations_))
+      return Error{what + ": location " + std::to_string(loc) +
+                   " is not in the location table (" +
+                   std::to_string(numLocations_) + " entries)"};
+    return Status::ok();
+  }
+  /// A tensor type whose static size (dynamic dimensions at their bounds)
+  /// fits kMaxTensorBytes, without overflow.
+  static Status type(const ValueType &t, const std::string &what) {
+    if (t.kind != ValueType::Kind::Tensor)
+      return Status::ok();
+    size_t bound = 0;
+    uint64_t bytes = dtypeSize(t.dtype);
+    for (int64_t d : t.shape) {
+      int64_t n = d;
+      if (d < 0)
+        n = bound < t.bounds.size() ? t.bounds[bound++] : 1;
+      if (n < 0 || (n > 0 && bytes > kMaxTensorBytes / uint64_t(n)))
+        return Error{what + ": tensor type " + t.str() +
+                     " is larger than a run can hold (" +
+                     std::to_string(kMaxTensorBytes >> 30) + " GiB)"};
+      bytes *= uint64_t(n);
+    }
+    return Status::ok();
+  }
+  Status body(const std::vector<Instr> &instrs, const std::string &where) {
+    for (size_t i = 0; i < instrs.size(); ++i) {
+      const Instr &instr = instrs[i];
+      const std::string what =
+          where + ", op " + std::to_string(i) + " '" + instr.op + "'";
+      TRELLIS_RETURN_IF_ERROR(slots(instr.in, what + " operands"));
+      TRELLIS_RETURN_IF_ERROR(slots(instr.out, what + " results"));
+      TRELLIS_RETURN_IF_ERROR(location(instr.loc, what));
+      for (const ValueType &t : instr.types)
+        TRELLIS_RETURN_IF_ERROR(type(t, what));
+      // pipeline.json's cap on sampler steps (lib/Config).
+      if (instr.attrs.contains("steps") &&
+          (!instr.attrs["steps"].is_number_integer() ||
+           instr.attrs["steps"].get<int64_t>() < 1 ||
+           instr.attrs["steps"].get<int64_t>() > 10000))
+        return Error{what + ": steps must be an integer in 1..10000, found " +
+                     instr.attrs["steps"].dump()};
+      for (const Region &r : instr.regions) {
+        TRELLIS_RETURN_IF_ERROR(slots(r.args, what + " region arguments"));
+        TRELLIS_RETURN_IF_ERROR(slots(r.yield, what + " region yields"));
+        for (const ValueType &t : r.argTypes)
+          TRELLIS_RETURN_IF_ERROR(type(t, what + " region argument"));
+        TRELLIS_RETURN_IF_ERROR(body(r.body, what + " region"));
+      }
+    }
+    return Status::ok();
+  }
+
+  const Function &fn_;
+  size_t numLocations_;
 };
 
 std::string attrError(const Instr &instr, const char *name,
@@ -292,6 +387,10 @@ Result<Program> Program::parse(const std::string &programJson,
     loc.text = get("text");
     program.locations_.push_back(std::move(loc));
   }
+  for (const Function &f : program.functions_)
+    if (Status st = ProgramChecker(f, program.locations_.size()).check(); !st)
+      return Error{"the host program in '" + what +
+                   "' is malformed: " + st.message()};
   return program;
 }
 

@@ -384,3 +384,64 @@ def test_a_signal_ends_the_run_without_temporary_files(tiny, tmp_path, signal_na
     _, err = p.communicate(timeout=60)
     assert p.returncode == code, err
     assert not list(out.glob("*.tmp-*")), sorted(x.name for x in out.iterdir())
+
+
+def _edited_bundle(exe, tmp_path, edit):
+    """The tiny bundle with its host program changed by edit(program JSON)."""
+    from trellisc import _bundle
+    sections = _bundle.parse(exe_bundle(exe))
+    program = json.loads(sections["program"])
+    edit(program)
+    sections["program"] = json.dumps(program).encode()
+    path = tmp_path / "edited.bundle"
+    path.write_bytes(_bundle.serialize(sections))
+    return path
+
+
+def _first_op(program, op):
+    def walk(body):
+        for instr in body:
+            if instr["op"] == op:
+                return instr
+            for region in instr.get("regions", []):
+                found = walk(region["body"])
+                if found:
+                    return found
+    for fn in program["functions"]:
+        found = walk(fn["body"])
+        if found:
+            return found
+
+
+@pytest.mark.parametrize("case, message", [
+    ("slot", "is not below num_slots"),
+    ("steps", "steps must be an integer in 1..10000"),
+    ("huge", "is larger than a run can hold"),
+    ("loc", "is not in the location table"),
+])
+def test_a_hostile_bundle_is_refused_by_name(tiny, tmp_path, case, message):
+    """A bundle with valid CRCs but a slot past num_slots, a sampler of 1e12
+    steps, a tensor type of 2^60 bytes or a location past the table is
+    refused when it loads, naming the function and the op (was: SIGSEGV or
+    bad_alloc)."""
+    model, exe, _ = tiny
+
+    def edit(program):
+        fn = next(f for f in program["functions"] if f["name"] == "ss_stage")
+        instr = fn["body"][0]
+        if case == "slot":
+            instr["out"][0] = fn["num_slots"] + 5
+        elif case == "steps":
+            _first_op(program, "trellis.flow_sample")["attrs"]["steps"] = 10**12
+        elif case == "huge":
+            instr["types"][0]["shape"] = [2**30, 2**30]
+        else:
+            instr["loc"] = 10**9
+    bundle = _edited_bundle(exe, tmp_path, edit)
+    runtime = _tc_env.BUILD / "bin/trellis-runtime"
+    r = run(runtime, "--bundle", bundle, "--model", model, "--cond", model / "cond.npy",
+            "--out", tmp_path / "out", *STEPS, timeout=120)
+    assert r.returncode == 1 and "is malformed" in r.stderr and message in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+    r = run(runtime, "--bundle", tmp_path, "--inspect")
+    assert r.returncode == 1 and "it is a directory" in r.stderr, r.stderr
