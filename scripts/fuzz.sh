@@ -30,12 +30,16 @@ CONFIG_SRCS="lib/Config/Json.cpp lib/Config/Located.cpp lib/Config/Reader.cpp \
   lib/Config/ModelConfig.cpp lib/Config/PipelineConfig.cpp \
   lib/Models/Manifest.cpp lib/Models/Buffers.cpp"
 
+RUNTIME_SRCS="runtime/support/DType.cpp runtime/support/HostTensor.cpp runtime/support/AtomicFile.cpp"
+
 # One line per target: "NAME | library sources (relative to the repo) | link flags"
 TARGETS=(
   "safetensors_header | $FORMAT_SRCS | $FORMAT_LIBS"
   "npy                | $FORMAT_SRCS | $FORMAT_LIBS"
   "npz                | $FORMAT_SRCS | $FORMAT_LIBS"
   "config             | $FORMAT_SRCS $CONFIG_SRCS | $FORMAT_LIBS"
+  "bundle             | $RUNTIME_SRCS runtime/bundle/Bundle.cpp runtime/program/Program.cpp | -lz"
+  "host_program       | $RUNTIME_SRCS runtime/program/Program.cpp | "
 )
 
 # shellcheck disable=SC2054  # the commas are clang's, not array separators

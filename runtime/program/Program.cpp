@@ -85,12 +85,24 @@ struct Parser {
         t.dtype = DType::I64;
       else
         fail(path + ".dtype", "unknown element type '" + d + "'");
+      // Dimensions: integers (-1 for a dynamic one), bounds: integers >= 1;
+      // ProgramChecker bounds their product.
+      auto dims = [&](const json &arr, const char *name, int64_t min,
+                      std::vector<int64_t> &into) {
+        if (!arr.is_array())
+          return fail(path + "." + name, "expected an array of integers");
+        for (const json &v : arr) {
+          if (!v.is_number_integer() || v.get<int64_t>() < min)
+            return fail(path + "." + name,
+                        "expected integers >= " + std::to_string(min) +
+                            ", found " + v.dump());
+          into.push_back(v.get<int64_t>());
+        }
+      };
       if (const json *shape = field(j, "shape", path, json::value_t::array))
-        for (const json &v : *shape)
-          t.shape.push_back(v.get<int64_t>());
+        dims(*shape, "shape", -1, t.shape);
       if (j.contains("bounds"))
-        for (const json &v : j["bounds"])
-          t.bounds.push_back(v.get<int64_t>());
+        dims(j["bounds"], "bounds", 1, t.bounds);
     } else if (k == "coords") {
       t.kind = ValueType::Kind::Coords;
       t.resolution = num("resolution");

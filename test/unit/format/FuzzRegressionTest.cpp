@@ -18,6 +18,8 @@
 int trellisFuzz_safetensors_header(const uint8_t *data, size_t size);
 int trellisFuzz_npy(const uint8_t *data, size_t size);
 int trellisFuzz_npz(const uint8_t *data, size_t size);
+int trellisFuzz_bundle(const uint8_t *data, size_t size);
+int trellisFuzz_host_program(const uint8_t *data, size_t size);
 
 namespace fs = std::filesystem;
 
@@ -31,6 +33,8 @@ const Target kTargets[] = {
     {"safetensors_header", trellisFuzz_safetensors_header},
     {"npy", trellisFuzz_npy},
     {"npz", trellisFuzz_npz},
+    {"bundle", trellisFuzz_bundle},
+    {"host_program", trellisFuzz_host_program},
 };
 
 const fs::path kFuzzDir = fs::path(TRELLIS_SOURCE_DIR) / "test" / "fuzz";
