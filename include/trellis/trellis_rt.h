@@ -191,7 +191,9 @@ typedef struct trellis_run_spec {
   const trellis_tensor *ss_noise;   /* f32 [B, 8, R, R, R] */
   const trellis_tensor *slat_noise; /* f32 [N, 8] */
   const trellis_tensor *coords;     /* i32 [N, 4]: skip stage 1 */
-  /* If set, the files trellis.exe writes go here too. */
+  /* If set, the files trellis.exe writes go here too (created; as with
+   * trellis.exe --out, output files of an earlier run there are removed
+   * first, other files stay). */
   const char *out_dir;
   trellis_progress_fn progress;
   void *user_data;
