@@ -119,14 +119,21 @@ Status GpuExecutor::Impl::launch1d(CUfunction f, int64_t threads, void **params,
 Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
   const Instr &instr = *node.instr;
   const std::string &op = instr.op;
+  if (isHostOp(op)) {
+    node.hostWork = true; // run by runNode, on the host or with a read-back
+    return Status::ok();
+  }
   if (node.bound || node.view || op == "trellis.weight" ||
-      op == "trellis.constant" || op == "trellis.reshape" || isHostOp(op) ||
+      op == "trellis.constant" || op == "trellis.reshape" ||
       op == "trellis.flow_sample")
-    return Status::ok(); // no device command (host ops run in runNode)
+    return Status::ok(); // no device command
   if (auto sparse = buildSparseCommand(p, node); !sparse)
     return sparse.takeError();
-  else if (*sparse)
+  else if (*sparse) {
+    node.hostWork = true; // per-binding index work (and never in a graph:
+                          // a sparse stage's commands are rebuilt per binding)
     return Status::ok();
+  }
 
   if (op == "trellis.time_grid")
     return buildTimeGridCommand(p, node);
@@ -152,6 +159,7 @@ Status GpuExecutor::Impl::buildTimeGridCommand(Prepared &p, Node &node) {
   auto rescale = instr.floatAttr("rescale_t");
   if (!steps || !rescale)
     return opError(instr, "malformed time grid attributes");
+  node.hostWork = true; // the grid is computed on the host every run
   // The tables' capacity: the result's rows (>= the compiled steps).
   node.command = [this, &p, &node, &instr, steps = *steps,
                   rows = slotType(p, node.out[0]).shape.at(0),
@@ -185,6 +193,7 @@ Status GpuExecutor::Impl::buildTimeRowCommand(Prepared &p, Node &node) {
     return opError(instr, "the GPU time_row needs static, contiguous "
                           "tables");
   size_t rowBytes = bytesOf(table) / size_t(table.shape[0]);
+  node.hostWork = true; // the row is found on the host from the step's τ
   node.command = [this, &p, &node, &instr, rowBytes]() -> Status {
     auto grid = p.timeGrids.find(node.in[1]);
     auto tau = p.stepTau.find(node.in[2]);

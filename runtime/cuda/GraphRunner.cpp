@@ -77,12 +77,10 @@ Status GpuExecutor::Impl::runNode(Prepared &p, Node &node) {
 
 /// Ops whose command is plain device work with fixed arguments (kernels,
 /// cuBLASLt, device copies): a run of them can be replayed from a graph. The
-/// others read or write host memory per run, synchronize, or drive regions.
+/// others read or write host memory per run, synchronize (Node::hostWork,
+/// set where their commands are built), or drive regions.
 static bool graphSafe(const Node &node) {
-  const std::string &op = node.instr->op;
-  return !node.bound && node.regions.empty() && op != "trellis.occupancy" &&
-         op != "trellis.time_grid" && op != "trellis.time_row" &&
-         op.rfind("trellis.sparse.", 0) != 0;
+  return !node.bound && node.regions.empty() && !node.hostWork;
 }
 
 bool GpuExecutor::Impl::graphsAllowed() const {

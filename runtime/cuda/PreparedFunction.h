@@ -115,6 +115,10 @@ struct Node {
   // Sparse stages: evaluated on the host when the coordinates are bound
   // (a coordinate op, or an op of bound values only); no device command.
   bool bound = false;
+  // Its command does host work every run (host memory read or written, a
+  // wait for the GPU), so it is never replayed from a CUDA graph; set by the
+  // code that builds the command (buildCommand and the builders it calls).
+  bool hostWork = false;
   // Index arrays a sparse op needs besides its operands (built at binding,
   // uploaded to the binding pool): downsample {child offsets, children},
   // upsample {parent rows}.
