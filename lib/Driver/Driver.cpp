@@ -348,7 +348,10 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
     const config::PipelineConfig &pipeline = *front.pipeline;
     llvm::outs() << pipeline.file << ": "
                  << config::pipelineClassName(pipeline.pipelineClass) << ", "
-                 << nlohmann::json::parse(front.weightManifest).size()
+                 << llvm::count_if(pipeline.models,
+                                   [](const config::ModelRef &m) {
+                                     return bool(m.config);
+                                   })
                  << " models\n";
     for (const config::ModelRef &m : pipeline.models)
       if (m.config)

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "trellis/Runtime/Bundle.h"
 #include "FuzzTarget.h"
+#include "ProgramInvariants.h"
 #include "trellis/Runtime/Program.h"
 
 #include <string>
@@ -32,18 +33,6 @@ TRELLIS_FUZZ_TARGET(bundle) {
     FUZZ_CHECK(!p.message().empty());
     return 0;
   }
-  // An accepted program's indices are in range (ProgramChecker).
-  for (const Function &f : p->functions()) {
-    for (int s : f.args)
-      FUZZ_CHECK(s >= 0 && s < f.numSlots);
-    for (int s : f.results)
-      FUZZ_CHECK(s >= 0 && s < f.numSlots);
-    for (const Instr &i : f.body) {
-      for (int s : i.in)
-        FUZZ_CHECK(s >= 0 && s < f.numSlots);
-      for (int s : i.out)
-        FUZZ_CHECK(s >= 0 && s < f.numSlots);
-    }
-  }
+  checkProgramInvariants(*p);
   return 0;
 }

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "FuzzTarget.h"
+#include "ProgramInvariants.h"
 #include "trellis/Runtime/Program.h"
 
 #include <string>
@@ -21,17 +22,6 @@ TRELLIS_FUZZ_TARGET(host_program) {
     FUZZ_CHECK(!p.message().empty());
     return 0;
   }
-  for (const Function &f : p->functions()) {
-    for (int s : f.args)
-      FUZZ_CHECK(s >= 0 && s < f.numSlots);
-    for (int s : f.results)
-      FUZZ_CHECK(s >= 0 && s < f.numSlots);
-    for (const Instr &i : f.body) {
-      for (int s : i.in)
-        FUZZ_CHECK(s >= 0 && s < f.numSlots);
-      for (int s : i.out)
-        FUZZ_CHECK(s >= 0 && s < f.numSlots);
-    }
-  }
+  checkProgramInvariants(*p);
   return 0;
 }
