@@ -11,11 +11,14 @@ if(TRELLIS_WERROR)
   list(APPEND TRELLIS_WARNING_FLAGS -Werror)
 endif()
 
-# Ordinary C++ target (runtime, formats, reference kernels).
+# Ordinary C++ target (runtime, formats, reference kernels). Public headers
+# are included as "trellis/...", internal ones by their path from the
+# repository root ("runtime/cuda/GpuExecutorImpl.h").
 function(trellis_plain_target target)
   target_compile_options(${target} PRIVATE ${TRELLIS_WARNING_FLAGS})
   target_include_directories(${target} PUBLIC
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>)
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
 endfunction()
 
 # Target that includes LLVM/MLIR headers.
@@ -26,7 +29,6 @@ function(trellis_llvm_target target)
   target_include_directories(${target} SYSTEM PUBLIC
     ${LLVM_INCLUDE_DIRS} ${MLIR_INCLUDE_DIRS})
   target_include_directories(${target} PUBLIC
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
     $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}>)
   if(NOT LLVM_ENABLE_EH)
     target_compile_options(${target} PUBLIC -fno-exceptions)

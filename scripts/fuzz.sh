@@ -45,7 +45,7 @@ TARGETS=(
 # shellcheck disable=SC2054  # the commas are clang's, not array separators
 CXXFLAGS=(-std=c++20 -g -O1 -fno-omit-frame-pointer
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-  -I"$SRC/include" -I"$SRC/test/fuzz")
+  -I"$SRC/include" -I"$SRC")
 
 trim() { local s="$1"; s="${s#"${s%%[![:space:]]*}"}"; echo "${s%"${s##*[![:space:]]}"}"; }
 

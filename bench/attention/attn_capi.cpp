@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "../../runtime/kernels/attention_launch.hpp"
+#include "runtime/kernels/attention_launch.hpp"
 
 namespace {
 trellis::AttentionKernels *g_kernels = nullptr;

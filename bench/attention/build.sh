@@ -17,20 +17,20 @@ PTXAS=${PTXAS:-$CUDA/bin/ptxas}
 CXX=${CXX:-g++}
 K=$ROOT/runtime/kernels
 mkdir -p "$OUT"
-NVFLAGS=(-std=c++17 -O3 -Xptxas -v --resource-usage)
+NVFLAGS=(-std=c++17 -O3 -I"$ROOT" -Xptxas -v --resource-usage)
 
 pids=()
 "$NVCC" "${NVFLAGS[@]}" -lineinfo -cubin -gencode=arch=compute_90a,code=sm_90a \
   -o "$OUT/attention_sm90a.cubin" "$K/attention_sm90a.cu" >"$OUT/ptxas_sm90a.log" 2>&1 & pids+=($!)
-( "$NVCC" -std=c++17 -O3 -ptx -arch=compute_80 -o "$OUT/attention_sm80.ptx" "$K/attention_sm80.cu" &&
+( "$NVCC" -std=c++17 -O3 -I"$ROOT" -ptx -arch=compute_80 -o "$OUT/attention_sm80.ptx" "$K/attention_sm80.cu" &&
   "$PTXAS" -arch=sm_80 -v -o /dev/null "$OUT/attention_sm80.ptx" >"$OUT/ptxas_sm80.log" 2>&1 &&
   "$PTXAS" -arch=sm_90 -v -o /dev/null "$OUT/attention_sm80.ptx" >"$OUT/ptxas_sm80_on_sm90.log" 2>&1 ) & pids+=($!)
-( "$NVCC" -std=c++17 -O3 -ptx -arch=compute_75 -DTRELLIS_ATTN_TARGET_SM75 -o "$OUT/attention_sm75.ptx" \
+( "$NVCC" -std=c++17 -O3 -I"$ROOT" -ptx -arch=compute_75 -DTRELLIS_ATTN_TARGET_SM75 -o "$OUT/attention_sm75.ptx" \
     "$K/attention_sm80.cu" &&
   "$PTXAS" -arch=sm_75 -v -o /dev/null "$OUT/attention_sm75.ptx" >"$OUT/ptxas_sm75.log" 2>&1 ) & pids+=($!)
-"$CXX" -std=c++17 -O2 -Wall -fPIC -shared -I"$CUDA/include" -o "$OUT/libtattn.so" \
+"$CXX" -std=c++17 -O2 -Wall -fPIC -shared -I"$ROOT" -I"$CUDA/include" -o "$OUT/libtattn.so" \
   "$ROOT/bench/attention/attn_capi.cpp" -L"$CUDA/lib64/stubs" -lcuda & pids+=($!)
-"$CXX" -std=c++17 -O2 -Wall -I"$CUDA/include" -o "$OUT/attn_test" \
+"$CXX" -std=c++17 -O2 -Wall -I"$ROOT" -I"$CUDA/include" -o "$OUT/attn_test" \
   "$ROOT/test/gpu/attention/attn_test.cpp" -L"$CUDA/lib64/stubs" -lcuda & pids+=($!)
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done

@@ -7,7 +7,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-$ROOT/build-gemm}
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 mkdir -p "$OUT"
-"$CUDA/bin/nvcc" -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a \
+"$CUDA/bin/nvcc" -std=c++17 -O3 -I"$ROOT" -lineinfo -gencode=arch=compute_90a,code=sm_90a \
   -Xptxas -v -o "$OUT/gemm_norm_bench" "$ROOT/bench/gemm_norm/gemm_norm_bench.cu" \
   -L"$CUDA/lib64/stubs" -lcuda -lcublas >"$OUT/ptxas.log" 2>&1 || {
   cat "$OUT/ptxas.log" >&2

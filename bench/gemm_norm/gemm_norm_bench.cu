@@ -10,8 +10,8 @@
 // Prints one table row per case: max |fused - reference| of both outputs (in
 // fp16 ulps of the values), the median time of the fused kernel, of cuBLAS's
 // GEMM alone, and of the fallback path (cuBLAS GEMM + row kernel).
-#include "../../runtime/kernels/gemm_norm_sm90.cuh"
-#include "../../runtime/kernels/residual_norm.cuh"
+#include "runtime/kernels/gemm_norm_sm90.cuh"
+#include "runtime/kernels/residual_norm.cuh"
 
 #include <cublas_v2.h>
 #include <cuda.h>

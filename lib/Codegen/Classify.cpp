@@ -6,7 +6,7 @@
 // take dynamic rows.
 //
 //===----------------------------------------------------------------------===//
-#include "KernelFamilies.h"
+#include "lib/Codegen/KernelFamilies.h"
 
 namespace trellis::codegen::detail {
 

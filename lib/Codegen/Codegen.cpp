@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "trellis/Codegen/Codegen.h"
 
-#include "CodegenInternal.h"
-#include "Kernels.h"
+#include "lib/Codegen/CodegenInternal.h"
+#include "lib/Codegen/Kernels.h"
 
 #include "dialect/TrellisDialect.h"
 #include "dialect/TrellisOps.h"

@@ -4,7 +4,7 @@
 // gather and tap sum.
 //
 //===----------------------------------------------------------------------===//
-#include "KernelFamilies.h"
+#include "lib/Codegen/KernelFamilies.h"
 
 namespace trellis::codegen::detail {
 

@@ -5,7 +5,7 @@
 // the Swin window rows of a sparse attention.
 //
 //===----------------------------------------------------------------------===//
-#include "KernelFamilies.h"
+#include "lib/Codegen/KernelFamilies.h"
 
 namespace trellis::codegen::detail {
 

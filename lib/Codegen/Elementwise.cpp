@@ -7,7 +7,7 @@
 //    broadcast operands are loaded as scalars and splatted;
 //
 //===----------------------------------------------------------------------===//
-#include "KernelFamilies.h"
+#include "lib/Codegen/KernelFamilies.h"
 
 namespace trellis::codegen::detail {
 

@@ -4,7 +4,7 @@
 // dynamic-row kernel is built for, and the checks of what a kernel supports.
 //
 //===----------------------------------------------------------------------===//
-#include "KernelBuilder.h"
+#include "lib/Codegen/KernelBuilder.h"
 
 #include "dialect/TrellisTypes.h"
 

@@ -45,7 +45,7 @@
 #ifndef TRELLIS_LIB_CODEGEN_KERNELBUILDER_H
 #define TRELLIS_LIB_CODEGEN_KERNELBUILDER_H
 
-#include "Kernels.h"
+#include "lib/Codegen/Kernels.h"
 
 #include "dialect/TrellisOps.h"
 #include "dialect/TrellisTypes.h"

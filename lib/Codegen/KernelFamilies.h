@@ -8,7 +8,7 @@
 #ifndef TRELLIS_LIB_CODEGEN_KERNELFAMILIES_H
 #define TRELLIS_LIB_CODEGEN_KERNELFAMILIES_H
 
-#include "KernelBuilder.h"
+#include "lib/Codegen/KernelBuilder.h"
 
 namespace trellis::codegen::detail {
 

@@ -11,7 +11,7 @@
 // toolkit it finds.
 //
 //===----------------------------------------------------------------------===//
-#include "CodegenInternal.h"
+#include "lib/Codegen/CodegenInternal.h"
 
 #include "trellis/Codegen/Codegen.h"
 

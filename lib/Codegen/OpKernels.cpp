@@ -5,7 +5,7 @@
 // the reference computes it, are here).
 //
 //===----------------------------------------------------------------------===//
-#include "KernelFamilies.h"
+#include "lib/Codegen/KernelFamilies.h"
 
 #include <optional>
 

@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "trellis/Codegen/Codegen.h"
 
-#include "CodegenInternal.h"
 #include "dialect/BackendPasses.h"
+#include "lib/Codegen/CodegenInternal.h"
 
 #include "mlir/Pass/Pass.h"
 #include "mlir/Support/FileUtilities.h"

@@ -13,7 +13,7 @@
 //    that does not fit (and for softmax);
 //
 //===----------------------------------------------------------------------===//
-#include "KernelFamilies.h"
+#include "lib/Codegen/KernelFamilies.h"
 
 namespace trellis::codegen::detail {
 

@@ -3,7 +3,7 @@
 // The Euler update of a trellis.flow_sample (CFG combine included).
 //
 //===----------------------------------------------------------------------===//
-#include "KernelFamilies.h"
+#include "lib/Codegen/KernelFamilies.h"
 
 namespace trellis::codegen::detail {
 

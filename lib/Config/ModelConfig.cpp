@@ -9,7 +9,7 @@
 
 #include "trellis/Config/ModelConfig.h"
 
-#include "Reader.h"
+#include "lib/Config/Reader.h"
 
 #include <cmath>
 

@@ -7,7 +7,7 @@
 
 #include "trellis/Config/PipelineConfig.h"
 
-#include "Reader.h"
+#include "lib/Config/Reader.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,6 +1,6 @@
 //===- Reader.cpp - Typed, position-keeping access to JSON objects --------===//
 
-#include "Reader.h"
+#include "lib/Config/Reader.h"
 
 #include <cmath>
 

@@ -16,8 +16,8 @@
 #include "trellis/Runtime/GpuExecutor.h"
 #include "trellis/Support/AtomicFile.h"
 
-#include "Generation.h"
-#include "GenerationList.h"
+#include "runtime/app/Generation.h"
+#include "runtime/app/GenerationList.h"
 
 #include <nlohmann/json.hpp>
 

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "trellis/Runtime/Engine.h"
 
-#include "Generation.h"
+#include "runtime/app/Generation.h"
 
 #include <chrono>
 #include <functional>

@@ -7,7 +7,7 @@
 // is the longest and goes to the writer while the other decoders compute.
 //
 //===----------------------------------------------------------------------===//
-#include "Generation.h"
+#include "runtime/app/Generation.h"
 
 #include "trellis/Format/Npy.h"
 #include "trellis/Mesh/FlexiCubes.h"

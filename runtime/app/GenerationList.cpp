@@ -5,7 +5,7 @@
 // not silently fall back to a default).
 //
 //===----------------------------------------------------------------------===//
-#include "GenerationList.h"
+#include "runtime/app/GenerationList.h"
 
 #include <nlohmann/json.hpp>
 

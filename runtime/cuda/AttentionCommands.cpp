@@ -6,7 +6,7 @@
 // the command of the dense trellis.attention op.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
 
 #include "runtime/kernels/attention.h"
 

@@ -6,7 +6,7 @@
 // runtime module. ~Impl releases all of it (the prepared functions first).
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
 
 #include <chrono>
 #include <string>

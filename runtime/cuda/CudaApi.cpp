@@ -1,5 +1,5 @@
 //===- CudaApi.cpp - dlopen of the CUDA driver and cuBLASLt ---------------===//
-#include "CudaApi.h"
+#include "runtime/cuda/CudaApi.h"
 
 #include <dlfcn.h>
 

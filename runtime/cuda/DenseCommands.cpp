@@ -6,7 +6,7 @@
 // built in their own files. The kernel launch helpers are here too.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -13,7 +13,7 @@
 // ambiguity passes, output counts, dual vertices and quads, download.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
 
 #include "runtime/kernels/flexicubes.cuh"
 

@@ -6,7 +6,7 @@
 // split-K-free candidate timed on the op's own buffers (on the setup stream).
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
 
 #include <iterator>
 #include <string>

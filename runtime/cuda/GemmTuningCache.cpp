@@ -1,5 +1,5 @@
 //===- GemmTuningCache.cpp - GEMM picks kept across processes -------------===//
-#include "GemmTuningCache.h"
+#include "runtime/cuda/GemmTuningCache.h"
 
 #include "trellis/Support/AtomicFile.h"
 

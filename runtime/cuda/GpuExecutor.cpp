@@ -6,7 +6,7 @@
 // The parts of the executor are in the other files of runtime/cuda.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
 
 #include "trellis/Runtime/CpuExecutor.h"
 

@@ -13,9 +13,9 @@
 
 #include "trellis/Runtime/GpuExecutor.h"
 
-#include "CudaApi.h"
-#include "GemmTuningCache.h"
-#include "PreparedFunction.h"
+#include "runtime/cuda/CudaApi.h"
+#include "runtime/cuda/GemmTuningCache.h"
+#include "runtime/cuda/PreparedFunction.h"
 
 #include "runtime/kernels/attention.h"
 #include "trellis/Reference/Kernels.h"

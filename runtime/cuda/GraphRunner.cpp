@@ -6,7 +6,7 @@
 // The graphs are captured at the first run and kept in the Prepared.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
 
 #include <string>
 #include <vector>

@@ -6,7 +6,7 @@
 // and the command builders work on.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
 
 namespace trellis {
 

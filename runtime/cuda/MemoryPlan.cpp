@@ -7,7 +7,7 @@
 // without a GPU by an independent sweep over the live ranges.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
 
 #include <algorithm>
 #include <functional>

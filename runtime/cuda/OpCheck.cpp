@@ -6,7 +6,7 @@
 // a failure names the values that share the storage.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
 
 #include "trellis/Runtime/CpuExecutor.h"
 

@@ -12,7 +12,7 @@
 
 #include "trellis/Runtime/GpuExecutor.h"
 
-#include "CudaApi.h"
+#include "runtime/cuda/CudaApi.h"
 
 #include "trellis/Reference/Kernels.h"
 

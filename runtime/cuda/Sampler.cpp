@@ -6,7 +6,7 @@
 // the progress callback runs one step behind the launches.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
 
 #include <algorithm>
 #include <cmath>

@@ -6,8 +6,8 @@
 // the head norm of k and the window-order gathers and scatter around them.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
-#include "SparseSupport.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
+#include "runtime/cuda/SparseSupport.h"
 
 #include "runtime/kernels/attention.h"
 

@@ -8,9 +8,9 @@
 // in one pool.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
 
-#include "SparseSupport.h"
+#include "runtime/cuda/SparseSupport.h"
 #include "trellis/Reference/Parallel.h"
 
 #include "trellis/Runtime/CpuExecutor.h"

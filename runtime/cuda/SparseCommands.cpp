@@ -7,8 +7,8 @@
 // the convs (SparseConv.cpp) and attention (SparseAttention.cpp) too.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
-#include "SparseSupport.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
+#include "runtime/cuda/SparseSupport.h"
 
 #include <algorithm>
 #include <cstring>

@@ -6,8 +6,8 @@
 // sparseScratchBytes() asks convPlan() too, so the plan and the command agree.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
-#include "SparseSupport.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
+#include "runtime/cuda/SparseSupport.h"
 
 #include <cstdio>
 #include <cstdlib>

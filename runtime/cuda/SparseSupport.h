@@ -9,7 +9,7 @@
 #ifndef TRELLIS_RUNTIME_CUDA_SPARSESUPPORT_H
 #define TRELLIS_RUNTIME_CUDA_SPARSESUPPORT_H
 
-#include "PreparedFunction.h"
+#include "runtime/cuda/PreparedFunction.h"
 
 #include <algorithm>
 #include <cstdint>

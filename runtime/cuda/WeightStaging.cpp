@@ -7,7 +7,7 @@
 // by row) between the device and a host tensor.
 //
 //===----------------------------------------------------------------------===//
-#include "GpuExecutorImpl.h"
+#include "runtime/cuda/GpuExecutorImpl.h"
 
 #include <algorithm>
 #include <chrono>

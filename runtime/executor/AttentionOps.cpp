@@ -5,7 +5,7 @@
 // embedding (trellis.ape) the attention blocks take.
 //
 //===----------------------------------------------------------------------===//
-#include "CpuOps.h"
+#include "runtime/executor/CpuOps.h"
 
 namespace trellis {
 namespace cpu {

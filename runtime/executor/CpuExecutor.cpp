@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "trellis/Runtime/CpuExecutor.h"
 
-#include "CpuOps.h"
+#include "runtime/executor/CpuOps.h"
 
 #include <algorithm>
 #include <cmath>

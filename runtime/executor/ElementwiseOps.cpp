@@ -4,7 +4,7 @@
 // adaLN pieces (modulate, gated_residual), each on its reference kernel.
 //
 //===----------------------------------------------------------------------===//
-#include "CpuOps.h"
+#include "runtime/executor/CpuOps.h"
 
 #include "trellis/Support/Half.h"
 

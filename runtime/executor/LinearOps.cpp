@@ -4,7 +4,7 @@
 // unfused pair), trellis.matmul and the dense trellis.conv3d.
 //
 //===----------------------------------------------------------------------===//
-#include "CpuOps.h"
+#include "runtime/executor/CpuOps.h"
 
 namespace trellis {
 namespace cpu {

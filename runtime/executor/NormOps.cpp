@@ -5,7 +5,7 @@
 // rounded as the unfused ops it replaces.
 //
 //===----------------------------------------------------------------------===//
-#include "CpuOps.h"
+#include "runtime/executor/CpuOps.h"
 
 namespace trellis {
 namespace cpu {

@@ -5,7 +5,7 @@
 // the Euler update. trellis.flow_sample itself runs in CpuExecutor.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "CpuOps.h"
+#include "runtime/executor/CpuOps.h"
 
 namespace trellis {
 namespace cpu {

@@ -4,7 +4,7 @@
 // shuffle: ops that move values without arithmetic.
 //
 //===----------------------------------------------------------------------===//
-#include "CpuOps.h"
+#include "runtime/executor/CpuOps.h"
 
 #include <algorithm>
 

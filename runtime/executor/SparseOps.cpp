@@ -5,7 +5,7 @@
 // sparse features (gather_rows, segment_mean, batch_broadcast, unique_mean).
 //
 //===----------------------------------------------------------------------===//
-#include "CpuOps.h"
+#include "runtime/executor/CpuOps.h"
 
 namespace trellis {
 namespace cpu {

@@ -1,5 +1,5 @@
 //===- FormatUtil.cpp -----------------------------------------------------===//
-#include "FormatUtil.h"
+#include "runtime/format/FormatUtil.h"
 
 #include <cerrno>
 #include <cstring>

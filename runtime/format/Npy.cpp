@@ -9,7 +9,7 @@
 #include "trellis/Format/Npy.h"
 #include "trellis/Support/AtomicFile.h"
 
-#include "FormatUtil.h"
+#include "runtime/format/FormatUtil.h"
 
 #include <cctype>
 #include <cstring>

@@ -11,7 +11,7 @@
 #include "trellis/Format/Safetensors.h"
 #include "trellis/Support/AtomicFile.h"
 
-#include "FormatUtil.h"
+#include "runtime/format/FormatUtil.h"
 
 #include <nlohmann/json.hpp>
 

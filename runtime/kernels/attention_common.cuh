@@ -5,7 +5,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "attention.h"
+#include "runtime/kernels/attention.h"
 
 namespace trellis_attn {
 

@@ -16,7 +16,7 @@
 #include <cstring>
 #include <string>
 
-#include "attention.h"
+#include "runtime/kernels/attention.h"
 
 namespace trellis {
 

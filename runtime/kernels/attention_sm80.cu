@@ -4,10 +4,10 @@
 //   -DTRELLIS_ATTN_TARGET_SM75   -> sm75 configurations (sync loads, m16n8k8)
 // The driver JIT-compiles the PTX for the GPU it runs on (any later
 // architecture too).
-#include "attention_sm80.cuh"
-#include "flexicubes.cuh"
-#include "head_rmsnorm.cuh"
-#include "sparse.cuh"
+#include "runtime/kernels/attention_sm80.cuh"
+#include "runtime/kernels/flexicubes.cuh"
+#include "runtime/kernels/head_rmsnorm.cuh"
+#include "runtime/kernels/sparse.cuh"
 
 #define TRELLIS_ATTN_DEFINE_SM80(D, BM, BN, ST, MB)                            \
   extern "C" __global__ void __launch_bounds__((BM)*2, MB)                     \

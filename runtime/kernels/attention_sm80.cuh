@@ -8,7 +8,7 @@
 // does); the softmax statistics stay fp32.
 #pragma once
 
-#include "attention_common.cuh"
+#include "runtime/kernels/attention_common.cuh"
 
 namespace trellis_attn {
 

@@ -14,8 +14,8 @@
 // __syncthreads per tile or by mbarriers (MBAR_PIPELINE, below).
 #pragma once
 
-#include "attention_common.cuh"
-#include "wgmma.cuh"
+#include "runtime/kernels/attention_common.cuh"
+#include "runtime/kernels/wgmma.cuh"
 
 namespace trellis_attn {
 

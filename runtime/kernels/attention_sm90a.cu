@@ -2,11 +2,11 @@
 // -gencode=arch=compute_90a,code=sm_90a (see bench/attention/build.sh). One
 // extern "C" entry point per configuration listed in TRELLIS_ATTN_SM90_CONFIGS
 // (attention.h); names follow TRELLIS_ATTN_NAME_SM90.
-#include "attention_sm90.cuh"
-#include "flexicubes.cuh"
-#include "head_rmsnorm.cuh"
-#include "sparse.cuh"
-#include "sparse_conv_sm90.cuh"
+#include "runtime/kernels/attention_sm90.cuh"
+#include "runtime/kernels/flexicubes.cuh"
+#include "runtime/kernels/head_rmsnorm.cuh"
+#include "runtime/kernels/sparse.cuh"
+#include "runtime/kernels/sparse_conv_sm90.cuh"
 
 #define TRELLIS_ATTN_DEFINE_SM90(D, BM, BN, ST, MB, VAR, SUF)                  \
   extern "C" __global__ void __launch_bounds__((BM)*2, MB)                     \

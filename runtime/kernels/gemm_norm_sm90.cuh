@@ -22,8 +22,8 @@
 // normalizes and stores its own slice.
 #pragma once
 
-#include "attention_sm90.cuh"
-#include "gemm_norm.h"
+#include "runtime/kernels/attention_sm90.cuh"
+#include "runtime/kernels/gemm_norm.h"
 
 #include <cuda.h>
 

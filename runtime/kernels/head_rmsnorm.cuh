@@ -7,7 +7,7 @@
 // (see attention.h). In place when y == x.
 #pragma once
 
-#include "attention_common.cuh"
+#include "runtime/kernels/attention_common.cuh"
 
 namespace trellis_attn {
 

@@ -4,7 +4,7 @@
 // (mean, then the squared deviations, as the CPU reference's LayerNorm).
 #pragma once
 
-#include "gemm_norm.h"
+#include "runtime/kernels/gemm_norm.h"
 
 #include <cuda_fp16.h>
 

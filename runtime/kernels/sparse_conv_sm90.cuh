@@ -21,7 +21,7 @@
 // multiple of BN.
 #pragma once
 
-#include "attention_sm90.cuh"
+#include "runtime/kernels/attention_sm90.cuh"
 
 namespace trellis_sparse {
 

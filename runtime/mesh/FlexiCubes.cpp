@@ -34,7 +34,7 @@
 namespace trellis::mesh {
 
 namespace {
-#include "FlexiCubesTables.inc"
+#include "runtime/mesh/FlexiCubesTables.inc"
 
 constexpr int kEdges[12][2] = {{0, 1}, {1, 5}, {4, 5}, {0, 4}, {2, 3}, {3, 7},
                                {6, 7}, {2, 6}, {2, 0}, {3, 1}, {7, 5}, {6, 4}};

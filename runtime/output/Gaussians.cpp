@@ -34,7 +34,7 @@
 #include "trellis/Format/Npy.h"
 #include "trellis/Support/AtomicFile.h"
 
-#include "OutputUtil.h"
+#include "runtime/output/OutputUtil.h"
 
 #include <algorithm>
 #include <bit>

@@ -3,8 +3,8 @@
 
 #include "trellis/Support/AtomicFile.h"
 
-#include "MeshUtil.h"
-#include "OutputUtil.h"
+#include "runtime/output/MeshUtil.h"
+#include "runtime/output/OutputUtil.h"
 
 #include <meshoptimizer.h>
 

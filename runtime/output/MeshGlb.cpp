@@ -12,7 +12,7 @@
 
 #include "trellis/Support/AtomicFile.h"
 
-#include "OutputUtil.h"
+#include "runtime/output/OutputUtil.h"
 
 #include <tiny_gltf.h>
 

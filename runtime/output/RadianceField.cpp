@@ -3,7 +3,7 @@
 
 #include "trellis/Format/Npy.h"
 
-#include "OutputUtil.h"
+#include "runtime/output/OutputUtil.h"
 
 #include <cstring>
 

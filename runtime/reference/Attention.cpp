@@ -5,7 +5,7 @@
 // (row, head) is computed by one thread over its keys in ascending order.
 //
 //===----------------------------------------------------------------------===//
-#include "Common.h"
+#include "runtime/reference/Common.h"
 
 namespace trellis::ref {
 using namespace detail;

@@ -1,5 +1,5 @@
 //===- Common.cpp - Helpers shared by the reference kernels ---------------===//
-#include "Common.h"
+#include "runtime/reference/Common.h"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 //===- Conv.cpp - dense conv3d, pixel_shuffle_3d, occupancy ---------------===//
-#include "Common.h"
+#include "runtime/reference/Common.h"
 
 #include <cstring>
 

@@ -1,5 +1,5 @@
 //===- Elementwise.cpp - Unary, binary, cast, modulation, sampler math ----===//
-#include "Common.h"
+#include "runtime/reference/Common.h"
 
 #include <cmath>
 #include <cstring>

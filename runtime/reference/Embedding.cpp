@@ -6,7 +6,7 @@
 // libm), and so are the final sin/cos of the f32 arguments.
 //
 //===----------------------------------------------------------------------===//
-#include "Common.h"
+#include "runtime/reference/Common.h"
 
 #include <cmath>
 

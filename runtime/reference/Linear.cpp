@@ -1,5 +1,5 @@
 //===- Linear.cpp - linear and matmul -------------------------------------===//
-#include "Common.h"
+#include "runtime/reference/Common.h"
 
 namespace trellis::ref {
 using namespace detail;

@@ -1,5 +1,5 @@
 //===- Norm.cpp - layer_norm, head_rms_norm, softmax ----------------------===//
-#include "Common.h"
+#include "runtime/reference/Common.h"
 
 #include <cmath>
 

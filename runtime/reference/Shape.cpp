@@ -3,7 +3,7 @@
 // Pure data movement: any dtype, elements copied bit for bit.
 //
 //===----------------------------------------------------------------------===//
-#include "Common.h"
+#include "runtime/reference/Common.h"
 
 #include <algorithm>
 #include <cstring>

@@ -4,7 +4,7 @@
 // spec §5.4) plus a feature tensor [N, C] in the same row order.
 //
 //===----------------------------------------------------------------------===//
-#include "Common.h"
+#include "runtime/reference/Common.h"
 
 #include <algorithm>
 #include <cmath>

@@ -8,7 +8,7 @@
 #ifndef TRELLIS_TEST_FUZZ_PROGRAMINVARIANTS_H
 #define TRELLIS_TEST_FUZZ_PROGRAMINVARIANTS_H
 
-#include "FuzzTarget.h"
+#include "test/fuzz/FuzzTarget.h"
 #include "trellis/Runtime/Program.h"
 
 inline void checkProgramInvariants(const trellis::Program &p) {

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "trellis/Runtime/Bundle.h"
-#include "FuzzTarget.h"
-#include "ProgramInvariants.h"
+#include "test/fuzz/FuzzTarget.h"
+#include "test/fuzz/ProgramInvariants.h"
 #include "trellis/Runtime/Program.h"
 
 #include <string>

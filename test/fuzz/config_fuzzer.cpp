@@ -15,7 +15,7 @@
 // plus broken variants).
 //
 //===----------------------------------------------------------------------===//
-#include "FuzzTarget.h"
+#include "test/fuzz/FuzzTarget.h"
 
 #include "trellis/Config/Json.h"
 #include "trellis/Config/ModelConfig.h"

@@ -7,8 +7,8 @@
 // named error, never a crash.
 //
 //===----------------------------------------------------------------------===//
-#include "FuzzTarget.h"
-#include "ProgramInvariants.h"
+#include "test/fuzz/FuzzTarget.h"
+#include "test/fuzz/ProgramInvariants.h"
 #include "trellis/Runtime/Program.h"
 
 #include <string>

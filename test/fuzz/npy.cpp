@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "trellis/Format/Npy.h"
-#include "FuzzTarget.h"
+#include "test/fuzz/FuzzTarget.h"
 
 #include <cstring>
 #include <string>

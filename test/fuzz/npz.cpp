@@ -4,7 +4,7 @@
 // and arrays whose bytes are all readable (ASan checks them).
 //
 //===----------------------------------------------------------------------===//
-#include "FuzzTarget.h"
+#include "test/fuzz/FuzzTarget.h"
 #include "trellis/Format/Npy.h"
 
 #include <set>

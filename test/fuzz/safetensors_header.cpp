@@ -6,7 +6,7 @@
 // re-encoding of the same tensors parses back to the same tensors.
 //
 //===----------------------------------------------------------------------===//
-#include "FuzzTarget.h"
+#include "test/fuzz/FuzzTarget.h"
 #include "trellis/Format/Safetensors.h"
 
 #include <cstring>

@@ -1,6 +1,6 @@
 //===- MkModel.cpp - Writing a synthetic model directory ------------------===//
 
-#include "MkModel.h"
+#include "tools/trellis-mkmodel/MkModel.h"
 
 #include "trellis/Format/Npy.h"
 #include "trellis/Format/Safetensors.h"

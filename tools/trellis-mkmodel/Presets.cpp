@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "MkModel.h"
+#include "tools/trellis-mkmodel/MkModel.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,6 +1,6 @@
 //===- Synthetic.cpp - Seeded synthetic weights and conditioning ----------===//
 
-#include "MkModel.h"
+#include "tools/trellis-mkmodel/MkModel.h"
 
 #include "trellis/Models/Buffers.h"
 #include "trellis/Support/Half.h"

@@ -1,6 +1,6 @@
 //===- main.cpp - trellis-mkmodel: synthetic TRELLIS model directories ----===//
 
-#include "MkModel.h"
+#include "tools/trellis-mkmodel/MkModel.h"
 
 #include "trellis/Models/Manifest.h"
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "../../../runtime/kernels/attention_launch.hpp"
+#include "runtime/kernels/attention_launch.hpp"
 
 namespace {
 

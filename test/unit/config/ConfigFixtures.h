@@ -8,7 +8,7 @@
 #ifndef TRELLIS_TEST_UNIT_CONFIG_CONFIGFIXTURES_H
 #define TRELLIS_TEST_UNIT_CONFIG_CONFIGFIXTURES_H
 
-#include "ConfigTestUtil.h"
+#include "test/unit/config/ConfigTestUtil.h"
 
 #include <string>
 #include <utility>

@@ -1,6 +1,6 @@
 //===- JsonTest.cpp - The position-keeping strict JSON reader -------------===//
 
-#include "ConfigTestUtil.h"
+#include "test/unit/config/ConfigTestUtil.h"
 
 #include "trellis/Config/Json.h"
 

@@ -1,7 +1,7 @@
 //===- ModelConfigTest.cpp - Checkpoint sidecars --------------------------===//
 
-#include "ConfigFixtures.h"
-#include "ConfigTestUtil.h"
+#include "test/unit/config/ConfigFixtures.h"
+#include "test/unit/config/ConfigTestUtil.h"
 
 #include "trellis/Config/ModelConfig.h"
 

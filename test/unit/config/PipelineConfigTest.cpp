@@ -1,7 +1,7 @@
 //===- PipelineConfigTest.cpp - pipeline.json, overrides, model dirs ------===//
 
-#include "ConfigFixtures.h"
-#include "ConfigTestUtil.h"
+#include "test/unit/config/ConfigFixtures.h"
+#include "test/unit/config/ConfigTestUtil.h"
 
 #include "trellis/Config/PipelineConfig.h"
 

@@ -1,5 +1,5 @@
 //===- GenerationListTest.cpp - trellis.exe's generation list -------------===//
-#include "GenerationList.h"
+#include "runtime/app/GenerationList.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 // cuBLASLt picks in (GpuOptions::gemmTuningCache). No GPU needed.
 //
 //===----------------------------------------------------------------------===//
-#include "GemmTuningCache.h"
+#include "runtime/cuda/GemmTuningCache.h"
 
 #include <gtest/gtest.h>
 

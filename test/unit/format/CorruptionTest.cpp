@@ -7,7 +7,7 @@
 #include "trellis/Format/Npy.h"
 #include "trellis/Format/Safetensors.h"
 
-#include "TestUtil.h"
+#include "test/unit/format/TestUtil.h"
 
 #include <gtest/gtest.h>
 #include <zip.h>

@@ -1,7 +1,7 @@
 //===- NpzTest.cpp - .npz reader and writer -------------------------------===//
 #include "trellis/Format/Npy.h"
 
-#include "TestUtil.h"
+#include "test/unit/format/TestUtil.h"
 
 #include <gtest/gtest.h>
 #include <zip.h>

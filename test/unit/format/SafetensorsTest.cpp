@@ -1,7 +1,7 @@
 //===- SafetensorsTest.cpp - Reader, writer and layout of safetensors -----===//
 #include "trellis/Format/Safetensors.h"
 
-#include "TestUtil.h"
+#include "test/unit/format/TestUtil.h"
 
 #include <gtest/gtest.h>
 

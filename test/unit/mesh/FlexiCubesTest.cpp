@@ -2,7 +2,7 @@
 // decoder's head layout (spec §7.4): deform = 0, weights = 0, colour = 0.
 #include "trellis/Mesh/FlexiCubes.h"
 
-#include "FlexiCubesFields.h"
+#include "test/unit/mesh/FlexiCubesFields.h"
 #include "trellis/Output/Mesh.h"
 
 #include <gtest/gtest.h>

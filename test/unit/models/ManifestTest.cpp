@@ -1,9 +1,9 @@
 //===- ManifestTest.cpp - Tensor manifests vs spec Appendix A and §1.5 ----===//
 
-#include "../config/ConfigFixtures.h"
-#include "../config/ConfigTestUtil.h"
+#include "test/unit/config/ConfigFixtures.h"
+#include "test/unit/config/ConfigTestUtil.h"
 
-#include "MkModel.h"
+#include "tools/trellis-mkmodel/MkModel.h"
 #include "trellis/Models/Manifest.h"
 
 #include <gtest/gtest.h>

@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../config/ConfigTestUtil.h"
+#include "test/unit/config/ConfigTestUtil.h"
 
-#include "MkModel.h"
+#include "tools/trellis-mkmodel/MkModel.h"
 #include "trellis/Config/PipelineConfig.h"
 #include "trellis/Format/Npy.h"
 #include "trellis/Format/Safetensors.h"

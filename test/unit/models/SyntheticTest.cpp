@@ -1,6 +1,6 @@
 //===- SyntheticTest.cpp - The seeded weight generator of trellis-mkmodel -===//
 
-#include "MkModel.h"
+#include "tools/trellis-mkmodel/MkModel.h"
 
 #include "trellis/Models/Buffers.h"
 

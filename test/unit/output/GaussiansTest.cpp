@@ -2,7 +2,7 @@
 
 #include "trellis/Format/Npy.h"
 
-#include "TestMeshes.h"
+#include "test/unit/output/TestMeshes.h"
 
 #include <cmath>
 #include <cstring>

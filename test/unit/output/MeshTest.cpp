@@ -1,6 +1,6 @@
 #include "trellis/Output/Mesh.h"
 
-#include "TestMeshes.h"
+#include "test/unit/output/TestMeshes.h"
 
 #include <cstring>
 #include <filesystem>

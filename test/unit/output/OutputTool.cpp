@@ -19,7 +19,7 @@
 #include "trellis/Output/Mesh.h"
 #include "trellis/Output/RadianceField.h"
 
-#include "TestMeshes.h"
+#include "test/unit/output/TestMeshes.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -22,7 +22,7 @@
 // moves the output by more than 100 such ulps.
 //
 //===----------------------------------------------------------------------===//
-#include "TestUtil.h"
+#include "test/unit/reference/TestUtil.h"
 
 #include "trellis/Reference/Kernels.h"
 

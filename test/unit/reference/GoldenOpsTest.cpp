@@ -18,7 +18,7 @@
 //  * data movement, integer ops and index computations: exact.
 //
 //===----------------------------------------------------------------------===//
-#include "TestUtil.h"
+#include "test/unit/reference/TestUtil.h"
 
 #include "trellis/Reference/Kernels.h"
 

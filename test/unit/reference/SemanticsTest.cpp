@@ -4,7 +4,7 @@
 // §12) with values computed by hand here, independently of the goldens.
 //
 //===----------------------------------------------------------------------===//
-#include "TestUtil.h"
+#include "test/unit/reference/TestUtil.h"
 
 #include "trellis/Reference/Kernels.h"
 #include "trellis/Reference/Parallel.h"

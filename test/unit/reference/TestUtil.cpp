@@ -1,5 +1,5 @@
 //===- TestUtil.cpp - Helpers of the reference kernel tests ---------------===//
-#include "TestUtil.h"
+#include "test/unit/reference/TestUtil.h"
 
 #include "trellis/Format/Npy.h"
 

@@ -24,7 +24,7 @@
 #include "trellis/Runtime/CpuExecutor.h"
 #include "trellis/Trace/Tracer.h"
 
-#include "MkModel.h"
+#include "tools/trellis-mkmodel/MkModel.h"
 
 #include "dialect/TrellisDialect.h"
 
