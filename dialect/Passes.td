@@ -226,23 +226,57 @@ def TrellisFormAttention : Pass<"trellis-form-attention", "ModuleOp"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// The tiling phase (buildTilingPipeline): how big a piece of work each kernel
+// takes. It runs after the fusion phase, so it tiles the fused ops.
+//===----------------------------------------------------------------------===//
+
 def TrellisChunkMlp : Pass<"trellis-chunk-mlp", "ModuleOp"> {
   let summary = "Split the token axis of the MLPs into chunks (low-memory mode)";
   let description = [{
     Rewrites every MLP `linear → gelu → linear` (or `linear {activation =
-    "gelu_tanh"} → linear`) whose input has more than `chunk-tokens`
-    tokens along its token axis (the second to last, static) into
-    `trellis.split` of the input into chunks of `chunk-tokens` tokens (the
-    last one shorter), the MLP on each chunk, and `trellis.concat` of the
+    "gelu_tanh"} → linear`, the second linear possibly with a `residual`)
+    whose input has more tokens along its token axis (the second to last,
+    static) than a chunk into `trellis.split` of the input (and of the
+    residual) into chunks, the MLP on each chunk, and `trellis.concat` of the
     results: the 4×-wide hidden activation then only lives for one chunk at
-    a time. Every row is computed by the same kernels in the same order, so
-    the result is bit-identical. The chunk ops keep the locations of the MLP
-    ops they copy; the split and the concat take the fused location of the
-    MLP.
+    a time. A chunk holds `chunk-tokens` tokens, or as many as keep one
+    chunk's hidden activation within `hidden-bytes`, whichever is fewer (an
+    option of 0 is unset; the last chunk is shorter). Every row is computed
+    by the same kernels in the same order, so the result is bit-identical.
+    The chunk ops keep the locations of the MLP ops they copy; the splits
+    and the concat take the fused location of the MLP.
   }];
   let options = [
-    Option<"chunkTokens", "chunk-tokens", "int64_t", /*default=*/"1024",
-           "Tokens per chunk">
+    Option<"chunkTokens", "chunk-tokens", "int64_t", /*default=*/"0",
+           "Tokens per chunk (0: not bounded by a count)">,
+    Option<"hiddenBytes", "hidden-bytes", "int64_t", /*default=*/"0",
+           "Bytes of one chunk's hidden activation at most (0: no budget)">
+  ];
+}
+
+def TrellisTileAttention : Pass<"trellis-tile-attention", "ModuleOp"> {
+  let summary = "Choose the attention kernels' tile configurations";
+  let description = [{
+    Sets `tiles` on every `trellis.attention`, `trellis.sparse.attention`
+    and `trellis.sparse.cross_attention`: for each kernel family the bundle
+    carries (sm_90a, then the portable compute_80 and compute_75 images)
+    the configurations of runtime/kernels/attention.h the runtime may launch
+    for the op's head dim. Per family the first is the short-sequence
+    default (trellis_attn_default_config). On sm_90a, d = 64 queries of
+    1024 rows or more run better with 192 or 256 rows per CTA, whichever
+    fills the waves of `multiprocessors` SMs better (trellis_attn_choose):
+    where the query length is static (the dense flow) the pass makes that
+    choice and lists one kernel; where it is known only at run time (sparse
+    attention, bounded by the segments' `max_length` or the coordinate
+    set's bound) it lists the default and the long-sequence candidates and
+    the runtime chooses by the same model. A head dim without a kernel in
+    some family is an error at the op. Existing `tiles` are replaced.
+  }];
+  let options = [
+    Option<"multiprocessors", "multiprocessors", "int64_t",
+           /*default=*/"132",
+           "SMs the static choices plan for (132: H100 SXM, H200)">
   ];
 }
 

@@ -14,6 +14,8 @@
 #include "dialect/TrellisOps.h"
 #include "dialect/TrellisOpsUtils.h"
 
+#include "llvm/ADT/StringSet.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
@@ -219,6 +221,23 @@ LogicalResult mlir::trellis::detail::verifyPositive(Operation *op,
     return success();
   return op->emitOpError() << name << " must be " << (allowZero ? ">=" : ">")
                            << " 0, found " << formatDouble(value);
+}
+
+LogicalResult mlir::trellis::detail::verifyAttentionTiles(Operation *op,
+                                                          ArrayAttr tiles) {
+  if (!tiles)
+    return success();
+  if (tiles.empty())
+    return op->emitOpError() << "tiles must name at least one kernel";
+  llvm::StringSet<> seen;
+  for (Attribute a : tiles) {
+    StringRef name = cast<StringAttr>(a).getValue();
+    if (name.empty())
+      return op->emitOpError() << "tiles holds an empty kernel name";
+    if (!seen.insert(name).second)
+      return op->emitOpError() << "tiles names '" << name << "' twice";
+  }
+  return success();
 }
 
 LogicalResult mlir::trellis::detail::verifyAxis(Operation *op, int64_t axis,
@@ -768,6 +787,8 @@ LogicalResult AttentionOp::verify() {
                            << dimToString(x.getDimSize(2)) << ", "
                            << dimToString(x.getDimSize(3)) << "], found " << g;
   }
+  if (failed(verifyAttentionTiles(*this, getTilesAttr())))
+    return failure();
   return verifyPositive(*this, "scale", getScaleAttr().getValueAsDouble());
 }
 

@@ -585,9 +585,17 @@ def Trellis_AttentionOp : Trellis_PureOp<"attention",
     `trellis.head_rms_norm` to q / k, rounded to q's element type as that op
     does, then the attention above.
 
+    Optional `tiles` (set by `trellis-tile-attention`, the tiling phase):
+    the names of the attention kernels (runtime/kernels/attention.h) this
+    op may run, per kernel family the short-sequence default first, then
+    the long-sequence candidates the runtime chooses among by the wave
+    model when the query length is only known at run time. The CPU
+    reference ignores it.
+
     Verifier: rank 4 each; one element type; B and H agree across q, k, v;
     d agrees between q and k; Lk agrees between k and v; scale > 0;
-    q_gamma and k_gamma, when present, are f32 [H, d].
+    q_gamma and k_gamma, when present, are f32 [H, d];
+    `tiles`, when present, is not empty and names no kernel twice.
 
     ```mlir
     %o = trellis.attention %q, %k, %v {scale = 1.250000e-01 : f64}
@@ -605,12 +613,14 @@ def Trellis_AttentionOp : Trellis_PureOp<"attention",
   let arguments = (ins Trellis_FloatTensor:$q, Trellis_FloatTensor:$k,
                        Trellis_FloatTensor:$v,
                        Optional<Trellis_F32Tensor>:$q_gamma,
-                       Optional<Trellis_F32Tensor>:$k_gamma, F64Attr:$scale);
+                       Optional<Trellis_F32Tensor>:$k_gamma, F64Attr:$scale,
+                       OptionalAttr<StrArrayAttr>:$tiles);
   let results = (outs Trellis_FloatTensor:$result);
   let builders = [
     OpBuilder<(ins "TypeRange":$resultTypes, "Value":$q, "Value":$k,
                    "Value":$v, "FloatAttr":$scale), [{
-      build($_builder, $_state, resultTypes, q, k, v, Value(), Value(), scale);
+      build($_builder, $_state, resultTypes, q, k, v, Value(), Value(), scale,
+            ArrayAttr());
     }]>
   ];
   let assemblyFormat = [{
@@ -1948,9 +1958,17 @@ def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
     `trellis-form-attention`): the head RMS norm of `trellis.head_rms_norm`
     on q / k first, rounded to q's element type as that op does.
 
+    Optional `tiles` (set by `trellis-tile-attention`, the tiling phase):
+    the names of the attention kernels (runtime/kernels/attention.h) this
+    op may run, per kernel family the short-sequence default first, then
+    the long-sequence candidates the runtime chooses among by the wave
+    model when the query length is only known at run time. The CPU
+    reference ignores it.
+
     Verifier: rank 3 each; one element type; N dynamic and bounded like
     `segments`; H agrees; d agrees between q and k; scale > 0; q_gamma and
-    k_gamma, when present, are [H, d].
+    k_gamma, when present, are [H, d];
+    `tiles` as for `trellis.attention`.
 
     ```mlir
     %o = trellis.sparse.attention %q, %k, %v, %s {scale = 1.250000e-01 : f64}
@@ -1962,13 +1980,14 @@ def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
   let arguments = (ins Trellis_FloatTensor:$q, Trellis_FloatTensor:$k,
                        Trellis_FloatTensor:$v, Trellis_SegmentsType:$segments,
                        Optional<Trellis_F32Tensor>:$q_gamma,
-                       Optional<Trellis_F32Tensor>:$k_gamma, F64Attr:$scale);
+                       Optional<Trellis_F32Tensor>:$k_gamma, F64Attr:$scale,
+                       OptionalAttr<StrArrayAttr>:$tiles);
   let results = (outs Trellis_FloatTensor:$result);
   let builders = [
     OpBuilder<(ins "TypeRange":$resultTypes, "Value":$q, "Value":$k,
                    "Value":$v, "Value":$segments, "FloatAttr":$scale), [{
       build($_builder, $_state, resultTypes, q, k, v, segments, Value(),
-            Value(), scale);
+            Value(), scale, ArrayAttr());
     }]>
   ];
   let assemblyFormat = [{
@@ -1991,9 +2010,17 @@ def Trellis_SparseCrossAttentionOp : Trellis_PureOp<"sparse.cross_attention",
     f32 scores, softmax and accumulation (spec §6.5 cross). The runtime
     checks b_i < B.
 
+    Optional `tiles` (set by `trellis-tile-attention`, the tiling phase):
+    the names of the attention kernels (runtime/kernels/attention.h) this
+    op may run, per kernel family the short-sequence default first, then
+    the long-sequence candidates the runtime chooses among by the wave
+    model when the query length is only known at run time. The CPU
+    reference ignores it.
+
     Verifier: q rank 3 with N dynamic and bounded like `coords`; k, v rank
     4 with B and Lc agreeing; one element type; H agrees; d agrees between q
-    and k; scale > 0.
+    and k; scale > 0;
+    `tiles` as for `trellis.attention`.
 
     ```mlir
     %o = trellis.sparse.cross_attention %q, %k, %v, %c {scale = 1.250000e-01 : f64}
@@ -2004,8 +2031,15 @@ def Trellis_SparseCrossAttentionOp : Trellis_PureOp<"sparse.cross_attention",
   }];
   let arguments = (ins Trellis_FloatTensor:$q, Trellis_FloatTensor:$k,
                        Trellis_FloatTensor:$v, Trellis_CoordsType:$coords,
-                       F64Attr:$scale);
+                       F64Attr:$scale, OptionalAttr<StrArrayAttr>:$tiles);
   let results = (outs Trellis_FloatTensor:$result);
+  let builders = [
+    OpBuilder<(ins "TypeRange":$resultTypes, "Value":$q, "Value":$k,
+                   "Value":$v, "Value":$coords, "FloatAttr":$scale), [{
+      build($_builder, $_state, resultTypes, q, k, v, coords, scale,
+            ArrayAttr());
+    }]>
+  ];
   let assemblyFormat = "$q `,` $k `,` $v `,` $coords attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

@@ -93,6 +93,10 @@ LogicalResult verifyVoxelDim(Operation *op, StringRef name,
 LogicalResult verifyPositive(Operation *op, StringRef name, double value,
                              bool allowZero = false);
 
+/// An attention op's `tiles` (trellis-tile-attention): absent, or a
+/// non-empty list of distinct non-empty kernel names.
+LogicalResult verifyAttentionTiles(Operation *op, ArrayAttr tiles);
+
 /// "axis A is out of range for rank R" unless `axis` normalizes.
 LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank);
 

@@ -598,6 +598,8 @@ LogicalResult SparseAttentionOp::verify() {
                            << dimToString(x.getDimSize(1)) << ", "
                            << dimToString(x.getDimSize(2)) << "], found " << g;
   }
+  if (failed(verifyAttentionTiles(*this, getTilesAttr())))
+    return failure();
   return verifyPositive(*this, "scale", getScaleAttr().getValueAsDouble());
 }
 
@@ -634,7 +636,8 @@ LogicalResult SparseCrossAttentionOp::verify() {
       failed(verifyDimsAgree(*this, "head counts", "q", q.getDimSize(1), "v",
                              v.getDimSize(2))) ||
       failed(verifyDimsAgree(*this, "head dims", "q", q.getDimSize(2), "k",
-                             k.getDimSize(3))))
+                             k.getDimSize(3))) ||
+      failed(verifyAttentionTiles(*this, getTilesAttr())))
     return failure();
   return verifyPositive(*this, "scale", getScaleAttr().getValueAsDouble());
 }

@@ -149,9 +149,21 @@ cl::opt<std::string> precision(
 
 cl::opt<unsigned> mlpChunkTokens(
     "mlp-chunk-tokens", cl::cat(category), cl::init(0),
-    cl::desc("GPU: run each MLP over this many tokens at a time "
-             "(trellis-chunk-mlp; bounds the [L, 4C] hidden activation for "
-             "small-memory GPUs; 0 = whole sequence)"));
+    cl::desc("GPU, tiling phase: run each MLP over this many tokens at a "
+             "time (trellis-chunk-mlp; bounds the [L, 4C] hidden activation "
+             "for small-memory GPUs; 0 = whole sequence)"));
+
+cl::opt<unsigned> mlpHiddenMiB(
+    "mlp-hidden-mib", cl::cat(category), cl::init(0),
+    cl::desc("GPU, tiling phase: run each MLP over as many tokens as keep "
+             "its hidden activation within this many MiB (with "
+             "--mlp-chunk-tokens: the fewer tokens; 0 = no budget)"));
+
+cl::opt<unsigned> tileForSms(
+    "tile-for-sms", cl::cat(category), cl::init(132),
+    cl::desc("GPU, tiling phase: the SMs the attention tiles of static "
+             "sequence lengths are chosen for (132: H100 SXM and H200; "
+             "lengths known only at run time are chosen on the device)"));
 
 /// A usage error: exit code 2.
 cl::opt<std::string> dumpPhasesTo(
@@ -198,8 +210,12 @@ void addPhasePasses(Phase phase, PassManager &pm) {
     session::addGraphPhasePasses(pm);
     break;
   case Phase::Fusion:
-    ::mlir::trellis::buildFusionPipeline(pm, mlpChunkTokens);
-    pm.addPass(::mlir::trellis::createTrellisVerifyLocations());
+    ::mlir::trellis::buildFusionPipeline(pm);
+    break;
+  case Phase::Tiling:
+    ::mlir::trellis::buildTilingPipeline(pm, {int64_t(mlpChunkTokens),
+                                              int64_t(mlpHiddenMiB) << 20,
+                                              int64_t(tileForSms)});
     break;
   default:
     break;

@@ -24,9 +24,8 @@ static constexpr PhaseInfo kPhases[] = {
      "attention head norms, GEMM residuals, residual+LayerNorm",
      true, false, true, true},
     {Phase::Tiling, "tiling",
-     "(no passes yet: attention tiles are chosen per head dim by the "
-     "attention library; MLP chunking and Swin windows come with the "
-     "low-memory and sparse paths)",
+     "chunk the MLPs over tokens (when asked for), choose every attention "
+     "op's kernel tiles per GPU family",
      true, false, true, true},
     {Phase::Partition, "partition",
      "mark the GPU functions; rewrite ops into cuBLASLt / attention / "

@@ -22,7 +22,7 @@ enum class Phase {
   Trellis,   // trace lowered to the `trellis` dialect (tensor level)
   Graph,     // graph passes: canonicalize/CSE, hoisting, folding, CFG batching
   Fusion,    // attention formation, norm+modulate, GEMM epilogues, Euler/CFG
-  Tiling,    // flash attention tiles, Swin windows -> varlen, MLP chunking
+  Tiling,    // attention kernel tiles per GPU family, MLP token chunks
   Partition, // library calls (cuBLASLt, attention) vs generated kernels
   Codegen,   // generated kernels -> gpu -> NVVM -> LLVM NVPTX -> PTX
   Plan,      // memory plan (symbolic in N) and host program

@@ -4,9 +4,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
-void mlir::trellis::buildFusionPipeline(OpPassManager &pm,
-                                        int64_t mlpChunkTokens,
-                                        bool sharePrefix) {
+void mlir::trellis::buildFusionPipeline(OpPassManager &pm, bool sharePrefix) {
   pm.addPass(createTrellisSpecializeGuidance());
   // Cond-only work (the cast of the condition, the cross-attention K/V
   // projections and their weights) leaves both sampler regions.
@@ -25,10 +23,6 @@ void mlir::trellis::buildFusionPipeline(OpPassManager &pm,
   pm.addPass(createTrellisFuseNormModulate());
   pm.addPass(createTrellisFuseLinearActivation());
   pm.addPass(createTrellisFormAttention());
-  // After the GELU fusion: the chunks are linear {gelu_tanh} → linear.
-  if (mlpChunkTokens > 0)
-    pm.addPass(createTrellisChunkMlp(TrellisChunkMlpOptions{mlpChunkTokens}));
-  // After the chunking: the gated residuals of unchunked linears only.
   pm.addPass(createTrellisFuseLinearResidual());
   pm.addPass(createTrellisFuseResidualNorm());
   // Not yet here: trellis-fuse-linear-norm (the GEMM before each
@@ -40,5 +34,16 @@ void mlir::trellis::buildFusionPipeline(OpPassManager &pm,
   // Last: the two branches' common prefix (of fused ops) computed once.
   if (sharePrefix)
     pm.addPass(createTrellisShareGuidancePrefix());
+  pm.addPass(createTrellisVerifyLocations());
+}
+
+void mlir::trellis::buildTilingPipeline(OpPassManager &pm,
+                                        const TilingOptions &options) {
+  // On the fused ops: the chunks are linear {gelu_tanh} → linear [residual].
+  if (options.mlpChunkTokens > 0 || options.mlpHiddenBytes > 0)
+    pm.addPass(createTrellisChunkMlp(TrellisChunkMlpOptions{
+        options.mlpChunkTokens, options.mlpHiddenBytes}));
+  pm.addPass(createTrellisTileAttention(
+      TrellisTileAttentionOptions{options.multiprocessors}));
   pm.addPass(createTrellisVerifyLocations());
 }

@@ -91,39 +91,58 @@ size_t GpuExecutor::Impl::attentionRedoFlagsBytes(int64_t seqs, int64_t rows,
   return alignUp(size_t((rows + 63) / 64 * seqs * heads) * sizeof(int32_t));
 }
 
+Result<const TrellisAttnConfig *>
+GpuExecutor::Impl::attentionConfigFor(const TrellisAttnParams &params,
+                                      const Instr &instr) const {
+  if (!options.attentionConfig.empty()) { // a benchmark's override
+    const TrellisAttnConfig *c =
+        trellis_attn_find(options.attentionConfig.c_str());
+    if (!c || c->family != attentionFamily || c->head_dim != params.head_dim)
+      return opError(instr, "the attention configuration '" +
+                                options.attentionConfig +
+                                "' is not one of this device's kernels for "
+                                "head dim " +
+                                std::to_string(params.head_dim));
+    return c;
+  }
+  // The tiling phase's list (trellis-tile-attention): this family's entries,
+  // the short-sequence default first.
+  auto tiles = instr.attrs.find("tiles");
+  if (tiles == instr.attrs.end() || !tiles->is_array())
+    return opError(instr, "the attention op has no `tiles` (the tiling "
+                          "phase's trellis-tile-attention sets them)");
+  std::vector<const TrellisAttnConfig *> candidates;
+  for (const auto &name : *tiles) {
+    const TrellisAttnConfig *c =
+        name.is_string() ? trellis_attn_find(name.get<std::string>().c_str())
+                         : nullptr;
+    if (!c)
+      return opError(instr, "`tiles` names an attention kernel this runtime "
+                            "does not have: " +
+                                name.dump());
+    if (c->family == attentionFamily && c->head_dim == params.head_dim)
+      candidates.push_back(c);
+  }
+  if (candidates.empty())
+    return opError(instr, "`tiles` lists no attention kernel of sm_" +
+                              std::to_string(attentionFamily) +
+                              " for head dim " +
+                              std::to_string(params.head_dim));
+  return trellis_attn_choose(candidates.data(), int(candidates.size()),
+                             params.seqlen_q, params.num_seqs, params.heads,
+                             multiprocessors);
+}
+
 Result<std::function<Status()>>
 GpuExecutor::Impl::attentionLaunch(TrellisAttnParams params, bool kNormalized,
                                    CUdeviceptr redoFlags, const Instr &instr) {
   if (!attention)
     return opError(instr, "the bundle has no attention kernels for sm_" +
                               std::to_string(sm));
-  const int64_t d = params.head_dim;
-  static const std::map<int64_t, std::string> sm90Defaults = {
-      {64, "trellis_attn_sm90_d64_m128_n64_s4"},
-      {80, "trellis_attn_sm90_d80_m128_n64_s4"},
-      {128, "trellis_attn_sm90_d128_m128_n128_s3"}};
-  // Empty: the family's first configuration for d.
-  std::string choice = options.attentionConfig;
-  if (choice.empty() && attentionFamily == TRELLIS_ATTN_SM90A) {
-    // Long d = 64 sequences: the 192- or 256-row kernel by a wave model.
-    if (const char *name =
-            trellis_attn_sm90_long_sequence_config(&params, multiprocessors))
-      choice = name;
-    else if (auto it = sm90Defaults.find(d); it != sm90Defaults.end())
-      choice = it->second;
-  }
-  const TrellisAttnConfig *config = nullptr;
-  for (int i = 0; i < trellis_attn_num_configs && !config; ++i) {
-    const TrellisAttnConfig &c = trellis_attn_configs[i];
-    if (c.family != attentionFamily || c.head_dim != d)
-      continue;
-    if (!choice.empty() && choice != c.name)
-      continue;
-    config = &c;
-  }
-  if (!config)
-    return opError(instr,
-                   "no attention kernel for head dim " + std::to_string(d));
+  auto chosen = attentionConfigFor(params, instr);
+  if (!chosen)
+    return chosen.takeError();
+  const TrellisAttnConfig *config = *chosen;
   // The fixed softmax reference (attention_sm90.cuh, FIXED_REF): its kernel,
   // then the online one (`config`) for the CTAs it flags.
   const TrellisAttnConfig *fixed = nullptr;

@@ -255,9 +255,13 @@ struct GpuExecutor::Impl {
   /// Scratch bytes a sparse feature op needs (conv gather rows, group-norm
   /// statistics, window-ordered q/k/v), 0 for none.
   size_t sparseScratchBytes(const Prepared &p, const Node &node) const;
+  /// The attention kernel for a call with these parameters: the one of
+  /// GpuOptions::attentionConfig when set, else trellis_attn_choose over the
+  /// configurations of this device's family that the op's `tiles` list.
+  Result<const TrellisAttnConfig *>
+  attentionConfigFor(const TrellisAttnParams &params, const Instr &instr) const;
   /// The launch of an attention call with these parameters: the kernel of
-  /// GpuOptions::attentionConfig, or the measured choice of the family for
-  /// the head dim and the shape. Where k is head-normalized (`kNormalized`:
+  /// attentionConfigFor. Where k is head-normalized (`kNormalized`:
   /// params.k_gamma, or params.k_norm_gamma after a pre-pass) and
   /// GpuOptions::attentionSoftmax is "fixed", that choice's FIXED_REF twin
   /// runs instead, followed by the online kernel for the CTAs it flags in

@@ -285,42 +285,98 @@ static inline const char *trellis_attn_check(const TrellisAttnConfig *c,
   return 0;
 }
 
-/* The sm_90a configuration for a d = 64 call with >= 1024 query rows, or NULL
- * (other head dims, short sequences: the family's default, 128 rows per CTA
- * and two CTAs per SM). 192 or 256 query rows per CTA (one CTA per SM) read
- * K/V less often per query; which of the two wins depends on how their tiles
- * fill the waves. Estimated time = waves x one wave's time: ceil(CTAs / SMs) x
- * rows / the kernel's TFLOP/s with full waves (H100,
- * bench/attention/README.md; the 128-row kernel, 366 TFLOP/s for 256 rows per
- * SM, never wins this estimate). E.g. L = 4096: 256 rows; the SLat flow's
- * L = 4368: 192 rows. */
-static inline const char *
-trellis_attn_sm90_long_sequence_config(const TrellisAttnParams *p,
-                                       int multiprocessors) {
-  static const struct {
-    const char *name;
-    int rows;
-    double rate;
-  } candidates[2] = {
-      {TRELLIS_ATTN_NAME_SM90(64, 192, 128, 3) "_mbrs", 192, 428.0},
-      {TRELLIS_ATTN_NAME_SM90(64, 256, 64, 4) "_mbrs", 256, 417.0}};
-  const char *best = 0;
+/* ---- choosing a configuration
+ * The compiler's tiling phase (trellis-tile-attention) annotates every
+ * attention op with the configurations it may run (`tiles`, per family: the
+ * short-sequence default first, then long-sequence candidates where the
+ * query length is only known at run time); the runtime launches the one
+ * trellis_attn_choose picks from its family's. Both use these functions. */
+
+/* The configuration named `name`, or NULL. */
+static inline const TrellisAttnConfig *trellis_attn_find(const char *name) {
+  int i, j;
+  for (i = 0; i < trellis_attn_num_configs; ++i) {
+    const char *a = trellis_attn_configs[i].name;
+    for (j = 0; a[j] && a[j] == name[j]; ++j)
+      ;
+    if (a[j] == name[j])
+      return &trellis_attn_configs[i];
+  }
+  return 0;
+}
+
+/* A family's configuration for short sequences of head dim d (NULL: none).
+ * sm_90a: 128 query rows and two CTAs per SM; 64-key tiles in 4 stages for
+ * d = 64 and 80, 128-key tiles in 3 for d = 128 (bench/attention/README.md).
+ * sm_80 / sm_75: the family's first configuration for d. */
+static inline const TrellisAttnConfig *trellis_attn_default_config(int family,
+                                                                   int d) {
+  int i;
+  for (i = 0; i < trellis_attn_num_configs; ++i) {
+    const TrellisAttnConfig *c = &trellis_attn_configs[i];
+    if (c->family != family || c->head_dim != d || c->variant != 0)
+      continue;
+    if (family != TRELLIS_ATTN_SM90A ||
+        (c->block_m == 128 && c->block_n == (d == 128 ? 128 : 64) &&
+         c->stages == (d == 128 ? 3 : 4)))
+      return c;
+  }
+  return 0;
+}
+
+/* Query rows from which the long-sequence candidates are considered. */
+#define TRELLIS_ATTN_LONG_SEQUENCE_ROWS 1024
+
+/* The full-wave rate (TFLOP/s, H100, bench/attention/README.md) of a
+ * long-sequence candidate, 0 for any other configuration. The candidates are
+ * the sm_90a d = 64 kernels of 192 or 256 query rows per CTA (one CTA per
+ * SM, MBAR_PIPELINE | ROWSUM_MMA): they read K/V once per 192 or 256
+ * queries, 428 and 417 TFLOP/s with full waves against 366 for the 128-row
+ * default (which therefore never wins the estimate below). */
+static inline double
+trellis_attn_long_sequence_rate(const TrellisAttnConfig *c) {
+  if (c->family != TRELLIS_ATTN_SM90A || c->head_dim != 64 ||
+      c->variant !=
+          (TRELLIS_ATTN_SM90_MBAR_PIPELINE | TRELLIS_ATTN_SM90_ROWSUM_MMA))
+    return 0;
+  if (c->block_m == 192 && c->block_n == 128 && c->stages == 3)
+    return 428.0;
+  if (c->block_m == 256 && c->block_n == 64 && c->stages == 4)
+    return 417.0;
+  return 0;
+}
+
+/* Of `candidates` (n >= 1; [0] the short-sequence default), the configuration
+ * to launch for `num_seqs` x `heads` sequences of up to `seqlen_q` query rows
+ * on `multiprocessors` SMs: the default, unless seqlen_q >= 1024 and some
+ * candidate has a long-sequence rate; then the one whose waves finish first,
+ * estimated as ceil(CTAs / SMs) x rows / rate (the earlier on a tie). E.g.
+ * L = 4096: 256 rows; the SLat flow's L = 4368: 192 rows (132 SMs). */
+static inline const TrellisAttnConfig *
+trellis_attn_choose(const TrellisAttnConfig *const *candidates, int n,
+                    long long seqlen_q, long long num_seqs, long long heads,
+                    int multiprocessors) {
+  const TrellisAttnConfig *best = 0;
   double best_time = 0;
   int i;
-  if (p->head_dim != 64 || p->seqlen_q < 1024 || multiprocessors <= 0)
-    return 0;
-  for (i = 0; i < 2; ++i) {
-    long long tiles =
-        (p->seqlen_q + candidates[i].rows - 1) / candidates[i].rows;
-    long long ctas = tiles * p->num_seqs * p->heads;
-    double time = (double)((ctas + multiprocessors - 1) / multiprocessors) *
-                  candidates[i].rows / candidates[i].rate;
-    if (!best || time < best_time) {
-      best = candidates[i].name;
-      best_time = time;
+  if (seqlen_q >= TRELLIS_ATTN_LONG_SEQUENCE_ROWS && multiprocessors > 0) {
+    for (i = 1; i < n; ++i) {
+      const double rate = trellis_attn_long_sequence_rate(candidates[i]);
+      const long long rows = candidates[i]->block_m;
+      long long ctas;
+      double time;
+      if (rate <= 0)
+        continue;
+      ctas = (seqlen_q + rows - 1) / rows * num_seqs * heads;
+      time = (double)((ctas + multiprocessors - 1) / multiprocessors) *
+             (double)rows / rate;
+      if (!best || time < best_time) {
+        best = candidates[i];
+        best_time = time;
+      }
     }
   }
-  return best;
+  return best ? best : candidates[0];
 }
 
 /* ---- standalone head RMS norm (pre-pass)

@@ -532,6 +532,38 @@ func.func @attention_v_type(%q: tensor<2x4x16x64xf16>, %k: tensor<2x8x16x64xf16>
 
 // -----
 
+func.func @attention_tiles_empty(%q: tensor<2x4x16x64xf16>) {
+  // expected-error @+1 {{tiles must name at least one kernel}}
+  %o = trellis.attention %q, %q, %q {scale = 0.125 : f64, tiles = []} : (tensor<2x4x16x64xf16>, tensor<2x4x16x64xf16>, tensor<2x4x16x64xf16>) -> tensor<2x4x16x64xf16>
+  return
+}
+
+// -----
+
+func.func @attention_tiles_twice(%q: tensor<2x4x16x64xf16>) {
+  // expected-error @+1 {{tiles names 'trellis_attn_sm90_d64_m128_n64_s4' twice}}
+  %o = trellis.attention %q, %q, %q {scale = 0.125 : f64, tiles = ["trellis_attn_sm90_d64_m128_n64_s4", "trellis_attn_sm90_d64_m128_n64_s4"]} : (tensor<2x4x16x64xf16>, tensor<2x4x16x64xf16>, tensor<2x4x16x64xf16>) -> tensor<2x4x16x64xf16>
+  return
+}
+
+// -----
+
+func.func @attention_tiles_type(%q: tensor<2x4x16x64xf16>) {
+  // expected-error @+1 {{attribute 'tiles' failed to satisfy constraint: string array attribute}}
+  %o = trellis.attention %q, %q, %q {scale = 0.125 : f64, tiles = [64]} : (tensor<2x4x16x64xf16>, tensor<2x4x16x64xf16>, tensor<2x4x16x64xf16>) -> tensor<2x4x16x64xf16>
+  return
+}
+
+// -----
+
+func.func @sparse_attention_tiles_empty_name(%q: tensor<?x12x64xf16, #trellis.bounds<[32768]>>, %s: !trellis.segments<max_length = 512, bound = 32768>) {
+  // expected-error @+1 {{tiles holds an empty kernel name}}
+  %o = trellis.sparse.attention %q, %q, %q, %s {scale = 1.250000e-01 : f64, tiles = [""]} : (tensor<?x12x64xf16, #trellis.bounds<[32768]>>, tensor<?x12x64xf16, #trellis.bounds<[32768]>>, tensor<?x12x64xf16, #trellis.bounds<[32768]>>, !trellis.segments<max_length = 512, bound = 32768>) -> tensor<?x12x64xf16, #trellis.bounds<[32768]>>
+  return
+}
+
+// -----
+
 func.func @attention_batch_k(%q: tensor<2x4x16x64xf16>, %k: tensor<3x8x16x64xf16>, %v: tensor<2x8x16x64xf16>) {
   // expected-error @+1 {{batch sizes differ: q has 2, k has 3}}
   %o = trellis.attention %q, %k, %v {scale = 0.125 : f64} : (tensor<2x4x16x64xf16>, tensor<3x8x16x64xf16>, tensor<2x8x16x64xf16>) -> tensor<2x4x16x64xf16>

@@ -1,4 +1,5 @@
-// --target=cuda (the default): fusion, partition and codegen annotate the ops;
+// --target=cuda (the default): fusion, tiling, partition and codegen annotate
+// the ops;
 // --emit=ptx prints the generated kernels; the bundle carries PTX and the
 // attention kernel images, and names the GPU entry.
 // RUN: trellisc %s --compile-to=codegen | FileCheck %s --check-prefix=IR
@@ -6,12 +7,21 @@
 // IR-SAME: trellis.device = "cuda"
 // IR: trellis.linear {{.*}}activation = "gelu_tanh"
 // IR: trellis.layer_norm {{.*}}trellis.launch = {block = array<i64: {{.*}}>, grid = array<i64: {{.*}}>, kernel = "[[LN:layer_norm_f16_[0-9a-z_]+]]"
-// IR: trellis.attention
+// IR: trellis.attention {{.*}}tiles = ["trellis_attn_sm90_d64_m128_n64_s4", "trellis_attn_sm80_d64_m128_n64_s2", "trellis_attn_sm75_d64_m64_n64_s1"]
 
-// --mlp-chunk-tokens splits the MLP over tokens (trellis-chunk-mlp).
-// RUN: trellisc %s --compile-to=fusion --mlp-chunk-tokens=64 | FileCheck %s --check-prefix=CHUNK
+// The tiling phase: --mlp-chunk-tokens splits the MLP over tokens
+// (trellis-chunk-mlp), as does --mlp-hidden-mib (a hidden row of one token
+// is 256 f16 = 512 bytes: 1 MiB holds all 128 tokens, no split); the
+// attention's tiles are chosen for --tile-for-sms.
+// RUN: trellisc %s --compile-to=tiling --mlp-chunk-tokens=64 | FileCheck %s --check-prefix=CHUNK
 // CHUNK-COUNT-2: trellis.linear {{.*}} -> tensor<1x64x256xf16>
 // CHUNK: trellis.concat
+// CHUNK: trellis.attention {{.*}}tiles =
+// RUN: trellisc %s --compile-to=fusion --mlp-chunk-tokens=64 | FileCheck %s --check-prefix=FUSION
+// FUSION-NOT: trellis.concat
+// FUSION-NOT: tiles =
+// RUN: trellisc %s --compile-to=tiling --mlp-hidden-mib=1 | FileCheck %s --check-prefix=BUDGET
+// BUDGET-NOT: trellis.concat
 
 // RUN: trellisc %s --compile-to=codegen --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --input-file=%t.ptx --check-prefix=PTX
@@ -48,7 +58,7 @@
 // What the GPU cannot run is an error at the user's line, before any file.
 // RUN: sed 's/1x128x1x64xf16/1x128x4x16xf16/g' %s > %t.d16.mlir
 // RUN: not trellisc %t.d16.mlir -o %t.d16.exe 2>&1 | FileCheck %s --check-prefix=D16
-// D16: model.py:7:3: error: 'trellis.attention' op cannot run on the GPU: the attention kernels take fp16 [B, L, H, d] with head dim 64, 80 or 128, found 'tensor<1x128x4x16xf16>'
+// D16: model.py:7:3: error: 'trellis.attention' op cannot run on the GPU: no attention kernel of the sm_90a family for head dim 16 (runtime/kernels/attention.h has 64, 80 and 128)
 // D16-NOT: see current operation
 // RUN: not ls %t.d16.exe
 #loc = loc(fused["user_model/block", "user"("model.py":7:3)])

@@ -1,6 +1,8 @@
 // RUN: trellis-opt --trellis-chunk-mlp=chunk-tokens=4 %s | FileCheck %s
 // RUN: trellis-opt --trellis-chunk-mlp=chunk-tokens=4 --mlir-print-debuginfo %s | FileCheck %s --check-prefix=LOC
-// RUN: trellis-opt --trellis-chunk-mlp %s | FileCheck %s --check-prefix=DEFAULT
+// RUN: trellis-opt --trellis-chunk-mlp=hidden-bytes=512 %s | FileCheck %s --check-prefix=BUDGET
+// RUN: trellis-opt "--trellis-chunk-mlp=chunk-tokens=3 hidden-bytes=512" %s | FileCheck %s --check-prefix=FEWER
+// RUN: not trellis-opt --trellis-chunk-mlp %s 2>&1 | FileCheck %s --check-prefix=UNSET
 
 // 10 tokens in chunks of 4: 4, 4, 2.
 // CHECK-LABEL: func.func @mlp
@@ -21,8 +23,12 @@
 // LOC: trellis.concat {{.*}} loc(#[[MLP]])
 // LOC-DAG: #[[FC1]] = loc("fc1")
 // LOC-DAG: #[[MLP]] = loc(fused[#[[FC1]], #{{loc[0-9]+}}, #{{loc[0-9]+}}])
-// DEFAULT-LABEL: func.func @mlp
-// DEFAULT-NOT: trellis.split
+// A hidden row of one token is 2 × 32 f16 = 128 bytes: 512 bytes hold 4.
+// BUDGET-LABEL: func.func @mlp
+// BUDGET: trellis.split %{{.*}} {axis = 1 : i64, sizes = array<i64: 4, 4, 2>}
+// FEWER-LABEL: func.func @mlp
+// FEWER: trellis.split %{{.*}} {axis = 1 : i64, sizes = array<i64: 3, 3, 3, 1>}
+// UNSET: trellis-chunk-mlp: chunk-tokens or hidden-bytes must be >= 1 (and neither negative), found 0 and 0
 func.func @mlp(%x: tensor<2x10x8xf16>, %w1: tensor<32x8xf16>, %b1: tensor<32xf16>, %w2: tensor<8x32xf16>, %b2: tensor<8xf16>) -> tensor<2x10x8xf16> {
   %h = trellis.linear %x, %w1, %b1 : (tensor<2x10x8xf16>, tensor<32x8xf16>, tensor<32xf16>) -> tensor<2x10x32xf16> loc("fc1")
   %g = trellis.gelu %h : tensor<2x10x32xf16> loc("act")
@@ -39,6 +45,21 @@ func.func @mlp(%x: tensor<2x10x8xf16>, %w1: tensor<32x8xf16>, %b1: tensor<32xf16
 func.func @fused_mlp(%x: tensor<1x8x8xf16>, %w1: tensor<32x8xf16>, %w2: tensor<8x32xf16>) -> tensor<1x8x8xf16> {
   %h = trellis.linear %x, %w1 {activation = "gelu_tanh"} : (tensor<1x8x8xf16>, tensor<32x8xf16>) -> tensor<1x8x32xf16>
   %y = trellis.linear %h, %w2 : (tensor<1x8x32xf16>, tensor<8x32xf16>) -> tensor<1x8x8xf16>
+  return %y : tensor<1x8x8xf16>
+}
+
+// After trellis-fuse-linear-residual: the residual is split alike and each
+// chunk's second linear adds its piece.
+// CHECK-LABEL: func.func @residual_mlp
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<1x8x8xf16>, %[[R:[^:]*]]: tensor<1x8x8xf16>
+// CHECK: %[[S:.*]]:2 = trellis.split %[[X]] {axis = 1 : i64, sizes = array<i64: 4, 4>}
+// CHECK-NEXT: %[[RS:.*]]:2 = trellis.split %[[R]] {axis = 1 : i64, sizes = array<i64: 4, 4>}
+// CHECK: trellis.linear %{{.*}}, %{{.*}}, %{{.*}} residual %[[RS]]#0 : (tensor<1x4x32xf16>
+// CHECK: trellis.linear %{{.*}}, %{{.*}}, %{{.*}} residual %[[RS]]#1 : (tensor<1x4x32xf16>
+// CHECK: trellis.concat
+func.func @residual_mlp(%x: tensor<1x8x8xf16>, %r: tensor<1x8x8xf16>, %w1: tensor<32x8xf16>, %b1: tensor<32xf16>, %w2: tensor<8x32xf16>, %b2: tensor<8xf16>) -> tensor<1x8x8xf16> {
+  %h = trellis.linear %x, %w1, %b1 {activation = "gelu_tanh"} : (tensor<1x8x8xf16>, tensor<32x8xf16>, tensor<32xf16>) -> tensor<1x8x32xf16>
+  %y = trellis.linear %h, %w2, %b2 residual %r : (tensor<1x8x32xf16>, tensor<8x32xf16>, tensor<8xf16>, tensor<1x8x8xf16>) -> tensor<1x8x8xf16>
   return %y : tensor<1x8x8xf16>
 }
 
