@@ -33,8 +33,8 @@ def TrellisGpuCodegen : Pass<"trellis-gpu-codegen", "ModuleOp"> {
   let description = [{
     Classifies every op of the CUDA functions by its traits
     (lib/Codegen/Classify.cpp), builds one kernel per distinct generated op
-    (one file per kernel family), annotates the ops (`trellis.launch`,
-    `trellis.bind_on_host`, ...; docs/design/gpu-backend.md) and lowers the
+    (one file per kernel family), annotates the ops (`trellis.launch`, ...;
+    docs/design/gpu-backend.md) and lowers the
     kernels to PTX (sm_90a, and compute_75 unless `portable=false`).
   }];
   let options = [

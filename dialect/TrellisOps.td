@@ -69,7 +69,7 @@ def Trellis_LibraryCall : NativeOpTrait<"LibraryCall"> {
 }
 // A function of the voxel coordinates alone, evaluated on the host when the
 // runtime binds a sparse function to its voxel set; the codegen marks it
-// `trellis.bind_on_host` in the host program.
+// its class in the host program ("host_bound").
 def Trellis_HostBound : NativeOpTrait<"HostBound"> {
   let cppNamespace = "::mlir::trellis::OpTrait";
 }

@@ -19,8 +19,8 @@ PACKAGES=(
 )
 # Heavier packages only the tests need (open3d reads our PLY/GLB output).
 if [[ "${1:-}" == "--test" ]]; then
-  # open3d: the mesh checks; clang-format-14: scripts/check-format.sh
-  PACKAGES+=(python3-open3d clang-format-14)
+  # open3d: the mesh checks; clang-format-14, black, codespell: scripts/check-format.sh
+  PACKAGES+=(python3-open3d clang-format-14 black codespell)
 fi
 
 missing=()

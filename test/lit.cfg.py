@@ -11,6 +11,7 @@ config.test_exec_root = os.path.join(config.trellis_obj_root, "test", "lit")
 
 # Our tools first, then LLVM's FileCheck/not/count.
 config.environment["PATH"] = os.pathsep.join(
-    [config.trellis_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+    [config.trellis_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")]
+)
 config.substitutions.append(("%trellis_src", config.trellis_src_root))
 config.substitutions.append(("%python", "/usr/bin/python3"))

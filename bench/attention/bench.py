@@ -34,30 +34,57 @@ FAMILY = {"sm90": 90, "sm80": 80, "sm75": 75}
 
 class Params(ctypes.Structure):
     """Mirror of TrellisAttnParams (runtime/kernels/attention.h); size checked at load."""
+
     _fields_ = [
-        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p), ("o", ctypes.c_void_p),
-        ("q_batch_stride", ctypes.c_int64), ("q_row_stride", ctypes.c_int64), ("q_head_stride", ctypes.c_int64),
-        ("k_batch_stride", ctypes.c_int64), ("k_row_stride", ctypes.c_int64), ("k_head_stride", ctypes.c_int64),
-        ("v_batch_stride", ctypes.c_int64), ("v_row_stride", ctypes.c_int64), ("v_head_stride", ctypes.c_int64),
-        ("o_batch_stride", ctypes.c_int64), ("o_row_stride", ctypes.c_int64), ("o_head_stride", ctypes.c_int64),
-        ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
-        ("q_gamma", ctypes.c_void_p), ("k_gamma", ctypes.c_void_p),
-        ("num_seqs", ctypes.c_int32), ("heads", ctypes.c_int32), ("seqlen_q", ctypes.c_int32),
-        ("seqlen_k", ctypes.c_int32), ("head_dim", ctypes.c_int32), ("softmax_scale", ctypes.c_float),
-        ("k_norm_gamma", ctypes.c_void_p), ("redo_flags", ctypes.c_void_p),
+        ("q", ctypes.c_void_p),
+        ("k", ctypes.c_void_p),
+        ("v", ctypes.c_void_p),
+        ("o", ctypes.c_void_p),
+        ("q_batch_stride", ctypes.c_int64),
+        ("q_row_stride", ctypes.c_int64),
+        ("q_head_stride", ctypes.c_int64),
+        ("k_batch_stride", ctypes.c_int64),
+        ("k_row_stride", ctypes.c_int64),
+        ("k_head_stride", ctypes.c_int64),
+        ("v_batch_stride", ctypes.c_int64),
+        ("v_row_stride", ctypes.c_int64),
+        ("v_head_stride", ctypes.c_int64),
+        ("o_batch_stride", ctypes.c_int64),
+        ("o_row_stride", ctypes.c_int64),
+        ("o_head_stride", ctypes.c_int64),
+        ("cu_seqlens_q", ctypes.c_void_p),
+        ("cu_seqlens_k", ctypes.c_void_p),
+        ("q_gamma", ctypes.c_void_p),
+        ("k_gamma", ctypes.c_void_p),
+        ("num_seqs", ctypes.c_int32),
+        ("heads", ctypes.c_int32),
+        ("seqlen_q", ctypes.c_int32),
+        ("seqlen_k", ctypes.c_int32),
+        ("head_dim", ctypes.c_int32),
+        ("softmax_scale", ctypes.c_float),
+        ("k_norm_gamma", ctypes.c_void_p),
+        ("redo_flags", ctypes.c_void_p),
     ]
+
 
 FIXED_REF = 4  # TRELLIS_ATTN_SM90_FIXED_REF: the variant bit of the fixed-softmax-reference kernels
 
 
 class NormParams(ctypes.Structure):
     """Mirror of TrellisHeadRmsNormParams."""
+
     _fields_ = [
-        ("x", ctypes.c_void_p), ("y", ctypes.c_void_p),
-        ("x_row_stride", ctypes.c_int64), ("x_head_stride", ctypes.c_int64),
-        ("y_row_stride", ctypes.c_int64), ("y_head_stride", ctypes.c_int64),
-        ("gamma", ctypes.c_void_p), ("rows", ctypes.c_int32), ("heads", ctypes.c_int32),
-        ("head_dim", ctypes.c_int32), ("reserved", ctypes.c_int32),
+        ("x", ctypes.c_void_p),
+        ("y", ctypes.c_void_p),
+        ("x_row_stride", ctypes.c_int64),
+        ("x_head_stride", ctypes.c_int64),
+        ("y_row_stride", ctypes.c_int64),
+        ("y_head_stride", ctypes.c_int64),
+        ("gamma", ctypes.c_void_p),
+        ("rows", ctypes.c_int32),
+        ("heads", ctypes.c_int32),
+        ("head_dim", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
     ]
 
 
@@ -89,9 +116,18 @@ class Kernels:
         for i in range(lib.tattn_num_configs()):
             n = lib.tattn_config(i, info).decode()
             if lib.tattn_loaded(i):
-                self.configs[n] = dict(index=i, family=info[0], head_dim=info[1], block_m=info[2], block_n=info[3],
-                                       stages=info[4], threads=info[5], smem=info[6], min_blocks=info[7],
-                                       variant=info[8])
+                self.configs[n] = dict(
+                    index=i,
+                    family=info[0],
+                    head_dim=info[1],
+                    block_m=info[2],
+                    block_n=info[3],
+                    stages=info[4],
+                    threads=info[5],
+                    smem=info[6],
+                    min_blocks=info[7],
+                    variant=info[8],
+                )
 
     def _check(self, rc, what):
         if rc != 0:
@@ -101,13 +137,22 @@ class Kernels:
         return [n for n, c in self.configs.items() if c["head_dim"] == head_dim and c["family"] in families]
 
     def head_rmsnorm(self, p):
-        self._check(self.lib.tattn_head_rmsnorm(ctypes.byref(p),
-                                                ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)),
-                    "head_rmsnorm")
+        self._check(
+            self.lib.tattn_head_rmsnorm(
+                ctypes.byref(p), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+            ),
+            "head_rmsnorm",
+        )
 
     def launch(self, name, p):
-        self._check(self.lib.tattn_launch(self.configs[name]["index"], ctypes.byref(p),
-                                          ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)), name)
+        self._check(
+            self.lib.tattn_launch(
+                self.configs[name]["index"],
+                ctypes.byref(p),
+                ctypes.c_void_p(torch.cuda.current_stream().cuda_stream),
+            ),
+            name,
+        )
 
 
 def strides3(x, varlen):
@@ -140,8 +185,9 @@ def make_params(t, o, fixed=False):
     p.softmax_scale = t["scale"]
     if fixed:
         if t.get("redo") is None:
-            t["redo"] = torch.zeros((p.seqlen_q + 63) // 64 * p.num_seqs * p.heads, device="cuda",
-                                    dtype=torch.int32)
+            t["redo"] = torch.zeros(
+                (p.seqlen_q + 63) // 64 * p.num_seqs * p.heads, device="cuda", dtype=torch.int32
+            )
         p.redo_flags = t["redo"].data_ptr()
         p.k_norm_gamma = t["gk_applied"].data_ptr() if t.get("gk_applied") is not None else None
     return p
@@ -220,9 +266,9 @@ def segments(t):
     oq = ok = 0
     for b in range(B):
         lq, lk = t["lq"][b], t["lk"][b]
-        q = t["q"][oq:oq + lq] if vq else t["q"][b]
-        k = t["k"][ok:ok + lk] if vk else t["k"][b]
-        v = t["v"][ok:ok + lk] if vk else t["v"][b]
+        q = t["q"][oq : oq + lq] if vq else t["q"][b]
+        k = t["k"][ok : ok + lk] if vk else t["k"][b]
+        v = t["v"][ok : ok + lk] if vk else t["v"][b]
         yield b, q, k, v, (oq, lq)
         oq += lq
         ok += lk
@@ -237,8 +283,8 @@ def reference(t):
         qf, kf, vf = (x.float().transpose(0, 1) for x in (q, k, v))  # [H, L, d]
         o = torch.empty(qf.shape, device="cuda", dtype=torch.float32)
         for h0 in range(0, qf.shape[0], 4):  # bound the L x L scratch
-            s = torch.matmul(qf[h0:h0 + 4], kf[h0:h0 + 4].transpose(1, 2)) * t["scale"]
-            o[h0:h0 + 4] = torch.matmul(torch.softmax(s, dim=-1), vf[h0:h0 + 4])
+            s = torch.matmul(qf[h0 : h0 + 4], kf[h0 : h0 + 4].transpose(1, 2)) * t["scale"]
+            o[h0 : h0 + 4] = torch.matmul(torch.softmax(s, dim=-1), vf[h0 : h0 + 4])
         outs.append(o.transpose(0, 1))  # [L, H, d]
     return outs
 
@@ -248,7 +294,7 @@ def errors(t, out, ref):
     max_abs = 0.0
     nonfinite = 0
     for (b, _, _, _, (oq, lq)), r in zip(segments(t), ref):
-        got = (out[oq:oq + lq] if t["cu_q"] is not None else out[b]).float()
+        got = (out[oq : oq + lq] if t["cu_q"] is not None else out[b]).float()
         nonfinite += int((~torch.isfinite(got)).sum().item())
         dlt = got - r
         max_abs = max(max_abs, dlt.abs().max().item() if dlt.numel() else 0.0)
@@ -264,20 +310,25 @@ def flops(t):
 # ---- baselines ---------------------------------------------------------------------------------
 def sdpa_fn(t, backend):
     from torch.nn.attention import SDPBackend, sdpa_kernel
+
     be = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[backend]
     rms_on = t["gq"] is not None
     if t["cu_q"] is None and t["cu_k"] is None:
+
         def f(t=t):
             q, k, v = t["q"], t["k"], t["v"]
             if rms_on:
                 q, k = rms(q, t["gq"]), rms(k, t["gk"])
             with sdpa_kernel([be]):
-                return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                      scale=t["scale"])
+                return F.scaled_dot_product_attention(
+                    q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=t["scale"]
+                )
+
         return f
     if backend != "flash":
         return None
     from torch.nn.attention.varlen import varlen_attn
+
     # varlen_attn gets contiguous [T, H, d] copies (made outside the timing)
     lk = t["lk"]
     cu_k = t["cu_k"]
@@ -295,6 +346,7 @@ def sdpa_fn(t, backend):
         if rms_on:
             q, k = rms(q, t["gq"]), rms(k, t["gk"])
         return varlen_attn(q, k, vv, t["cu_q"], cu_k, mq, mk)
+
     return f
 
 
@@ -327,12 +379,32 @@ def configs(quick):
         dict(name="self d128 B1 L4096 H8", kind="self", d=128, H=8, lq=[4096], lk=[4096]),
         dict(name="self d80 B1 L4096 H16", kind="self", d=80, H=16, lq=[4096], lk=[4096]),
         dict(name="varlen swin 40x(1..512) H12", kind="varlen-self", d=64, H=12, lq=win, lk=win),
-        dict(name="varlen SLat self 5800+6300 H16 +rms", kind="varlen-self", d=64, H=16, lq=[5800, 6300],
-             lk=[5800, 6300], rms=True),
-        dict(name="varlen SLat self 4368 H16 +rms", kind="varlen-self", d=64, H=16, lq=[4368], lk=[4368],
-             rms=True),
-        dict(name="varlen SLat cross (5800,6300)x1374", kind="varlen-cross", d=64, H=16, lq=[5800, 6300],
-             lk=[1374, 1374]),
+        dict(
+            name="varlen SLat self 5800+6300 H16 +rms",
+            kind="varlen-self",
+            d=64,
+            H=16,
+            lq=[5800, 6300],
+            lk=[5800, 6300],
+            rms=True,
+        ),
+        dict(
+            name="varlen SLat self 4368 H16 +rms",
+            kind="varlen-self",
+            d=64,
+            H=16,
+            lq=[4368],
+            lk=[4368],
+            rms=True,
+        ),
+        dict(
+            name="varlen SLat cross (5800,6300)x1374",
+            kind="varlen-cross",
+            d=64,
+            H=16,
+            lq=[5800, 6300],
+            lk=[1374, 1374],
+        ),
         dict(name="varlen SLat cross 4368x1374", kind="varlen-cross", d=64, H=16, lq=[4368], lk=[1374]),
     ]
     return cs[:2] if quick else cs
@@ -352,8 +424,11 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     props = torch.cuda.get_device_properties(0)
-    print(f"device: {props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}, "
-          f"cuda {torch.version.cuda}", flush=True)
+    print(
+        f"device: {props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}, "
+        f"cuda {torch.version.cuda}",
+        flush=True,
+    )
     K = Kernels(a.build)
     only = set(x for x in a.variants.split(",") if x)
     rows, detail = [], []
@@ -393,15 +468,31 @@ def main():
                 ms = time_fn(fns, a.warmup, a.iters)
                 ok = nf == 0 and rel < 3e-3
                 kname = name if mode == "fused" else name + " +k-prepass"
-                line = dict(config=cfg["name"], kernel=kname, family=c["family"], ms=ms, tflops=fl / ms / 1e9,
-                            max_abs=mx, rel_l2=rel, nonfinite=nf, ok=ok, redone_ctas=redone)
+                line = dict(
+                    config=cfg["name"],
+                    kernel=kname,
+                    family=c["family"],
+                    ms=ms,
+                    tflops=fl / ms / 1e9,
+                    max_abs=mx,
+                    rel_l2=rel,
+                    nonfinite=nf,
+                    ok=ok,
+                    redone_ctas=redone,
+                )
                 detail.append(line)
-                print(f"  {cfg['name']:<38} {kname:<46} {ms:8.4f} ms {fl / ms / 1e9:7.1f} TFLOP/s  "
-                      f"max_abs {mx:.2e} rel_l2 {rel:.2e} {'ok' if ok else 'FAIL'}"
-                      + (f" redone CTAs {redone}" if fixed else ""), flush=True)
+                print(
+                    f"  {cfg['name']:<38} {kname:<46} {ms:8.4f} ms {fl / ms / 1e9:7.1f} TFLOP/s  "
+                    f"max_abs {mx:.2e} rel_l2 {rel:.2e} {'ok' if ok else 'FAIL'}"
+                    + (f" redone CTAs {redone}" if fixed else ""),
+                    flush=True,
+                )
                 # one table row per family, sm90 variant mask (attention.h) and mode
-                fam = (("sm90" if c["family"] == 90 else "sm80") + (f"-v{c['variant']}" if c["variant"] else "")
-                       + ("" if mode == "fused" else "-prepass"))
+                fam = (
+                    ("sm90" if c["family"] == 90 else "sm80")
+                    + (f"-v{c['variant']}" if c["variant"] else "")
+                    + ("" if mode == "fused" else "-prepass")
+                )
                 if ok and (fam not in best or ms < best[fam]["ms"]):
                     best[fam] = line
         base = {}
@@ -429,20 +520,27 @@ def main():
 
     def fmt(x, spec):
         return format(x, spec) if x is not None else "n/a"
+
     print()
-    print("| config | kernel | ms | TFLOP/s | SDPA-flash ms | TFLOP/s | speedup vs flash | SDPA-cuDNN ms | TFLOP/s "
-          "| max abs err | rel L2 |")
+    print(
+        "| config | kernel | ms | TFLOP/s | SDPA-flash ms | TFLOP/s | speedup vs flash | SDPA-cuDNN ms | TFLOP/s "
+        "| max abs err | rel L2 |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         fl = r["flops"]
         sf, sc = r["sdpa_flash_ms"], r["sdpa_cudnn_ms"]
-        print(f"| {r['config']} | {r['kernel']} | {r['ms']:.4f} | {r['tflops']:.1f} | {fmt(sf, '.4f')} | "
-              f"{fmt(fl / sf / 1e9 if sf else None, '.1f')} | {fmt(sf / r['ms'] if sf else None, '.2f')} | "
-              f"{fmt(sc, '.4f')} | {fmt(fl / sc / 1e9 if sc else None, '.1f')} | {r['max_abs']:.2e} | "
-              f"{r['rel_l2']:.2e} |")
+        print(
+            f"| {r['config']} | {r['kernel']} | {r['ms']:.4f} | {r['tflops']:.1f} | {fmt(sf, '.4f')} | "
+            f"{fmt(fl / sf / 1e9 if sf else None, '.1f')} | {fmt(sf / r['ms'] if sf else None, '.2f')} | "
+            f"{fmt(sc, '.4f')} | {fmt(fl / sc / 1e9 if sc else None, '.1f')} | {r['max_abs']:.2e} | "
+            f"{r['rel_l2']:.2e} |"
+        )
     bad = [d for d in detail if not d["ok"]]
-    print(f"\n{len(detail)} kernel runs, {len(bad)} failed correctness" + (": " + ", ".join(
-        f"{d['kernel']}@{d['config']}" for d in bad) if bad else ""))
+    print(
+        f"\n{len(detail)} kernel runs, {len(bad)} failed correctness"
+        + (": " + ", ".join(f"{d['kernel']}@{d['config']}" for d in bad) if bad else "")
+    )
     return 1 if bad else 0
 
 

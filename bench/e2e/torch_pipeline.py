@@ -67,15 +67,21 @@ import slat_stage as SL  # noqa: E402
 import slat_decoders as DEC  # noqa: E402
 
 STAGES = ["ss", "slat", "decode_gs", "decode_rf", "decode_mesh"]
-NOTES = ["FlexiCubes (mesh extraction from the mesh decoder's fields) is not part of the PyTorch baseline: "
-         "the spec's FlexiCubes needs kaolin; decode_mesh ends at the [64N,101] fields",
-         "times exclude writing files (the PyTorch baseline writes none), weight loading and image encoding"]
+NOTES = [
+    "FlexiCubes (mesh extraction from the mesh decoder's fields) is not part of the PyTorch baseline: "
+    "the spec's FlexiCubes needs kaolin; decode_mesh ends at the [64N,101] fields",
+    "times exclude writing files (the PyTorch baseline writes none), weight loading and image encoding",
+]
 
 
 # ----------------------------------------------------------------------------- weights
 def sampler_params(p):
-    return dict(steps=p.get("steps", 25), rescale_t=p.get("rescale_t", 3.0), cfg_w=p.get("cfg_strength", 5.0),
-                interval=tuple(p.get("cfg_interval", [0.5, 1.0])))
+    return dict(
+        steps=p.get("steps", 25),
+        rescale_t=p.get("rescale_t", 3.0),
+        cfg_w=p.get("cfg_strength", 5.0),
+        interval=tuple(p.get("cfg_interval", [0.5, 1.0])),
+    )
 
 
 def load(args, dev, hdt):
@@ -96,7 +102,7 @@ def load(args, dev, hdt):
         sd = SL.random_state_dict(cfg, args.weight_seed)
     P.slW, P.slcfg = SL.pack_weights(sd, cfg, dev, hdt), cfg
     del sd
-    if cond is None:     # seeded, each token normalized (like DINOv2 after its affine-free LayerNorm)
+    if cond is None:  # seeded, each token normalized (like DINOv2 after its affine-free LayerNorm)
         c = torch.randn(1, cfg.Lc, cfg.Cc, generator=torch.Generator().manual_seed(args.weight_seed + 7))
         cond = torch.nn.functional.layer_norm(c, (cfg.Cc,)).numpy()
     P.cond = torch.from_numpy(cond).to(dev)
@@ -107,7 +113,7 @@ def load(args, dev, hdt):
             P.ssW, P.ssD, _ = SS.load_model_dir(args.model, dev, hdt)
         else:
             c = SS.Cfg(tiny=args.preset == "tiny")
-            c.Cc, c.Lc = cfg.Cc, cfg.Lc          # one cond for both flows
+            c.Cc, c.Lc = cfg.Cc, cfg.Lc  # one cond for both flows
             torch.manual_seed(args.weight_seed)
             P.ssW, P.ssD = SS.make_flow_weights(c, dev, hdt), SS.make_dec_weights(c, dev, hdt)
         P.ssR = round(P.ssW["pos"].shape[0] ** (1 / 3))
@@ -119,7 +125,9 @@ def load(args, dev, hdt):
             sd, dcfg, _ = DEC.load_decoder(args.model, DEC.HEAD_KEYS[fmt])
         else:
             dcfg = DEC.Cfg(DEC.PRESETS[args.preset])
-            sd = (DEC.random_mesh_state_dict if fmt == "mesh" else DEC.random_state_dict)(dcfg, args.weight_seed + i)
+            sd = (DEC.random_mesh_state_dict if fmt == "mesh" else DEC.random_state_dict)(
+                dcfg, args.weight_seed + i
+            )
         P.dec[fmt] = (DEC.pack(sd, dcfg, dev, hdt), dcfg)
         del sd
     # samplers, normalization
@@ -140,21 +148,23 @@ def load(args, dev, hdt):
 def run_ss(P, noise, blk, dec):
     def fwd(W, x, tau, c, h):
         return SS.flow_forward(W, x, tau, c, h, blk)
+
     coords, _, _ = SS.ss_stage(P.ssW, P.ssD, P.cond, P.neg, noise, P.hdt, fwd, dec, **P.ss_sp)
-    return coords                                                     # int32 [N,4] (b,x,y,z), argwhere order
+    return coords  # int32 [N,4] (b,x,y,z), argwhere order
 
 
 def run_slat(P, coords, noise, blk, res):
     def fwd(W, G, x, tau, c, h):
         return SL.flow_forward(W, G, x, tau, c, h, blk, res)
+
     lat, _ = SL.slat_stage(P.slW, coords, P.cond, noise, P.hdt, fwd, P.slcfg.R, P.slcfg.C, **P.slat_sp)
-    return lat * P.std + P.mean                                       # de-normalized (spec §3.5)
+    return lat * P.std + P.mean  # de-normalized (spec §3.5)
 
 
 def run_decoder(P, fmt, coords, feats, blk, sub):
     W, c = P.dec[fmt]
     wins = [DEC.Windows(coords, c.win, 0), DEC.Windows(coords, c.win, c.win // 2)]
-    if fmt == "mesh":                                  # fields [64N,101] + coords; FlexiCubes not run
+    if fmt == "mesh":  # fields [64N,101] + coords; FlexiCubes not run
         return DEC.mesh_forward(W, coords, feats, wins, DEC.MeshGeometry(coords, c.R), P.hdt, blk, sub)
     head = DEC.gs_head if fmt == "gs" else DEC.rf_head
     return head(W, coords, DEC.trunk(W, coords, feats, wins, P.hdt, blk), c.R)
@@ -173,13 +183,17 @@ def _dec_block(*a):
     return DEC.block_fn(*a)
 
 
-EAGER = {"ss": (SS.block_fn, SS.decoder_forward), "slat": (SL.block_fn, SL.res_fn),
-         "dec": (DEC.block_fn, DEC.subdivide_block_fn)}
+EAGER = {
+    "ss": (SS.block_fn, SS.decoder_forward),
+    "slat": (SL.block_fn, SL.res_fn),
+    "dec": (DEC.block_fn, DEC.subdivide_block_fn),
+}
 
 
 def graphs_compiled():
     try:
         from torch._dynamo.utils import counters
+
         return int(counters["stats"]["unique_graphs"])
     except Exception:
         return 0
@@ -205,9 +219,12 @@ class Runner:
 
             def cc(f, dynamic, fullgraph=False):
                 return torch.compile(f, mode=compile_mode, dynamic=dynamic, fullgraph=fullgraph)
-            self.fns = {"ss": (cc(_ss_block, False, True), cc(SS.decoder_forward, False)),
-                        "slat": (cc(_slat_block, dyn, True), cc(SL.res_fn, dyn)),
-                        "dec": (cc(_dec_block, dyn, True), cc(DEC.subdivide_block_fn, dyn, True))}
+
+            self.fns = {
+                "ss": (cc(_ss_block, False, True), cc(SS.decoder_forward, False)),
+                "slat": (cc(_slat_block, dyn, True), cc(SL.res_fn, dyn)),
+                "dec": (cc(_dec_block, dyn, True), cc(DEC.subdivide_block_fn, dyn, True)),
+            }
 
     def sync(self):
         if self.dev.type == "cuda":
@@ -225,8 +242,11 @@ class Runner:
                 return r, (time.perf_counter() - t0) * 1e3
             except Exception as ex:
                 self.errors[stage] = f"{type(ex).__name__}: {ex}"[:4000]
-                print(f"[compile] {stage}: torch.compile FAILED ({type(ex).__name__}: {str(ex)[:300]}); "
-                      f"falling back to eager for this stage", flush=True)
+                print(
+                    f"[compile] {stage}: torch.compile FAILED ({type(ex).__name__}: {str(ex)[:300]}); "
+                    f"falling back to eager for this stage",
+                    flush=True,
+                )
         self.sync()
         t0 = time.perf_counter()
         r = fn(*EAGER[group])
@@ -251,8 +271,9 @@ def generation(P, R, seed, formats, coords_fixed, check):
     noise = torch.randn(N, P.slcfg.cin, generator=g).to(P.dev)
     feats, st["slat"] = R.timed("slat", lambda blk, res: run_slat(P, coords, noise, blk, res))
     for fmt in formats:
-        out, st["decode_" + fmt] = R.timed("decode_" + fmt,
-                                           lambda blk, sub: run_decoder(P, fmt, coords, feats, blk, sub))
+        out, st["decode_" + fmt] = R.timed(
+            "decode_" + fmt, lambda blk, sub: run_decoder(P, fmt, coords, feats, blk, sub)
+        )
         key = {"gs": "_xyz", "rf": "density", "mesh": "fields"}[fmt]
         outs[fmt] = list(out[key].shape)
         if check:
@@ -263,8 +284,17 @@ def generation(P, R, seed, formats, coords_fixed, check):
     if check:
         assert coords.dtype == torch.int32 and coords.shape[1] == 4 and bool((coords[:, 0] == 0).all())
         assert bool(torch.isfinite(feats).all())
-    return dict(seed=seed, voxels=N, stages_ms=st, total_ms=total, graphs_compiled=graphs_compiled() - n0,
-                outputs=outs), coords
+    return (
+        dict(
+            seed=seed,
+            voxels=N,
+            stages_ms=st,
+            total_ms=total,
+            graphs_compiled=graphs_compiled() - n0,
+            outputs=outs,
+        ),
+        coords,
+    )
 
 
 def run_mode(mode, P, args, dyn):
@@ -277,18 +307,25 @@ def run_mode(mode, P, args, dyn):
     coords_fixed = None
     if args.coords:
         c = np.load(args.coords).astype(np.int32)
-        assert c.ndim == 2 and c.shape[1] == 4 and (c[:, 0] == 0).all(), "--coords: int32 [N,4], b = 0 (B = 1)"
+        assert (
+            c.ndim == 2 and c.shape[1] == 4 and (c[:, 0] == 0).all()
+        ), "--coords: int32 [N,4], b = 0 (B = 1)"
         coords_fixed = torch.from_numpy(c).to(dev)
     res = {"warmup": [], "generations": []}
     K, W = args.generations, args.warmup
-    plan = [("warmup", args.seed + K + w) for w in range(W)] + [("generations", args.seed + g) for g in range(K)]
+    plan = [("warmup", args.seed + K + w) for w in range(W)] + [
+        ("generations", args.seed + g) for g in range(K)
+    ]
     for kind, seed in plan:
         r, _ = generation(P, R, seed, args.formats, coords_fixed, args.selftest)
         res[kind].append(r)
-        print(f"[{mode}] {'warmup' if kind == 'warmup' else 'gen':6} seed {seed:3d}: N={r['voxels']:6d}  " +
-              "  ".join(f"{k} {v:8.1f}" for k, v in r["stages_ms"].items()) +
-              f"  total {r['total_ms']:8.1f} ms" + (f"  (graphs compiled {r['graphs_compiled']})"
-                                                   if mode == "compile" else ""), flush=True)
+        print(
+            f"[{mode}] {'warmup' if kind == 'warmup' else 'gen':6} seed {seed:3d}: N={r['voxels']:6d}  "
+            + "  ".join(f"{k} {v:8.1f}" for k, v in r["stages_ms"].items())
+            + f"  total {r['total_ms']:8.1f} ms"
+            + (f"  (graphs compiled {r['graphs_compiled']})" if mode == "compile" else ""),
+            flush=True,
+        )
     gens = res["generations"]
     res["stages_ms"] = {k: statistics.median(g["stages_ms"][k] for g in gens) for k in gens[0]["stages_ms"]}
     res["total_ms"] = statistics.median(g["total_ms"] for g in gens)
@@ -308,23 +345,35 @@ def run_mode(mode, P, args, dyn):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="TRELLIS model dir (pipeline.json + ckpts/*.safetensors [+ cond.npy])")
-    ap.add_argument("--preset", default="tiny", choices=["tiny", "large"], help="random-weight shapes without --model")
+    ap.add_argument(
+        "--preset", default="tiny", choices=["tiny", "large"], help="random-weight shapes without --model"
+    )
     ap.add_argument("--weight-seed", type=int, default=0, help="seed of the random weights / random cond")
     ap.add_argument("--cond", help="f32 [1,Lc,Cc] .npy (default: the model's cond.npy, else seeded random)")
     ap.add_argument("--coords", help="int32 [N,4] .npy: skip stage 1, same coords every generation")
     ap.add_argument("--formats", default="gs,rf,mesh")
-    ap.add_argument("--mode", default=None, choices=["eager", "compile", "both"], help="default both (selftest: eager)")
+    ap.add_argument(
+        "--mode", default=None, choices=["eager", "compile", "both"], help="default both (selftest: eager)"
+    )
     ap.add_argument("--generations", type=int, default=None, help="timed generations (default 3; selftest 2)")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0, help="base seed: timed generation g uses seed + g")
     ap.add_argument("--steps", type=int, help="override both samplers' steps (selftest default 5)")
     ap.add_argument("--cfg", type=float, help="override both samplers' cfg_strength")
     ap.add_argument("--precision", choices=["fp16", "fp32"], help="default fp16 on the GPU, fp32 on the CPU")
-    ap.add_argument("--dynamic", default="auto", choices=["auto", "true", "false"],
-                    help="torch.compile dynamic= for the SLat stage and the decoders (auto: true unless --coords)")
+    ap.add_argument(
+        "--dynamic",
+        default="auto",
+        choices=["auto", "true", "false"],
+        help="torch.compile dynamic= for the SLat stage and the decoders (auto: true unless --coords)",
+    )
     ap.add_argument("--compile-mode", default="default")
-    ap.add_argument("--compile-chunk-mib", type=int, default=16384,
-                    help="compile with dynamic shapes: sparse-conv gather chunk (eager: slat_stage's 1024 MiB)")
+    ap.add_argument(
+        "--compile-chunk-mib",
+        type=int,
+        default=16384,
+        help="compile with dynamic shapes: sparse-conv gather chunk (eager: slat_stage's 1024 MiB)",
+    )
     ap.add_argument("--selftest", action="store_true", help="tiny random weights, few steps, output checks")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -334,7 +383,9 @@ def main():
     args.mode = args.mode or ("eager" if args.selftest else "both")
     args.generations = args.generations or (2 if args.selftest else 3)
     args.formats = [f for f in args.formats.split(",") if f]
-    assert args.formats and all(f in DEC.HEAD_KEYS for f in args.formats), "--formats: comma list of gs, rf, mesh"
+    assert args.formats and all(
+        f in DEC.HEAD_KEYS for f in args.formats
+    ), "--formats: comma list of gs, rf, mesh"
     assert args.generations >= 1 and args.warmup >= 0
 
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -344,10 +395,16 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     torch.set_grad_enabled(False)
     devname = torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"
-    print(f"torch {torch.__version__} (CUDA {torch.version.cuda}); device {devname}; precision {prec}", flush=True)
+    print(
+        f"torch {torch.__version__} (CUDA {torch.version.cuda}); device {devname}; precision {prec}",
+        flush=True,
+    )
     if not args.model and args.preset == "large" and not args.coords:
-        print("WARNING: random SS weights of the large preset occupy about half of the 64^3 grid; pass --coords "
-              "(or --model) for a meaningful voxel count", flush=True)
+        print(
+            "WARNING: random SS weights of the large preset occupy about half of the 64^3 grid; pass --coords "
+            "(or --model) for a meaningful voxel count",
+            flush=True,
+        )
 
     t0 = time.perf_counter()
     P = load(args, dev, hdt)
@@ -356,39 +413,64 @@ def main():
     load_s = time.perf_counter() - t0
     wbytes = torch.cuda.memory_allocated() if dev.type == "cuda" else 0
     src = args.model or f"random ({args.preset} preset, seed {args.weight_seed})"
-    print(f"weights {src}: loaded in {load_s:.1f} s, {wbytes / 2**30:.2f} GiB on the device; cond "
-          f"{list(P.cond.shape)}; SLat {P.slcfg}; SS sampler {P.ss_sp}; SLat sampler {P.slat_sp}", flush=True)
+    print(
+        f"weights {src}: loaded in {load_s:.1f} s, {wbytes / 2**30:.2f} GiB on the device; cond "
+        f"{list(P.cond.shape)}; SLat {P.slcfg}; SS sampler {P.ss_sp}; SLat sampler {P.slat_sp}",
+        flush=True,
+    )
     for n in NOTES:
         print("note: " + n, flush=True)
 
     dyn = {"true": True, "false": False}.get(args.dynamic, not args.coords)
     out = {}
-    for m in (["eager", "compile"] if args.mode == "both" else [args.mode]):
+    for m in ["eager", "compile"] if args.mode == "both" else [args.mode]:
         try:
             out[m] = run_mode(m, P, args, dyn)
-        except Exception as ex:       # keep the other mode's numbers
+        except Exception as ex:  # keep the other mode's numbers
             if args.selftest:
                 raise
             print(f"[{m}] FAILED: {type(ex).__name__}: {str(ex)[:2000]}", flush=True)
 
     stg = ["ss", "slat"] + ["decode_" + f for f in args.formats]
-    print(f"\n=== TRELLIS end to end, PyTorch baseline: medians over {args.generations} generations after "
-          f"{args.warmup} warmup; {devname}, {prec}, weights {src}"
-          + (f", coords {args.coords} (stage 1 skipped)" if args.coords else "") + " ===")
-    print(f"{'mode':8} " + " ".join(f"{s:>11}" for s in stg) + f" {'total ms':>10} {'peak alloc GiB':>14} "
-          f"{'reserved GiB':>12}  voxels")
+    print(
+        f"\n=== TRELLIS end to end, PyTorch baseline: medians over {args.generations} generations after "
+        f"{args.warmup} warmup; {devname}, {prec}, weights {src}"
+        + (f", coords {args.coords} (stage 1 skipped)" if args.coords else "")
+        + " ==="
+    )
+    print(
+        f"{'mode':8} " + " ".join(f"{s:>11}" for s in stg) + f" {'total ms':>10} {'peak alloc GiB':>14} "
+        f"{'reserved GiB':>12}  voxels"
+    )
     for m, r in out.items():
-        print(f"{m:8} " + " ".join(f"{r['stages_ms'][s]:11.1f}" for s in stg) + f" {r['total_ms']:10.1f} "
-              f"{r['peak_allocated_bytes'] / 2**30:14.2f} {r['peak_reserved_bytes'] / 2**30:12.2f}  {r['voxels']}"
-              + (f"  eager fallback: {r['eager_fallback']}" if r["eager_fallback"] else ""))
+        print(
+            f"{m:8} " + " ".join(f"{r['stages_ms'][s]:11.1f}" for s in stg) + f" {r['total_ms']:10.1f} "
+            f"{r['peak_allocated_bytes'] / 2**30:14.2f} {r['peak_reserved_bytes'] / 2**30:12.2f}  {r['voxels']}"
+            + (f"  eager fallback: {r['eager_fallback']}" if r["eager_fallback"] else "")
+        )
     print("not included: " + "; ".join(NOTES))
 
     if args.json:
-        meta = dict(torch=torch.__version__, cuda=torch.version.cuda, device=devname, precision=prec, model=src,
-                    coords=args.coords, formats=args.formats, generations=args.generations, warmup=args.warmup,
-                    seed=args.seed, sampler={"ss": P.ss_sp, "slat": P.slat_sp}, compile_mode=args.compile_mode,
-                    dynamic=dyn, load_s=load_s, weights_bytes=wbytes, slat_cfg=repr(P.slcfg), notes=NOTES,
-                    timing="stage = perf_counter between torch.cuda.synchronize() calls; total = whole generation")
+        meta = dict(
+            torch=torch.__version__,
+            cuda=torch.version.cuda,
+            device=devname,
+            precision=prec,
+            model=src,
+            coords=args.coords,
+            formats=args.formats,
+            generations=args.generations,
+            warmup=args.warmup,
+            seed=args.seed,
+            sampler={"ss": P.ss_sp, "slat": P.slat_sp},
+            compile_mode=args.compile_mode,
+            dynamic=dyn,
+            load_s=load_s,
+            weights_bytes=wbytes,
+            slat_cfg=repr(P.slcfg),
+            notes=NOTES,
+            timing="stage = perf_counter between torch.cuda.synchronize() calls; total = whole generation",
+        )
         with open(args.json, "w") as f:
             json.dump(dict(out, meta=meta), f, indent=1)
         print(f"wrote {args.json}")
@@ -413,8 +495,11 @@ def selftest_checks(P, args, out):
     assert g1["voxels"] == g0["voxels"] and g1["stages_ms"]["ss"] == 0.0
     if "eager" in out:
         assert out["eager"]["generations"][0]["voxels"] == g0["voxels"], "seed not reproducible"
-    print(f"selftest OK: modes {list(out)}, voxels {[r['voxels'] for r in out.values()]}, "
-          f"outputs {g0['outputs']}, --coords path N={g1['voxels']}", flush=True)
+    print(
+        f"selftest OK: modes {list(out)}, voxels {[r['voxels'] for r in out.values()]}, "
+        f"outputs {g0['outputs']}, --coords path N={g1['voxels']}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ class Cfg:
         self.cin = 8
         self.mlp = 4 * self.C
         self.d = self.C // self.H
-        self.L = self.R ** 3
+        self.L = self.R**3
 
 
 # ----------------------------------------------------------------------------- weights
@@ -67,27 +67,39 @@ def make_flow_weights(cfg, dev, hdt):
     C, Cc, M = cfg.C, cfg.Cc, cfg.mlp
     f32 = torch.float32
     W = {
-        "t0w": rnd((C, 256), 256, f32, dev), "t0b": torch.zeros(C, device=dev),
-        "t2w": rnd((C, C), C, f32, dev), "t2b": torch.zeros(C, device=dev),
+        "t0w": rnd((C, 256), 256, f32, dev),
+        "t0b": torch.zeros(C, device=dev),
+        "t2w": rnd((C, C), C, f32, dev),
+        "t2b": torch.zeros(C, device=dev),
         "pos": ape_table(cfg, dev),
-        "inw": rnd((C, cfg.cin), cfg.cin, f32, dev), "inb": rnd((C,), C, f32, dev),
-        "outw": rnd((cfg.cin, C), C, f32, dev), "outb": torch.zeros(cfg.cin, device=dev),
+        "inw": rnd((C, cfg.cin), cfg.cin, f32, dev),
+        "inb": rnd((C,), C, f32, dev),
+        "outw": rnd((cfg.cin, C), C, f32, dev),
+        "outb": torch.zeros(cfg.cin, device=dev),
     }
     blocks = []
     for _ in range(cfg.nblocks):
         b = (
-            torch.ones(C, device=dev) + 0.02 * torch.randn(C, device=dev),   # norm2.weight f32
-            0.02 * torch.randn(C, device=dev),                               # norm2.bias f32
-            rnd((3 * C, C), C, hdt, dev), rnd((3 * C,), C, hdt, dev),        # to_qkv
-            1.0 + 0.1 * torch.randn(cfg.H, cfg.d, device=dev),               # q_rms gamma f32
-            1.0 + 0.1 * torch.randn(cfg.H, cfg.d, device=dev),               # k_rms gamma f32
-            rnd((C, C), C, hdt, dev), rnd((C,), C, hdt, dev),                # self to_out
-            rnd((C, C), C, hdt, dev), rnd((C,), C, hdt, dev),                # cross to_q
-            rnd((2 * C, Cc), Cc, hdt, dev), rnd((2 * C,), Cc, hdt, dev),     # cross to_kv
-            rnd((C, C), C, hdt, dev), rnd((C,), C, hdt, dev),                # cross to_out
-            rnd((M, C), C, hdt, dev), rnd((M,), C, hdt, dev),                # mlp.0
-            rnd((C, M), M, hdt, dev), rnd((C,), M, hdt, dev),                # mlp.2
-            rnd((6 * C, C), C, hdt, dev, 0.5), rnd((6 * C,), C, hdt, dev),   # adaLN_modulation.1
+            torch.ones(C, device=dev) + 0.02 * torch.randn(C, device=dev),  # norm2.weight f32
+            0.02 * torch.randn(C, device=dev),  # norm2.bias f32
+            rnd((3 * C, C), C, hdt, dev),
+            rnd((3 * C,), C, hdt, dev),  # to_qkv
+            1.0 + 0.1 * torch.randn(cfg.H, cfg.d, device=dev),  # q_rms gamma f32
+            1.0 + 0.1 * torch.randn(cfg.H, cfg.d, device=dev),  # k_rms gamma f32
+            rnd((C, C), C, hdt, dev),
+            rnd((C,), C, hdt, dev),  # self to_out
+            rnd((C, C), C, hdt, dev),
+            rnd((C,), C, hdt, dev),  # cross to_q
+            rnd((2 * C, Cc), Cc, hdt, dev),
+            rnd((2 * C,), Cc, hdt, dev),  # cross to_kv
+            rnd((C, C), C, hdt, dev),
+            rnd((C,), C, hdt, dev),  # cross to_out
+            rnd((M, C), C, hdt, dev),
+            rnd((M,), C, hdt, dev),  # mlp.0
+            rnd((C, M), M, hdt, dev),
+            rnd((C,), M, hdt, dev),  # mlp.2
+            rnd((6 * C, C), C, hdt, dev, 0.5),
+            rnd((6 * C,), C, hdt, dev),  # adaLN_modulation.1
         )
         blocks.append(b)
     W["blocks"] = blocks
@@ -102,17 +114,26 @@ def make_dec_weights(cfg, dev, hdt):
         return (rnd((co, ci, 3, 3, 3), ci * 27, dt, dev), rnd((co,), ci * 27, dt, dev))
 
     def ln(c):
-        return (torch.ones(c, device=dev) + 0.02 * torch.randn(c, device=dev), 0.02 * torch.randn(c, device=dev))
+        return (
+            torch.ones(c, device=dev) + 0.02 * torch.randn(c, device=dev),
+            0.02 * torch.randn(c, device=dev),
+        )
 
     def res(c):
         return ("res",) + ln(c) + conv(c, c, hdt) + ln(c) + conv(c, c, hdt)
 
-    layers = [res(c0), res(c0),                     # middle_block.0, .1
-              res(c0), res(c0),                     # blocks.0, .1
-              ("up",) + conv(c0, c1 * 8, hdt),      # blocks.2
-              res(c1), res(c1),                     # blocks.3, .4
-              ("up",) + conv(c1, c2 * 8, hdt),      # blocks.5
-              res(c2), res(c2)]                     # blocks.6, .7
+    layers = [
+        res(c0),
+        res(c0),  # middle_block.0, .1
+        res(c0),
+        res(c0),  # blocks.0, .1
+        ("up",) + conv(c0, c1 * 8, hdt),  # blocks.2
+        res(c1),
+        res(c1),  # blocks.3, .4
+        ("up",) + conv(c1, c2 * 8, hdt),  # blocks.5
+        res(c2),
+        res(c2),
+    ]  # blocks.6, .7
     return {"in": conv(cfg.cin, c0, f32), "layers": layers, "outln": ln(c2), "out": conv(c2, 1, f32)}
 
 
@@ -123,17 +144,24 @@ def load_model_dir(model_dir, dev, hdt):
     dtypes make_flow_weights / make_dec_weights use. With hdt = fp32 everything is fp32 (parity.py)."""
     import json
     from safetensors.torch import load_file
+
     with open(os.path.join(model_dir, "pipeline.json")) as f:
         pipe = json.load(f)["args"]["models"]
     flow = load_file(os.path.join(model_dir, pipe["sparse_structure_flow_model"] + ".safetensors"))
     dec = load_file(os.path.join(model_dir, pipe["sparse_structure_decoder"] + ".safetensors"))
     f32 = {k: v.to(dev, torch.float32) for k, v in flow.items()}
     d32 = {k: v.to(dev, torch.float32) for k, v in dec.items()}
-    W = {"t0w": f32["t_embedder.mlp.0.weight"], "t0b": f32["t_embedder.mlp.0.bias"],
-         "t2w": f32["t_embedder.mlp.2.weight"], "t2b": f32["t_embedder.mlp.2.bias"],
-         "pos": f32["pos_emb"],
-         "inw": f32["input_layer.weight"], "inb": f32["input_layer.bias"],
-         "outw": f32["out_layer.weight"], "outb": f32["out_layer.bias"]}
+    W = {
+        "t0w": f32["t_embedder.mlp.0.weight"],
+        "t0b": f32["t_embedder.mlp.0.bias"],
+        "t2w": f32["t_embedder.mlp.2.weight"],
+        "t2b": f32["t_embedder.mlp.2.bias"],
+        "pos": f32["pos_emb"],
+        "inw": f32["input_layer.weight"],
+        "inb": f32["input_layer.bias"],
+        "outw": f32["out_layer.weight"],
+        "outb": f32["out_layer.bias"],
+    }
     n = 1 + max(int(k.split(".")[1]) for k in f32 if k.startswith("blocks."))
     blocks = []
     for i in range(n):
@@ -141,25 +169,43 @@ def load_model_dir(model_dir, dev, hdt):
 
         def g(s, dt=hdt):
             return f32[p + s].to(dt)
-        blocks.append((g("norm2.weight", torch.float32), g("norm2.bias", torch.float32),
-                       g("self_attn.to_qkv.weight"), g("self_attn.to_qkv.bias"),
-                       g("self_attn.q_rms_norm.gamma", torch.float32),
-                       g("self_attn.k_rms_norm.gamma", torch.float32),
-                       g("self_attn.to_out.weight"), g("self_attn.to_out.bias"),
-                       g("cross_attn.to_q.weight"), g("cross_attn.to_q.bias"),
-                       g("cross_attn.to_kv.weight"), g("cross_attn.to_kv.bias"),
-                       g("cross_attn.to_out.weight"), g("cross_attn.to_out.bias"),
-                       g("mlp.mlp.0.weight"), g("mlp.mlp.0.bias"),
-                       g("mlp.mlp.2.weight"), g("mlp.mlp.2.bias"),
-                       g("adaLN_modulation.1.weight"), g("adaLN_modulation.1.bias")))
+
+        blocks.append(
+            (
+                g("norm2.weight", torch.float32),
+                g("norm2.bias", torch.float32),
+                g("self_attn.to_qkv.weight"),
+                g("self_attn.to_qkv.bias"),
+                g("self_attn.q_rms_norm.gamma", torch.float32),
+                g("self_attn.k_rms_norm.gamma", torch.float32),
+                g("self_attn.to_out.weight"),
+                g("self_attn.to_out.bias"),
+                g("cross_attn.to_q.weight"),
+                g("cross_attn.to_q.bias"),
+                g("cross_attn.to_kv.weight"),
+                g("cross_attn.to_kv.bias"),
+                g("cross_attn.to_out.weight"),
+                g("cross_attn.to_out.bias"),
+                g("mlp.mlp.0.weight"),
+                g("mlp.mlp.0.bias"),
+                g("mlp.mlp.2.weight"),
+                g("mlp.mlp.2.bias"),
+                g("adaLN_modulation.1.weight"),
+                g("adaLN_modulation.1.bias"),
+            )
+        )
     W["blocks"] = blocks
 
     def conv(p, dt=hdt):
         return (d32[p + ".weight"].to(dt), d32[p + ".bias"].to(dt))
 
     def res(p):
-        return ("res", d32[p + ".norm1.weight"], d32[p + ".norm1.bias"]) + conv(p + ".conv1") + \
-               (d32[p + ".norm2.weight"], d32[p + ".norm2.bias"]) + conv(p + ".conv2")
+        return (
+            ("res", d32[p + ".norm1.weight"], d32[p + ".norm1.bias"])
+            + conv(p + ".conv1")
+            + (d32[p + ".norm2.weight"], d32[p + ".norm2.bias"])
+            + conv(p + ".conv2")
+        )
 
     layers = []
     mids = sorted({int(k.split(".")[1]) for k in d32 if k.startswith("middle_block.")})
@@ -170,9 +216,12 @@ def load_model_dir(model_dir, dev, hdt):
             layers.append(res(f"blocks.{i}"))
         else:
             layers.append(("up",) + conv(f"blocks.{i}.conv"))
-    D = {"in": conv("input_layer", torch.float32), "layers": layers,
-         "outln": (d32["out_layer.0.weight"], d32["out_layer.0.bias"]),
-         "out": conv("out_layer.2", torch.float32)}
+    D = {
+        "in": conv("input_layer", torch.float32),
+        "layers": layers,
+        "outln": (d32["out_layer.0.weight"], d32["out_layer.0.bias"]),
+        "out": conv("out_layer.2", torch.float32),
+    }
     return W, D, pipe
 
 
@@ -189,8 +238,31 @@ def head_rms(u, gamma):
     return (uf / n * gamma * math.sqrt(d)).to(u.dtype)
 
 
-def block_fn(x, e, ctx, n2w, n2b, qkvw, qkvb, gq, gk, sow, sob, cqw, cqb, ckvw, ckvb, cow, cob,
-             m0w, m0b, m2w, m2b, adw, adb):
+def block_fn(
+    x,
+    e,
+    ctx,
+    n2w,
+    n2b,
+    qkvw,
+    qkvb,
+    gq,
+    gk,
+    sow,
+    sob,
+    cqw,
+    cqb,
+    ckvw,
+    ckvb,
+    cow,
+    cob,
+    m0w,
+    m0b,
+    m2w,
+    m2b,
+    adw,
+    adb,
+):
     """ModulatedTransformerCrossBlock (§3.6). x [B,L,C] fp16, e [B,C] fp16, ctx [B,Lc,Cc] fp16."""
     B, L, C = x.shape
     H, d = gq.shape
@@ -231,7 +303,7 @@ def t_embed(W, tau):
 def flow_forward(W, x, tau, cond, hdt, blk):
     """x [B,8,R,R,R] fp32, tau [B] fp32, cond [B,Lc,Cc] -> v [B,8,R,R,R] fp32 (§4.1)."""
     B, cin, R = x.shape[0], x.shape[1], x.shape[2]
-    h = x.reshape(B, cin, R ** 3).transpose(1, 2)                  # patchify p=1: [B, L, 8]
+    h = x.reshape(B, cin, R**3).transpose(1, 2)  # patchify p=1: [B, L, 8]
     h = F.linear(h, W["inw"], W["inb"]) + W["pos"]
     e = t_embed(W, tau)
     h, e, c = h.to(hdt), e.to(hdt), cond.to(hdt)
@@ -250,7 +322,7 @@ def channel_ln(x, w, b, eps=1e-5):
 
 def pixel_shuffle3d(x, s=2):
     B, C8, D, Hh, Ww = x.shape
-    c = C8 // (s ** 3)
+    c = C8 // (s**3)
     x = x.view(B, c, s, s, s, D, Hh, Ww).permute(0, 1, 5, 2, 6, 3, 7, 4)
     return x.reshape(B, c, D * s, Hh * s, Ww * s)
 
@@ -322,9 +394,9 @@ def flow_flops_per_sample(cfg):
 def dec_flops(cfg, B=1):
     c0, c1, c2 = cfg.dec_ch
     R = cfg.R
-    f = 2 * cfg.cin * c0 * 27 * R ** 3
-    f += 8 * 2 * c0 * c0 * 27 * R ** 3
-    f += 2 * c0 * c1 * 8 * 27 * R ** 3
+    f = 2 * cfg.cin * c0 * 27 * R**3
+    f += 8 * 2 * c0 * c0 * 27 * R**3
+    f += 2 * c0 * c1 * 8 * 27 * R**3
     f += 4 * 2 * c1 * c1 * 27 * (2 * R) ** 3
     f += 2 * c1 * c2 * 8 * 27 * (2 * R) ** 3
     f += 4 * 2 * c2 * c2 * 27 * (4 * R) ** 3
@@ -363,6 +435,7 @@ def gemm_peak(dev, reps=50):
         i = it[0] % 4
         it[0] += 1
         torch.matmul(As[i], Bs[i])
+
     ms, _ = cuda_time(f, reps, 10, dev)
     return ms, 2 * M * N * K / (ms * 1e-3) / 1e12
 
@@ -376,10 +449,13 @@ def run_mode(mode, cfg, W, D, cond, neg, noise, hdt, dev, args, out):
 
         def fwd(W_, x, tau, c, h):
             return flow_forward(W_, x, tau, c, h, cblk)
+
         dec = cdec
     else:
+
         def fwd(W_, x, tau, c, h):
             return flow_forward(W_, x, tau, c, h, block_fn)
+
         dec = decoder_forward
     B = noise.shape[0]
     x2 = torch.cat([noise, noise], 0)
@@ -393,8 +469,11 @@ def run_mode(mode, cfg, W, D, cond, neg, noise, hdt, dev, args, out):
     coords, logits, nfwd = ss_stage(W, D, cond, neg, noise, hdt, fwd, dec)
     sync()
     first = time.perf_counter() - t0
-    print(f"[{mode}] first stage call (incl. compile/autotune): {first:.1f} s; forwards={nfwd}; "
-          f"occupied={coords.shape[0]}; logits finite={bool(torch.isfinite(logits).all())}", flush=True)
+    print(
+        f"[{mode}] first stage call (incl. compile/autotune): {first:.1f} s; forwards={nfwd}; "
+        f"occupied={coords.shape[0]}; logits finite={bool(torch.isfinite(logits).all())}",
+        flush=True,
+    )
 
     with torch.no_grad():
         fms, fts = cuda_time(lambda: fwd(W, x2, tau2, cond2, hdt), args.fwd_reps, 3, dev)
@@ -406,12 +485,24 @@ def run_mode(mode, cfg, W, D, cond, neg, noise, hdt, dev, args, out):
 
         def stage():
             res["r"] = ss_stage(W, D, cond, neg, noise, hdt, fwd, dec)
+
         sms, sts = cuda_time(stage, args.stage_reps, 1, dev)
         peak = torch.cuda.max_memory_allocated() if dev.type == "cuda" else 0
-        print(f"[{mode}] stage: median {sms:.1f} ms over {len(sts)} reps: " +
-              ", ".join(f"{t:.1f}" for t in sts) + f"; occupied={res['r'][0].shape[0]}", flush=True)
-    out[mode] = dict(first_s=first, fwd_ms=fms, stage_ms=sms, peak=peak, nfwd=nfwd,
-                     occ=res["r"][0].shape[0], logits=res["r"][1])
+        print(
+            f"[{mode}] stage: median {sms:.1f} ms over {len(sts)} reps: "
+            + ", ".join(f"{t:.1f}" for t in sts)
+            + f"; occupied={res['r'][0].shape[0]}",
+            flush=True,
+        )
+    out[mode] = dict(
+        first_s=first,
+        fwd_ms=fms,
+        stage_ms=sms,
+        peak=peak,
+        nfwd=nfwd,
+        occ=res["r"][0].shape[0],
+        logits=res["r"][1],
+    )
 
 
 def main():
@@ -423,17 +514,26 @@ def main():
     ap.add_argument("--stage-reps", type=int, default=5)
     ap.add_argument("--fwd-reps", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--model", help="time on this model directory's weights and cond.npy (the ones trellis.exe "
-                    "runs on) instead of random ones; the power-capped GPU's speed depends on the values")
-    ap.add_argument("--autotune-extra", action="store_true",
-                    help="after the table, also try mode max-autotune-no-cudagraphs if time allows")
+    ap.add_argument(
+        "--model",
+        help="time on this model directory's weights and cond.npy (the ones trellis.exe "
+        "runs on) instead of random ones; the power-capped GPU's speed depends on the values",
+    )
+    ap.add_argument(
+        "--autotune-extra",
+        action="store_true",
+        help="after the table, also try mode max-autotune-no-cudagraphs if time allows",
+    )
     ap.add_argument("--autotune-if-below-s", type=float, default=150.0)
     args = ap.parse_args()
 
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    hdt = torch.float16 if dev.type == "cuda" else torch.float32   # CPU logic test runs fp32
-    print(f"torch {torch.__version__}; device "
-          f"{torch.cuda.get_device_name() if dev.type == 'cuda' else 'cpu'}; half dtype {hdt}", flush=True)
+    hdt = torch.float16 if dev.type == "cuda" else torch.float32  # CPU logic test runs fp32
+    print(
+        f"torch {torch.__version__}; device "
+        f"{torch.cuda.get_device_name() if dev.type == 'cuda' else 'cpu'}; half dtype {hdt}",
+        flush=True,
+    )
     torch.set_grad_enabled(False)
 
     if args.smoke:
@@ -463,11 +563,16 @@ def main():
     if args.model:
         W, D, _ = load_model_dir(args.model, dev, hdt)
         cond = torch.from_numpy(np.load(os.path.join(args.model, "cond.npy"))).to(dev, torch.float32)
-        if W["pos"].shape[0] != cfg.L or W["blocks"][0][2].shape != (3 * cfg.C, cfg.C) or \
-                cond.shape != (B, cfg.Lc, cfg.Cc):
-            sys.exit(f"error: {args.model}: expected the {'tiny' if args.tiny else 'image-large'} shapes "
-                     f"(pos_emb [{cfg.L}, {cfg.C}], cond [{B}, {cfg.Lc}, {cfg.Cc}]); found pos_emb "
-                     f"{list(W['pos'].shape)}, cond {list(cond.shape)}")
+        if (
+            W["pos"].shape[0] != cfg.L
+            or W["blocks"][0][2].shape != (3 * cfg.C, cfg.C)
+            or cond.shape != (B, cfg.Lc, cfg.Cc)
+        ):
+            sys.exit(
+                f"error: {args.model}: expected the {'tiny' if args.tiny else 'image-large'} shapes "
+                f"(pos_emb [{cfg.L}, {cfg.C}], cond [{B}, {cfg.Lc}, {cfg.Cc}]); found pos_emb "
+                f"{list(W['pos'].shape)}, cond {list(cond.shape)}"
+            )
     else:
         W = make_flow_weights(cfg, dev, hdt)
         D = make_dec_weights(cfg, dev, hdt)
@@ -475,15 +580,26 @@ def main():
     neg = torch.zeros_like(cond)
     noise = torch.randn(B, 8, cfg.R, cfg.R, cfg.R, generator=torch.Generator().manual_seed(42)).to(dev)
     nparam = sum(t.numel() * t.element_size() for b in W["blocks"] for t in b)
-    print(f"weights {'of ' + args.model if args.model else 'random'} in {time.perf_counter()-t0:.1f} s; flow block weights {nparam/1e9:.3f} GB", flush=True)
+    print(
+        f"weights {'of ' + args.model if args.model else 'random'} in {time.perf_counter()-t0:.1f} s; flow block weights {nparam/1e9:.3f} GB",
+        flush=True,
+    )
 
     per_block, blk, fwd_flops = flow_flops_per_sample(cfg)
-    print("FLOPs per block per sample (GFLOP): " +
-          ", ".join(f"{k} {v/1e9:.2f}" for k, v in per_block.items()) + f"; block total {blk/1e9:.1f}")
-    print(f"FLOPs per forward per sample: {fwd_flops/1e12:.3f} TFLOP; decoder {dec_flops(cfg)/1e12:.3f} TFLOP")
+    print(
+        "FLOPs per block per sample (GFLOP): "
+        + ", ".join(f"{k} {v/1e9:.2f}" for k, v in per_block.items())
+        + f"; block total {blk/1e9:.1f}"
+    )
+    print(
+        f"FLOPs per forward per sample: {fwd_flops/1e12:.3f} TFLOP; decoder {dec_flops(cfg)/1e12:.3f} TFLOP"
+    )
     # sanity: one forward's activations stay O(1)
     v = flow_forward(W, noise, torch.full((1,), 1000.0, device=dev), cond, hdt, block_fn)
-    print(f"velocity std at t=1: {v.float().std().item():.3f}, finite {bool(torch.isfinite(v).all())}", flush=True)
+    print(
+        f"velocity std at t=1: {v.float().std().item():.3f}, finite {bool(torch.isfinite(v).all())}",
+        flush=True,
+    )
 
     gms, gtf = gemm_peak(dev) if dev.type == "cuda" else (float("nan"), float("nan"))
     print(f"fp16 GEMM 4096x4096x1024 torch.matmul: {gms:.4f} ms = {gtf:.1f} TFLOP/s", flush=True)
@@ -520,28 +636,41 @@ def report(out, cfg, args, dev, B, fwd_flops, gms, gtf):
         print(f"eager vs compile final logits rel L2 {rel:.3e}, occupancy sign agreement {agree:.5f}")
     fwd2 = 2 * B * fwd_flops
     stage_flops = None
-    print("\n=== SS stage baseline (PyTorch), B=1, image-large shapes" + (" [TINY]" if args.tiny else "") +
-          (f", weights and cond of {args.model}" if args.model else ", random weights") + " ===")
-    print(f"device: {torch.cuda.get_device_name() if dev.type == 'cuda' else 'cpu'}; torch {torch.__version__}; "
-          f"compile: block fn compiled once (fullgraph, dynamic=False) reused by all blocks; decoder compiled; "
-          f"'compile' = mode {args.compile_mode!r} (first mode run), 'compile-mat' = max-autotune-no-cudagraphs extra")
+    print(
+        "\n=== SS stage baseline (PyTorch), B=1, image-large shapes"
+        + (" [TINY]" if args.tiny else "")
+        + (f", weights and cond of {args.model}" if args.model else ", random weights")
+        + " ==="
+    )
+    print(
+        f"device: {torch.cuda.get_device_name() if dev.type == 'cuda' else 'cpu'}; torch {torch.__version__}; "
+        f"compile: block fn compiled once (fullgraph, dynamic=False) reused by all blocks; decoder compiled; "
+        f"'compile' = mode {args.compile_mode!r} (first mode run), 'compile-mat' = max-autotune-no-cudagraphs extra"
+    )
     print(f"FLOPs: CFG-batched forward (2B) {fwd2/1e12:.3f} TFLOP; decoder {dec_flops(cfg)/1e12:.3f} TFLOP")
-    print(f"{'mode':11} {'fwd2B ms':>9} {'fwd TF/s':>9} {'stage ms':>9} {'stage TF/s':>10} {'peak GiB':>9} "
-          f"{'1st call s':>10} {'fwds':>5} {'occ':>7}")
+    print(
+        f"{'mode':11} {'fwd2B ms':>9} {'fwd TF/s':>9} {'stage ms':>9} {'stage TF/s':>10} {'peak GiB':>9} "
+        f"{'1st call s':>10} {'fwds':>5} {'occ':>7}"
+    )
     for m, r in out.items():
         stage_flops = r["nfwd"] * B * fwd_flops + dec_flops(cfg)
-        print(f"{m:11} {r['fwd_ms']:9.2f} {fwd2/(r['fwd_ms']*1e-3)/1e12:9.1f} {r['stage_ms']:9.1f} "
-              f"{stage_flops/(r['stage_ms']*1e-3)/1e12:10.1f} {r['peak']/2**30:9.2f} {r['first_s']:10.1f} "
-              f"{r['nfwd']:5d} {r['occ']:7d}")
+        print(
+            f"{m:11} {r['fwd_ms']:9.2f} {fwd2/(r['fwd_ms']*1e-3)/1e12:9.1f} {r['stage_ms']:9.1f} "
+            f"{stage_flops/(r['stage_ms']*1e-3)/1e12:10.1f} {r['peak']/2**30:9.2f} {r['first_s']:10.1f} "
+            f"{r['nfwd']:5d} {r['occ']:7d}"
+        )
     if stage_flops is not None:
         print(f"stage FLOPs: {stage_flops/1e12:.2f} TFLOP (forwards x per-sample forward + decoder)")
     print(f"fp16 GEMM 4096x4096x1024 torch.matmul: {gms:.4f} ms = {gtf:.1f} TFLOP/s")
     if "eager" in out:
         for m in ("compile", "compile-mat"):
             if m in out:
-                print(f"{m}: compile time ~ first stage call minus eager first call = "
-                      f"{out[m]['first_s'] - out['eager']['first_s']:.1f} s")
+                print(
+                    f"{m}: compile time ~ first stage call minus eager first call = "
+                    f"{out[m]['first_s'] - out['eager']['first_s']:.1f} s"
+                )
     sys.stdout.flush()
+
 
 if __name__ == "__main__":
     main()

@@ -18,7 +18,7 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     r = a.res
-    if not 0 < a.voxels <= r ** 3:
+    if not 0 < a.voxels <= r**3:
         raise SystemExit(f"--voxels must be in 1..{r ** 3}")
     g = np.stack(np.meshgrid(*[np.arange(r)] * 3, indexing="ij"), -1).reshape(-1, 3)
     dist = np.abs(np.linalg.norm(g - (r - 1) / 2, axis=1) - 0.44 * r)

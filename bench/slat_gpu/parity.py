@@ -45,7 +45,9 @@ def rel_l2(a, b):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
-    ap.add_argument("--coords", required=True, help="int32 [N,4] the run used (its coords.npy or --coords input)")
+    ap.add_argument(
+        "--coords", required=True, help="int32 [N,4] the run used (its coords.npy or --coords input)"
+    )
     ap.add_argument("--cond", required=True)
     ap.add_argument("--noise", required=True, help="the --slat-noise file [N,8] f32")
     ap.add_argument("--latent1", required=True, help="slat.npy of the --steps-slat 1 --cfg-slat 0 run")
@@ -79,23 +81,31 @@ def main():
     cond = torch.from_numpy(cond_np).to(dev, f32)
     x0 = torch.from_numpy(x0_np).to(dev, f32)
     G = ref.Geometry(coords, cfg.R, cfg.C)
-    out = {"device": torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu", "cfg": repr(cfg),
-           "N": G.N, "N_coarse": G.Nc}
+    out = {
+        "device": torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu",
+        "cfg": repr(cfg),
+        "N": G.N,
+        "N_coarse": G.Nc,
+    }
     tau = torch.full((1,), 1000.0, device=dev)
     v_ref = ref.flow_forward(W, G, x0[None], tau, cond, f32)[0].cpu().numpy().astype(np.float64)
     x1 = to_norm(np.load(a.latent1))
     v_gpu = x0_np.astype(np.float64) - x1
     out["forward_rel_l2"] = rel_l2(v_gpu, v_ref)
     out["forward_max_abs"] = float(np.abs(v_gpu - v_ref).max())
-    out["forward_ref_rms"] = float(np.sqrt((v_ref ** 2).mean()))
+    out["forward_ref_rms"] = float(np.sqrt((v_ref**2).mean()))
     if a.also_fp16:
         W16 = ref.pack_weights(sd, cfg, dev, torch.float16)
         v16 = ref.flow_forward(W16, G, x0[None], tau, cond, torch.float16)[0].cpu().numpy()
         out["torch_fp16_forward_rel_l2"] = rel_l2(v16, v_ref)
     if a.full_latent:
         p = pipe.get("slat_sampler", {}).get("params", {})
-        sp = dict(steps=p.get("steps", 25), rescale_t=p.get("rescale_t", 3.0), cfg_w=p.get("cfg_strength", 5.0),
-                  interval=tuple(p.get("cfg_interval", [0.5, 1.0])))
+        sp = dict(
+            steps=p.get("steps", 25),
+            rescale_t=p.get("rescale_t", 3.0),
+            cfg_w=p.get("cfg_strength", 5.0),
+            interval=tuple(p.get("cfg_interval", [0.5, 1.0])),
+        )
         out["sampler"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in sp.items()}
         fwd = lambda W_, G_, x, t, c, h: ref.flow_forward(W_, G_, x, t, c, h)  # noqa: E731
         xs, nfwd = ref.slat_stage(W, coords, cond, x0, f32, fwd, cfg.R, cfg.C, G=G, **sp)

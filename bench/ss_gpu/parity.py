@@ -81,7 +81,9 @@ def main():
         out.update(decoder_occupancy_agreement=agree, decoder_iou=iou, voxels_gpu=n_gpu, voxels_ref=n_ref)
         if a.full_latent:
             # The fp32 reference sampler (spec §3.2-3.3) from the same noise, zero neg_cond.
-            sp = json.load(open(os.path.join(a.model, "pipeline.json")))["args"]["sparse_structure_sampler"]["params"]
+            sp = json.load(open(os.path.join(a.model, "pipeline.json")))["args"]["sparse_structure_sampler"][
+                "params"
+            ]
             steps, w = sp.get("steps", 25), sp.get("cfg_strength", 7.5)
             lo, hi = sp.get("cfg_interval", [0.5, 1.0])
             neg = torch.zeros_like(cond)
@@ -98,8 +100,9 @@ def main():
             out["full_latent_rel_l2"] = rel_l2(np.load(a.full_latent), xs.cpu().numpy())
             logits_full = ref.decoder_forward(D, xs, f32)
             agree, iou, n_gpu, n_ref = occupancy_agreement(logits_full, np.load(a.full_coords))
-            out.update(full_occupancy_agreement=agree, full_iou=iou, full_voxels_gpu=n_gpu,
-                       full_voxels_ref=n_ref)
+            out.update(
+                full_occupancy_agreement=agree, full_iou=iou, full_voxels_gpu=n_gpu, full_voxels_ref=n_ref
+            )
     for k, v in out.items():
         print(f"{k:32s} {v}")
     if a.json:

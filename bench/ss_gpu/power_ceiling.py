@@ -21,8 +21,15 @@ import torch.nn.functional as F
 
 def smi_sampler(stop, samples):
     while not stop.is_set():
-        out = subprocess.run(["nvidia-smi", "--query-gpu=power.draw,clocks.sm", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True).stdout.strip().split(",")
+        out = (
+            subprocess.run(
+                ["nvidia-smi", "--query-gpu=power.draw,clocks.sm", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+            )
+            .stdout.strip()
+            .split(",")
+        )
         try:
             samples.append((float(out[0]), float(out[1])))
         except (ValueError, IndexError):
@@ -31,20 +38,26 @@ def smi_sampler(stop, samples):
 
 
 def sustained(fn, flops, seconds):
-    fn(); torch.cuda.synchronize()
-    t0 = time.time(); n = 0
-    while time.time() - t0 < seconds / 2:   # heat up to the power cap
-        fn(); n += 1
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.time()
+    n = 0
+    while time.time() - t0 < seconds / 2:  # heat up to the power cap
+        fn()
+        n += 1
     torch.cuda.synchronize()
     stop, samples = threading.Event(), []
-    th = threading.Thread(target=smi_sampler, args=(stop, samples)); th.start()
+    th = threading.Thread(target=smi_sampler, args=(stop, samples))
+    th.start()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     reps = max(n, 10)
     s.record()
     for _ in range(reps):
         fn()
-    e.record(); torch.cuda.synchronize()
-    stop.set(); th.join()
+    e.record()
+    torch.cuda.synchronize()
+    stop.set()
+    th.join()
     ms = s.elapsed_time(e) / reps
     watts = sorted(p for p, _ in samples)[len(samples) // 2] if samples else float("nan")
     mhz = sorted(c for _, c in samples)[len(samples) // 2] if samples else float("nan")
@@ -75,10 +88,16 @@ def main():
         ("MLP down 4096x4096->1024", lambda: F.linear(hid, w_dn), 2 * L * 4 * C * C),
         ("qkv 4096x1024->3072", lambda: F.linear(x, w_qkv), 2 * L * C * 3 * C),
         ("1024x1024", lambda: F.linear(x, w_sq), 2 * L * C * C),
-        ("self-attention L4096 H16 d64 (SDPA)", lambda: F.scaled_dot_product_attention(q, k, v),
-         4 * L * L * D * H),
-        ("cross-attention 4096x1374 (SDPA)", lambda: F.scaled_dot_product_attention(q, kc, vc),
-         4 * L * LK * D * H),
+        (
+            "self-attention L4096 H16 d64 (SDPA)",
+            lambda: F.scaled_dot_product_attention(q, k, v),
+            4 * L * L * D * H,
+        ),
+        (
+            "cross-attention 4096x1374 (SDPA)",
+            lambda: F.scaled_dot_product_attention(q, kc, vc),
+            4 * L * LK * D * H,
+        ),
     ]
     print(f"device: {torch.cuda.get_device_name()}; torch {torch.__version__}; {args.seconds} s per case")
     print("| case | ms/call | sustained TFLOP/s | board W | SM MHz |")
@@ -100,8 +119,10 @@ def main():
         "cross-attention 4096x1374 (SDPA)": cond * blocks * 4 * L * LK * D * H,
     }
     total_ms = sum(f / rate[n] / 1e9 for n, f in gemm_tf.items())
-    print(f"\nstage lower bound at these sustained rates (GEMMs + attention only, no row kernels, "
-          f"no overlap losses): {total_ms:.1f} ms for {sum(gemm_tf.values()) / 1e12:.1f} TFLOP")
+    print(
+        f"\nstage lower bound at these sustained rates (GEMMs + attention only, no row kernels, "
+        f"no overlap losses): {total_ms:.1f} ms for {sum(gemm_tf.values()) / 1e12:.1f} TFLOP"
+    )
 
 
 if __name__ == "__main__":

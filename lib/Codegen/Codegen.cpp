@@ -40,9 +40,6 @@ using detail::OpClass;
 
 constexpr StringLiteral kDeviceAttr = "trellis.device";
 constexpr StringLiteral kLaunchAttr = "trellis.launch";
-/// On the HostBound ops of a CUDA function: evaluated on the host when the
-/// runtime binds the function to a voxel set (docs/design/gpu-backend.md).
-constexpr StringLiteral kBindOnHostAttr = "trellis.bind_on_host";
 constexpr StringLiteral kUpdateAttr = "trellis.update";
 constexpr StringLiteral kScratchAttr = "trellis.scratch_bytes";
 constexpr StringLiteral kDirectConvAttr = "trellis.conv_direct";
@@ -267,10 +264,8 @@ void KernelModuleBuilder::visitOp(func::FuncOp fn, Operation *op, OpClass cls) {
   case OpClass::View:
     return;
   case OpClass::Host:
-    // The runtime evaluates these when it binds the function (it does
-    // not match op names to tell).
-    if (op->hasTrait<mlir::trellis::OpTrait::HostBound>())
-      op->setAttr(kBindOnHostAttr, BoolAttr::get(ctx, true));
+    // The host program's op class (HostBound, Runtime) tells the runtime
+    // how to run these (lib/Target/HostProgram.cpp).
     return;
   case OpClass::Unsupported:
     op->emitError() << "'" << op->getName()

@@ -196,11 +196,33 @@ int Serializer::location(Location loc) {
   return it->second;
 }
 
+/// How the runtime runs `op` (trellis::OpClass), from its marker traits
+/// (dialect/TrellisOps.td): the runtime never matches op names to tell.
+const char *opClassOf(Operation &op) {
+  namespace traits = mlir::trellis::OpTrait;
+  if (op.hasTrait<traits::StorageOnly>())
+    return "storage";
+  if (op.getNumRegions() > 0)
+    return "region";
+  if (op.hasTrait<traits::HostBound>())
+    return "host_bound";
+  if (op.hasTrait<traits::RuntimeOp>())
+    return "runtime";
+  if (op.hasTrait<traits::LibraryCall>())
+    return "library";
+  if (op.hasTrait<traits::GeneratedKernel>())
+    return "kernel";
+  // The convolutions: the codegen picks a generated kernel or GEMMs (its
+  // trellis.launch / trellis.conv_direct annotations say which).
+  return "conv";
+}
+
 LogicalResult Serializer::ops(Block &block, json &out) {
   for (Operation &op : block) {
     if (op.hasTrait<OpTrait::IsTerminator>())
       continue; // returns and yields are recorded by the parent
     json j = {{"op", op.getName().getStringRef().str()},
+              {"class", opClassOf(op)},
               {"loc", location(op.getLoc())}};
     json in = json::array(), outSlots = json::array(), types = json::array();
     for (Value v : op.getOperands())

@@ -56,9 +56,8 @@ AttentionShape shapeOf(Operation *op) {
 
 /// The kernels `op` may run in `family`, the default first; empty when the
 /// family has none for the head dim.
-SmallVector<const TrellisAttnConfig *> tilesFor(int family,
-                                                const AttentionShape &s,
-                                                int64_t multiprocessors) {
+SmallVector<const TrellisAttnConfig *>
+tilesFor(int family, const AttentionShape &s, int64_t multiprocessors) {
   const TrellisAttnConfig *byDefault =
       trellis_attn_default_config(family, int(s.headDim));
   if (!byDefault)
@@ -77,8 +76,7 @@ SmallVector<const TrellisAttnConfig *> tilesFor(int family,
                    });
   if (s.rows > 0) // static: decided here
     return {trellis_attn_choose(candidates.data(), int(candidates.size()),
-                                s.rows, s.seqs, s.heads,
-                                int(multiprocessors))};
+                                s.rows, s.seqs, s.heads, int(multiprocessors))};
   if (s.bound < TRELLIS_ATTN_LONG_SEQUENCE_ROWS) // never long: the default
     return {byDefault};
   return candidates;
@@ -110,12 +108,12 @@ struct TileAttentionPass
       for (const auto &f : kFamilies) {
         auto tiles = tilesFor(f.family, shape, multiprocessors);
         if (tiles.empty()) {
-          op->emitOpError() << "cannot run on the GPU: no attention kernel "
-                               "of the "
-                            << f.name << " family for head dim "
-                            << shape.headDim
-                            << " (runtime/kernels/attention.h has 64, 80 "
-                               "and 128)";
+          op->emitOpError()
+              << "cannot run on the GPU: no attention kernel "
+                 "of the "
+              << f.name << " family for head dim " << shape.headDim
+              << " (runtime/kernels/attention.h has 64, 80 "
+                 "and 128)";
           return WalkResult::interrupt();
         }
         for (const TrellisAttnConfig *c : tiles)

@@ -25,8 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from trellisc import _bundle, trellis  # noqa: E402
 
-_ST = {"F32": np.float32, "F16": np.float16, "I32": np.int32, "I64": np.int64,
-       "U8": np.uint8}
+_ST = {"F32": np.float32, "F16": np.float16, "I32": np.int32, "I64": np.int64, "U8": np.uint8}
 
 
 def bundle_sections(path):
@@ -34,7 +33,7 @@ def bundle_sections(path):
     data = Path(path).read_bytes()
     if data[-8:] == b"TRLSEXE1":
         offset, size = struct.unpack_from("<QQ", data, len(data) - 24)
-        data = data[offset:offset + size]
+        data = data[offset : offset + size]
     return _bundle.parse(data)
 
 
@@ -49,8 +48,9 @@ def map_safetensors(path):
             continue
         begin, end = e["data_offsets"]
         dtype = np.dtype(_ST[e["dtype"]])
-        out[name] = np.memmap(path, dtype=dtype, mode="r", offset=8 + n + begin,
-                              shape=tuple(e["shape"]) if e["shape"] else (1,))
+        out[name] = np.memmap(
+            path, dtype=dtype, mode="r", offset=8 + n + begin, shape=tuple(e["shape"]) if e["shape"] else (1,)
+        )
     return out
 
 
@@ -59,16 +59,19 @@ def main(argv=None):
     ap.add_argument("--program", required=True, help="trellis.exe or a bundle")
     ap.add_argument("--model", required=True, help="TRELLIS model directory")
     ap.add_argument("--cond", required=True, help="conditioning tokens (.npy)")
-    ap.add_argument("--neg-cond", help="text pipelines: CLIP(\"\") tokens (.npy)")
+    ap.add_argument("--neg-cond", help='text pipelines: CLIP("") tokens (.npy)')
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--steps-ss", type=int, default=0)
     ap.add_argument("--steps-slat", type=int, default=0)
     ap.add_argument("--formats", default="gs,rf,mesh")
-    ap.add_argument("--gpu", choices=["auto", "off", "require"], default="auto",
-                    help="where the GPU stages run (default: the GPU if usable)")
-    ap.add_argument("--files", action="store_true",
-                    help="also let the runtime write trellis.exe's files")
+    ap.add_argument(
+        "--gpu",
+        choices=["auto", "off", "require"],
+        default="auto",
+        help="where the GPU stages run (default: the GPU if usable)",
+    )
+    ap.add_argument("--files", action="store_true", help="also let the runtime write trellis.exe's files")
     a = ap.parse_args(argv)
 
     manifest = json.loads(bundle_sections(a.program)["weights"])
@@ -81,8 +84,12 @@ def main(argv=None):
 
     def progress(kind, stage, step, steps, extra):
         if kind == "step":
-            print(f"\r  {stage}: step {step}/{steps}", end="\n" if step == steps else "",
-                  file=sys.stderr, flush=True)
+            print(
+                f"\r  {stage}: step {step}/{steps}",
+                end="\n" if step == steps else "",
+                file=sys.stderr,
+                flush=True,
+            )
         elif kind == "coords":
             print(f"  stage 1 coordinates ready: {extra.shape[0]} voxels", file=sys.stderr)
         elif kind == "stage_begin":
@@ -91,21 +98,40 @@ def main(argv=None):
     start = time.time()
     cond = np.load(a.cond)
     neg = np.load(a.neg_cond) if a.neg_cond else None
-    r = trellis.run(None, cond.astype(np.float32), bundle_path=a.program,
-                    neg_cond=neg, seed=a.seed, weights=weights,
-                    formats=a.formats.split(","), ss_steps=a.steps_ss,
-                    slat_steps=a.steps_slat, out_dir=out if a.files else None,
-                    progress=progress, gpu=a.gpu)
+    r = trellis.run(
+        None,
+        cond.astype(np.float32),
+        bundle_path=a.program,
+        neg_cond=neg,
+        seed=a.seed,
+        weights=weights,
+        formats=a.formats.split(","),
+        ss_steps=a.steps_ss,
+        slat_steps=a.steps_slat,
+        out_dir=out if a.files else None,
+        progress=progress,
+        gpu=a.gpu,
+    )
     for name in ("ss_latent", "coords", "slat"):
         if name in r:
             np.save(out / f"{name}.npy", r[name])
     if "gs_xyz" in r:
-        np.savez(out / "gaussians.npz", _xyz=r["gs_xyz"], _features_dc=r["gs_features_dc"],
-                 _scaling=r["gs_scaling"], _rotation=r["gs_rotation"],
-                 _opacity=r["gs_opacity"])
+        np.savez(
+            out / "gaussians.npz",
+            _xyz=r["gs_xyz"],
+            _features_dc=r["gs_features_dc"],
+            _scaling=r["gs_scaling"],
+            _rotation=r["gs_rotation"],
+            _opacity=r["gs_opacity"],
+        )
     if "rf_trivec" in r:
-        np.savez(out / "radiance_field.npz", coords=r["coords"], trivec=r["rf_trivec"],
-                 density=r["rf_density"], features_dc=r["rf_features_dc"])
+        np.savez(
+            out / "radiance_field.npz",
+            coords=r["coords"],
+            trivec=r["rf_trivec"],
+            density=r["rf_density"],
+            features_dc=r["rf_features_dc"],
+        )
     if "mesh_cubes" in r:
         np.savez(out / "mesh_fields.npz", coords=r["mesh_cubes"], fields=r["mesh_fields"])
     print(f"outputs written to {out} in {time.time() - start:.1f} s", file=sys.stderr)

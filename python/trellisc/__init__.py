@@ -22,17 +22,50 @@ from .dtypes import dtype, float16, float32, int32, int64
 from .input_info import InputInfo
 from .module import LayerNorm, Linear, Module, Parameter, read_safetensors
 from .ops.attention import attention
-from .ops.elementwise import (abs, add, div, exp, gelu, log, maximum, mul, neg,
-                              sigmoid, silu, sqrt, sub, tanh)
+from .ops.elementwise import abs, add, div, exp, gelu, log, maximum, mul, neg, sigmoid, silu, sqrt, sub, tanh
 from .ops.linalg import linear, matmul
 from .ops.normalization import layer_norm, softmax
 from .ops.shape import cast, concat, permute, reshape, split
 
 __all__ = [
-    "TrellisError", "Tensor", "Executable", "compile", "dtype", "float16",
-    "float32", "int32", "int64", "InputInfo", "LayerNorm", "Linear", "Module",
-    "Parameter", "read_safetensors", "attention", "abs", "add", "div", "exp",
-    "gelu", "log", "maximum", "mul", "neg", "sigmoid", "silu", "sqrt", "sub",
-    "tanh", "linear", "matmul", "layer_norm", "softmax", "cast", "concat",
-    "permute", "reshape", "split", "trellis",
+    "TrellisError",
+    "Tensor",
+    "Executable",
+    "compile",
+    "dtype",
+    "float16",
+    "float32",
+    "int32",
+    "int64",
+    "InputInfo",
+    "LayerNorm",
+    "Linear",
+    "Module",
+    "Parameter",
+    "read_safetensors",
+    "attention",
+    "abs",
+    "add",
+    "div",
+    "exp",
+    "gelu",
+    "log",
+    "maximum",
+    "mul",
+    "neg",
+    "sigmoid",
+    "silu",
+    "sqrt",
+    "sub",
+    "tanh",
+    "linear",
+    "matmul",
+    "layer_norm",
+    "softmax",
+    "cast",
+    "concat",
+    "permute",
+    "reshape",
+    "split",
+    "trellis",
 ]

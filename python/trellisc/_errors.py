@@ -23,8 +23,7 @@ class SourceLoc:
 def user_location(module=""):
     """The innermost frame of the caller outside this package."""
     frame = sys._getframe(1)
-    while frame is not None and os.path.abspath(
-            frame.f_code.co_filename).startswith(_PACKAGE_DIR + os.sep):
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR + os.sep):
         frame = frame.f_back
     if frame is None:
         return SourceLoc("<unknown>", 0)
@@ -51,18 +50,29 @@ def render_location(file, line, col=1, end_col=None):
     indent = len(text) - len(stripped)
     start = max(col - 1, indent)
     end = end_col - 1 if end_col and end_col - 1 > start else len(text.rstrip())
-    return (f"    {stripped}\n"
-            f"    {' ' * (start - indent)}{'^' * max(1, end - start)}")
+    return f"    {stripped}\n" f"    {' ' * (start - indent)}{'^' * max(1, end - start)}"
 
 
 # Internal op names -> what the user wrote.
 _USER_NAMES = {
-    "matmul": "matmul (@)", "add": "add (+)", "sub": "subtract (-)",
-    "mul": "multiply (*)", "div": "divide (/)", "layer_norm": "layer_norm",
-    "attention": "attention", "gelu": "gelu", "silu": "silu",
-    "softmax": "softmax", "reshape": "reshape", "permute": "permute",
-    "concat": "concat", "split": "split", "linear": "linear",
-    "cast": "cast", "constant": "constant", "weight": "parameter",
+    "matmul": "matmul (@)",
+    "add": "add (+)",
+    "sub": "subtract (-)",
+    "mul": "multiply (*)",
+    "div": "divide (/)",
+    "layer_norm": "layer_norm",
+    "attention": "attention",
+    "gelu": "gelu",
+    "silu": "silu",
+    "softmax": "softmax",
+    "reshape": "reshape",
+    "permute": "permute",
+    "concat": "concat",
+    "split": "split",
+    "linear": "linear",
+    "cast": "cast",
+    "constant": "constant",
+    "weight": "parameter",
 }
 
 
@@ -72,10 +82,10 @@ def user_terms(message):
     if m:
         name = _USER_NAMES.get(m.group(1), m.group(1))
         return f"{name}: {m.group(2)}"
-    message = re.sub(r"'trellis\.(\w+)' op ",
-                     lambda g: _USER_NAMES.get(g.group(1), g.group(1)) + ": ", message)
-    message = re.sub(r"'trellis\.(\w+)'",
-                     lambda g: _USER_NAMES.get(g.group(1), g.group(1)), message)
+    message = re.sub(
+        r"'trellis\.(\w+)' op ", lambda g: _USER_NAMES.get(g.group(1), g.group(1)) + ": ", message
+    )
+    message = re.sub(r"'trellis\.(\w+)'", lambda g: _USER_NAMES.get(g.group(1), g.group(1)), message)
     return message.replace("(--check-finite)", "(check_finite)")
 
 

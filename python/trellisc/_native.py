@@ -27,18 +27,26 @@ def _load(name):
         raise OSError(
             f"trellisc: cannot find {path}: build it (ninja -C {build_dir()} "
             f"{'TrellisCAPI' if 'trellisc' in name else 'trellis_rt'}) or "
-            f"set TRELLISC_BUILD_DIR to the build directory")
+            f"set TRELLISC_BUILD_DIR to the build directory"
+        )
     return ctypes.CDLL(str(path))
 
 
 # --- the compiler -----------------------------------------------------------
 
+
 class _Diagnostic(ctypes.Structure):
-    _fields_ = [("severity", ctypes.c_char_p), ("message", ctypes.c_char_p),
-                ("file", ctypes.c_char_p), ("line", ctypes.c_uint),
-                ("column", ctypes.c_uint), ("kind", ctypes.c_char_p),
-                ("module", ctypes.c_char_p), ("config", ctypes.c_char_p),
-                ("config_path", ctypes.c_char_p)]
+    _fields_ = [
+        ("severity", ctypes.c_char_p),
+        ("message", ctypes.c_char_p),
+        ("file", ctypes.c_char_p),
+        ("line", ctypes.c_uint),
+        ("column", ctypes.c_uint),
+        ("kind", ctypes.c_char_p),
+        ("module", ctypes.c_char_p),
+        ("config", ctypes.c_char_p),
+        ("config_path", ctypes.c_char_p),
+    ]
 
 
 _compiler = None
@@ -49,16 +57,16 @@ def compiler():
     if _compiler is None:
         lib = _load("libtrellisc.so")
         vp = ctypes.c_void_p
-        lib.trellisc_compile_trace.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
-                                               ctypes.c_char_p,
-                                               ctypes.POINTER(vp)]
-        lib.trellisc_compile_pipeline.argtypes = [ctypes.c_char_p,
-                                                  ctypes.c_char_p,
-                                                  ctypes.POINTER(vp)]
+        lib.trellisc_compile_trace.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+            ctypes.c_char_p,
+            ctypes.POINTER(vp),
+        ]
+        lib.trellisc_compile_pipeline.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(vp)]
         lib.trellisc_result_bundle.argtypes = [vp, ctypes.POINTER(ctypes.c_size_t)]
         lib.trellisc_result_bundle.restype = vp
-        for fn in ("trellisc_result_ir", "trellisc_result_info",
-                   "trellisc_result_diagnostics_json"):
+        for fn in ("trellisc_result_ir", "trellisc_result_info", "trellisc_result_diagnostics_json"):
             getattr(lib, fn).argtypes = [vp]
             getattr(lib, fn).restype = ctypes.c_char_p
         lib.trellisc_result_free.argtypes = [vp]
@@ -92,33 +100,41 @@ def compile_trace(trace, options):
     lib = compiler()
     text = json.dumps(trace).encode()
     handle = ctypes.c_void_p()
-    code = lib.trellisc_compile_trace(text, len(text), json.dumps(options).encode(),
-                                      ctypes.byref(handle))
+    code = lib.trellisc_compile_trace(text, len(text), json.dumps(options).encode(), ctypes.byref(handle))
     return _take(lib, code, handle)
 
 
 def compile_pipeline(path, options):
     lib = compiler()
     handle = ctypes.c_void_p()
-    code = lib.trellisc_compile_pipeline(str(path).encode(),
-                                         json.dumps(options).encode(),
-                                         ctypes.byref(handle))
+    code = lib.trellisc_compile_pipeline(
+        str(path).encode(), json.dumps(options).encode(), ctypes.byref(handle)
+    )
     return _take(lib, code, handle)
 
 
 # --- the runtime ------------------------------------------------------------
 
 MAX_RANK = 8
-DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1,
-               np.dtype(np.int32): 2, np.dtype(np.int64): 3,
-               np.dtype(np.uint8): 4}
+DTYPE_CODES = {
+    np.dtype(np.float32): 0,
+    np.dtype(np.float16): 1,
+    np.dtype(np.int32): 2,
+    np.dtype(np.int64): 3,
+    np.dtype(np.uint8): 4,
+}
 CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
 
 
 class Tensor(ctypes.Structure):
-    _fields_ = [("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
-                ("shape", ctypes.c_int64 * MAX_RANK), ("data", ctypes.c_void_p),
-                ("capacity", ctypes.c_size_t), ("owned", ctypes.c_int32)]
+    _fields_ = [
+        ("dtype", ctypes.c_int),
+        ("rank", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_RANK),
+        ("data", ctypes.c_void_p),
+        ("capacity", ctypes.c_size_t),
+        ("owned", ctypes.c_int32),
+    ]
 
 
 class Error(ctypes.Structure):
@@ -126,65 +142,102 @@ class Error(ctypes.Structure):
 
 
 class Weight(ctypes.Structure):
-    _fields_ = [("model", ctypes.c_char_p), ("name", ctypes.c_char_p),
-                ("tensor", Tensor)]
+    _fields_ = [("model", ctypes.c_char_p), ("name", ctypes.c_char_p), ("tensor", Tensor)]
 
 
 class Weights(ctypes.Structure):
-    _fields_ = [("entries", ctypes.POINTER(Weight)), ("count", ctypes.c_size_t),
-                ("model_dir", ctypes.c_char_p)]
+    _fields_ = [
+        ("entries", ctypes.POINTER(Weight)),
+        ("count", ctypes.c_size_t),
+        ("model_dir", ctypes.c_char_p),
+    ]
 
 
 class CallOptions(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32), ("check_finite", ctypes.c_int32),
-                ("threads", ctypes.c_int32)]
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("check_finite", ctypes.c_int32),
+        ("threads", ctypes.c_int32),
+    ]
 
 
 class SamplerSpec(ctypes.Structure):
-    _fields_ = [("steps", ctypes.c_int32), ("sigma_min", ctypes.c_double),
-                ("cfg_strength", ctypes.c_double),
-                ("cfg_interval", ctypes.c_double * 2),
-                ("rescale_t", ctypes.c_double)]
+    _fields_ = [
+        ("steps", ctypes.c_int32),
+        ("sigma_min", ctypes.c_double),
+        ("cfg_strength", ctypes.c_double),
+        ("cfg_interval", ctypes.c_double * 2),
+        ("rescale_t", ctypes.c_double),
+    ]
 
 
 class Progress(ctypes.Structure):
-    _fields_ = [("kind", ctypes.c_int), ("stage", ctypes.c_char_p),
-                ("step", ctypes.c_int64), ("steps", ctypes.c_int64),
-                ("seconds", ctypes.c_double),
-                ("coords", ctypes.POINTER(Tensor)),
-                ("message", ctypes.c_char_p)]
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("stage", ctypes.c_char_p),
+        ("step", ctypes.c_int64),
+        ("steps", ctypes.c_int64),
+        ("seconds", ctypes.c_double),
+        ("coords", ctypes.POINTER(Tensor)),
+        ("message", ctypes.c_char_p),
+    ]
 
 
 PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(Progress), ctypes.c_void_p)
 
 
 class RunSpec(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32), ("program", ctypes.c_void_p),
-                ("bundle_path", ctypes.c_char_p), ("seed", ctypes.c_uint64),
-                ("ss", SamplerSpec), ("slat", SamplerSpec),
-                ("targets", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("threads", ctypes.c_int32),
-                ("ss_noise", ctypes.POINTER(Tensor)),
-                ("slat_noise", ctypes.POINTER(Tensor)),
-                ("coords", ctypes.POINTER(Tensor)),
-                ("out_dir", ctypes.c_char_p), ("progress", PROGRESS_FN),
-                ("user_data", ctypes.c_void_p)]
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("program", ctypes.c_void_p),
+        ("bundle_path", ctypes.c_char_p),
+        ("seed", ctypes.c_uint64),
+        ("ss", SamplerSpec),
+        ("slat", SamplerSpec),
+        ("targets", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("threads", ctypes.c_int32),
+        ("ss_noise", ctypes.POINTER(Tensor)),
+        ("slat_noise", ctypes.POINTER(Tensor)),
+        ("coords", ctypes.POINTER(Tensor)),
+        ("out_dir", ctypes.c_char_p),
+        ("progress", PROGRESS_FN),
+        ("user_data", ctypes.c_void_p),
+    ]
 
 
 class EngineOptions(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("device", ctypes.c_int32), ("threads", ctypes.c_int32),
-                ("progress", PROGRESS_FN), ("user_data", ctypes.c_void_p)]
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("device", ctypes.c_int32),
+        ("threads", ctypes.c_int32),
+        ("progress", PROGRESS_FN),
+        ("user_data", ctypes.c_void_p),
+    ]
 
 
 class Embeddings(ctypes.Structure):
     _fields_ = [("cond", Tensor), ("neg_cond", ctypes.POINTER(Tensor))]
 
 
-OUTPUT_NAMES = ["ss_latent", "coords", "slat", "gs_xyz", "gs_features_dc",
-                "gs_scaling", "gs_rotation", "gs_opacity", "rf_trivec",
-                "rf_density", "rf_features_dc", "mesh_cubes", "mesh_fields",
-                "mesh_vertices", "mesh_faces"]
+OUTPUT_NAMES = [
+    "ss_latent",
+    "coords",
+    "slat",
+    "gs_xyz",
+    "gs_features_dc",
+    "gs_scaling",
+    "gs_rotation",
+    "gs_opacity",
+    "rf_trivec",
+    "rf_density",
+    "rf_features_dc",
+    "mesh_cubes",
+    "mesh_fields",
+    "mesh_vertices",
+    "mesh_faces",
+]
 
 
 class Outputs(ctypes.Structure):
@@ -200,26 +253,44 @@ def runtime():
         lib = _load("libtrellis_rt.so")
         vp, err = ctypes.c_void_p, ctypes.POINTER(Error)
         lib.trellis_program_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(vp), err]
-        lib.trellis_program_from_memory.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
-                                                    ctypes.POINTER(vp), err]
+        lib.trellis_program_from_memory.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(vp), err]
         lib.trellis_program_close.argtypes = [vp]
         lib.trellis_program_meta.argtypes = [vp]
         lib.trellis_program_meta.restype = ctypes.c_char_p
         lib.trellis_program_call.argtypes = [
-            vp, ctypes.c_char_p, ctypes.POINTER(Tensor), ctypes.c_size_t,
-            ctypes.POINTER(Weights), ctypes.POINTER(CallOptions),
-            ctypes.POINTER(Tensor), ctypes.c_size_t, err]
+            vp,
+            ctypes.c_char_p,
+            ctypes.POINTER(Tensor),
+            ctypes.c_size_t,
+            ctypes.POINTER(Weights),
+            ctypes.POINTER(CallOptions),
+            ctypes.POINTER(Tensor),
+            ctypes.c_size_t,
+            err,
+        ]
         lib.trellis_run_spec_init.argtypes = [ctypes.POINTER(RunSpec)]
-        lib.trellis_run.argtypes = [ctypes.POINTER(RunSpec), ctypes.POINTER(Weights),
-                                    ctypes.POINTER(Embeddings),
-                                    ctypes.POINTER(Outputs), err]
+        lib.trellis_run.argtypes = [
+            ctypes.POINTER(RunSpec),
+            ctypes.POINTER(Weights),
+            ctypes.POINTER(Embeddings),
+            ctypes.POINTER(Outputs),
+            err,
+        ]
         lib.trellis_engine_options_init.argtypes = [ctypes.POINTER(EngineOptions)]
-        lib.trellis_engine_create.argtypes = [vp, ctypes.POINTER(Weights),
-                                              ctypes.POINTER(EngineOptions),
-                                              ctypes.POINTER(vp), err]
-        lib.trellis_engine_run.argtypes = [vp, ctypes.POINTER(Embeddings),
-                                           ctypes.POINTER(RunSpec),
-                                           ctypes.POINTER(Outputs), err]
+        lib.trellis_engine_create.argtypes = [
+            vp,
+            ctypes.POINTER(Weights),
+            ctypes.POINTER(EngineOptions),
+            ctypes.POINTER(vp),
+            err,
+        ]
+        lib.trellis_engine_run.argtypes = [
+            vp,
+            ctypes.POINTER(Embeddings),
+            ctypes.POINTER(RunSpec),
+            ctypes.POINTER(Outputs),
+            err,
+        ]
         lib.trellis_engine_destroy.argtypes = [vp]
         lib.trellis_tensor_free.argtypes = [ctypes.POINTER(Tensor)]
         lib.trellis_outputs_free.argtypes = [ctypes.POINTER(Outputs)]
@@ -281,12 +352,17 @@ class Program:
         self._handle = ctypes.c_void_p()
         err = Error()
         if path is not None:
-            check(lib.trellis_program_open(str(path).encode(), ctypes.byref(self._handle),
-                                           ctypes.byref(err)), err)
+            check(
+                lib.trellis_program_open(str(path).encode(), ctypes.byref(self._handle), ctypes.byref(err)),
+                err,
+            )
         else:
-            check(lib.trellis_program_from_memory(data, len(data),
-                                                  ctypes.byref(self._handle),
-                                                  ctypes.byref(err)), err)
+            check(
+                lib.trellis_program_from_memory(
+                    data, len(data), ctypes.byref(self._handle), ctypes.byref(err)
+                ),
+                err,
+            )
 
     @property
     def handle(self):
@@ -295,8 +371,7 @@ class Program:
     def meta(self):
         return json.loads(runtime().trellis_program_meta(self._handle).decode())
 
-    def call(self, function, arrays, num_outputs, weights=None, check_finite=False,
-             threads=0):
+    def call(self, function, arrays, num_outputs, weights=None, check_finite=False, threads=0):
         lib = runtime()
         arrays = [np.ascontiguousarray(a) for a in arrays]
         ins = (Tensor * max(1, len(arrays)))(*[tensor_of(a) for a in arrays])
@@ -305,10 +380,20 @@ class Program:
         table = weight_table(weights, None, keep)
         opts = CallOptions(ctypes.sizeof(CallOptions), int(check_finite), threads)
         err = Error()
-        check(lib.trellis_program_call(self._handle, function.encode(), ins,
-                                       len(arrays), ctypes.byref(table),
-                                       ctypes.byref(opts), outs, num_outputs,
-                                       ctypes.byref(err)), err)
+        check(
+            lib.trellis_program_call(
+                self._handle,
+                function.encode(),
+                ins,
+                len(arrays),
+                ctypes.byref(table),
+                ctypes.byref(opts),
+                outs,
+                num_outputs,
+                ctypes.byref(err),
+            ),
+            err,
+        )
         return [array_of(outs[i]) for i in range(num_outputs)]
 
     def __del__(self):
@@ -340,8 +425,7 @@ class Engine:
     planned memory), run for many generations. Keeps the program and the
     weight arrays alive as long as it lives."""
 
-    def __init__(self, program, weights=None, model_dir=None, flags=4, device=0,
-                 threads=0):
+    def __init__(self, program, weights=None, model_dir=None, flags=4, device=0, threads=0):
         lib = runtime()
         self._program = program  # the engine holds a reference to it too
         self._keep = []
@@ -351,10 +435,16 @@ class Engine:
         opts.flags, opts.device, opts.threads = flags, device, threads
         self._handle = ctypes.c_void_p()
         err = Error()
-        check(lib.trellis_engine_create(program.handle, ctypes.byref(table),
-                                        ctypes.byref(opts),
-                                        ctypes.byref(self._handle),
-                                        ctypes.byref(err)), err)
+        check(
+            lib.trellis_engine_create(
+                program.handle,
+                ctypes.byref(table),
+                ctypes.byref(opts),
+                ctypes.byref(self._handle),
+                ctypes.byref(err),
+            ),
+            err,
+        )
 
     @property
     def handle(self):

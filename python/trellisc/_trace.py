@@ -23,8 +23,7 @@ def current_module():
 
 
 class Node:
-    __slots__ = ("op", "inputs", "attrs", "n_out", "loc", "dtypes", "value",
-                 "name", "info", "index", "types")
+    __slots__ = ("op", "inputs", "attrs", "n_out", "loc", "dtypes", "value", "name", "info", "index", "types")
 
     def __init__(self, op, inputs=(), attrs=None, n_out=1, loc=None, dtypes=()):
         self.op, self.inputs, self.attrs = op, list(inputs), attrs or {}
@@ -105,8 +104,11 @@ class Tensor:
             if _collect([self])[0]:
                 raise TrellisError(
                     "cannot evaluate a tensor that depends on a compile input; "
-                    "call the compiled Executable instead", self._node.loc)
+                    "call the compiled Executable instead",
+                    self._node.loc,
+                )
             from .compile import _compile_graph
+
             exe = _compile_graph([self], [], name="eval")
             self._value = exe()
         return self._value
@@ -128,67 +130,80 @@ class Tensor:
             return f"tc.Tensor(<invalid>, dtype={self.dtype})"
 
     def __bool__(self):
-        raise TypeError("the truth value of a trellisc Tensor is not defined "
-                        "while tracing")
+        raise TypeError("the truth value of a trellisc Tensor is not defined " "while tracing")
 
     # --- operators (the functions live in trellisc/ops) -------------------
     def __matmul__(self, other):
         from .ops.linalg import matmul
+
         return matmul(self, other)
 
     def __rmatmul__(self, other):
         from .ops.linalg import matmul
+
         return matmul(other, self)
 
     def __add__(self, other):
         from .ops.elementwise import add
+
         return add(self, other)
 
     def __radd__(self, other):
         from .ops.elementwise import add
+
         return add(other, self)
 
     def __sub__(self, other):
         from .ops.elementwise import sub
+
         return sub(self, other)
 
     def __rsub__(self, other):
         from .ops.elementwise import sub
+
         return sub(other, self)
 
     def __mul__(self, other):
         from .ops.elementwise import mul
+
         return mul(self, other)
 
     def __rmul__(self, other):
         from .ops.elementwise import mul
+
         return mul(other, self)
 
     def __truediv__(self, other):
         from .ops.elementwise import div
+
         return div(self, other)
 
     def __rtruediv__(self, other):
         from .ops.elementwise import div
+
         return div(other, self)
 
     def __neg__(self):
         from .ops.elementwise import neg
+
         return neg(self)
 
     def reshape(self, shape):
         """Same as :func:`trellisc.reshape`."""
         from .ops.shape import reshape
+
         return reshape(self, shape)
 
     def permute(self, perm):
         """Same as :func:`trellisc.permute`."""
         from .ops.shape import permute
+
         return permute(self, perm)
 
     def cast(self, dtype):
         """Same as :func:`trellisc.cast`."""
         from .ops.shape import cast
+
         return cast(self, dtype)
 
 
@@ -198,9 +213,16 @@ def as_tensor(x, like=None):
         return x
     if isinstance(x, (int, float)) and not isinstance(x, bool):
         dtype = like.dtype if like is not None else _dt.float32
-        node = Node("constant", attrs={"dtype": dtype.code, "shape": [],
-                                       "values": [float(x) if dtype.code[0] == "f" else int(x)]},
-                    loc=user_location(current_module()), dtypes=[dtype])
+        node = Node(
+            "constant",
+            attrs={
+                "dtype": dtype.code,
+                "shape": [],
+                "values": [float(x) if dtype.code[0] == "f" else int(x)],
+            },
+            loc=user_location(current_module()),
+            dtypes=[dtype],
+        )
         return Tensor._make(node)
     if isinstance(x, (np.ndarray, list, tuple)):
         t = Tensor.__new__(Tensor)
@@ -213,8 +235,7 @@ def make_op(op, inputs, attrs=None, dtype=None, n_out=1):
     """Records op `op` on `inputs` at the user's current line."""
     inputs = list(inputs)
     out_dtype = dtype if dtype is not None else inputs[0].dtype
-    node = Node(op, inputs, attrs, n_out, user_location(current_module()),
-                [out_dtype] * n_out)
+    node = Node(op, inputs, attrs, n_out, user_location(current_module()), [out_dtype] * n_out)
     if n_out == 1:
         return Tensor._make(node)
     return [Tensor._make(node, i) for i in range(n_out)]
@@ -250,17 +271,22 @@ class Trace:
         known = {id(n) for n in inputs}
         for n in found:
             if id(n) not in known:
-                raise TrellisError("the function uses an input placeholder of "
-                                   "another trace", n.loc)
+                raise TrellisError("the function uses an input placeholder of " "another trace", n.loc)
         self.locs, self._loc_ids, self.weights = [], {}, {}
         ids = {}
         trace_inputs, trace_weights, trace_ops = [], [], []
         for node in inputs:
             ids[(id(node), 0)] = len(ids)
             info = node.info
-            trace_inputs.append({"name": info.name or f"input{node.index}",
-                                 "dtype": info.dtype.code, "shape": info.trace_shape(),
-                                 "bounds": info.bounds(), "loc": self._loc(node.loc)})
+            trace_inputs.append(
+                {
+                    "name": info.name or f"input{node.index}",
+                    "dtype": info.dtype.code,
+                    "shape": info.trace_shape(),
+                    "bounds": info.bounds(),
+                    "loc": self._loc(node.loc),
+                }
+            )
         used_names = set()
         for node in data:
             ids[(id(node), 0)] = len(ids)
@@ -270,13 +296,20 @@ class Trace:
                 wname, k = f"{base}_{k}", k + 1
             used_names.add(wname)
             self.weights[("params", wname)] = node.value
-            trace_weights.append({"name": wname, "dtype": node.dtypes[0].code,
-                                  "shape": list(node.value.shape),
-                                  "loc": self._loc(node.loc)})
+            trace_weights.append(
+                {
+                    "name": wname,
+                    "dtype": node.dtypes[0].code,
+                    "shape": list(node.value.shape),
+                    "loc": self._loc(node.loc),
+                }
+            )
         for node in ops:
-            rec = {"op": node.op,
-                   "in": [ids[(id(t._node), t._index)] for t in node.inputs],
-                   "loc": self._loc(node.loc)}
+            rec = {
+                "op": node.op,
+                "in": [ids[(id(t._node), t._index)] for t in node.inputs],
+                "loc": self._loc(node.loc),
+            }
             if node.attrs:
                 rec["attrs"] = node.attrs
             if node.n_out != 1:
@@ -286,11 +319,17 @@ class Trace:
             trace_ops.append(rec)
         self.nodes = [n for n in inputs] + data + ops
         self.output_ids = [ids[(id(t._node), t._index)] for t in outputs]
-        self.json = {"format": "trellisc-trace", "version": 1, "name": name,
-                     "source": outputs[0]._node.loc.file if outputs and outputs[0]._node.loc else "<python>",
-                     "locs": self.locs, "inputs": trace_inputs,
-                     "weights": trace_weights, "ops": trace_ops,
-                     "outputs": self.output_ids}
+        self.json = {
+            "format": "trellisc-trace",
+            "version": 1,
+            "name": name,
+            "source": outputs[0]._node.loc.file if outputs and outputs[0]._node.loc else "<python>",
+            "locs": self.locs,
+            "inputs": trace_inputs,
+            "weights": trace_weights,
+            "ops": trace_ops,
+            "outputs": self.output_ids,
+        }
         where = loc or (outputs[0]._node.loc if outputs else None)
         if where is not None:
             self.json["loc"] = self._loc(where)
@@ -302,8 +341,15 @@ class Trace:
         key = (loc.file, loc.line, loc.col, loc.module)
         if key not in self._loc_ids:
             self._loc_ids[key] = len(self.locs)
-            self.locs.append({"file": loc.file, "line": loc.line, "col": loc.col,
-                              "end_col": loc.end_col, "module": loc.module})
+            self.locs.append(
+                {
+                    "file": loc.file,
+                    "line": loc.line,
+                    "col": loc.col,
+                    "end_col": loc.end_col,
+                    "module": loc.module,
+                }
+            )
         return self._loc_ids[key]
 
     def record_types(self, info):
@@ -342,8 +388,9 @@ def _infer(tensors):
     trace = Trace(tensors, inputs, name="infer")
     result = _native.compile_trace(trace.json, {"target": "cpu", "infer_only": True})
     if result.code == 2:
-        raise TrellisError("internal error in the trace: " +
-                           "; ".join(d["message"] for d in result.diagnostics))
+        raise TrellisError(
+            "internal error in the trace: " + "; ".join(d["message"] for d in result.diagnostics)
+        )
     trace.record_types(result.info)
     if result.code != 0:
         raise trace.errors(result.diagnostics)

@@ -27,6 +27,7 @@ def compile(fn, args, check_finite=False, name="main"):
         raise TrellisError("compile: args must be a list of tc.InputInfo", where)
     try:
         from .module import Module
+
         target = fn.forward if isinstance(fn, Module) else fn
         names = list(inspect.signature(target).parameters)
     except (TypeError, ValueError):
@@ -42,25 +43,29 @@ def compile(fn, args, check_finite=False, name="main"):
     single = isinstance(out, Tensor)
     outs = [out] if single else list(out)
     if not outs or not all(isinstance(t, Tensor) for t in outs):
-        raise TrellisError("compile: the function must return a tc.Tensor or a "
-                           "tuple of them", where)
-    return _compile_graph(outs, [p._node for p in placeholders], name=name,
-                          check_finite=check_finite, single=single, loc=where)
+        raise TrellisError("compile: the function must return a tc.Tensor or a " "tuple of them", where)
+    return _compile_graph(
+        outs, [p._node for p in placeholders], name=name, check_finite=check_finite, single=single, loc=where
+    )
 
 
-def _compile_graph(outputs, input_nodes, name="main", check_finite=False, single=True,
-                   loc=None):
+def _compile_graph(outputs, input_nodes, name="main", check_finite=False, single=True, loc=None):
     trace = Trace(outputs, input_nodes, name=name, loc=loc)
     result = _native.compile_trace(trace.json, {"target": "cpu"})
     if result.code == 2:
-        raise TrellisError("internal error in the trace: " +
-                           "; ".join(d["message"] for d in result.diagnostics))
+        raise TrellisError(
+            "internal error in the trace: " + "; ".join(d["message"] for d in result.diagnostics)
+        )
     if result.code != 0:
         raise trace.errors(result.diagnostics)
-    signature = {"function": name, "single": single,
-                 "inputs": [n.info.to_json() for n in input_nodes],
-                 "outputs": result.info.get("outputs", []),
-                 "locs": trace.locs, "check_finite": check_finite}
+    signature = {
+        "function": name,
+        "single": single,
+        "inputs": [n.info.to_json() for n in input_nodes],
+        "outputs": result.info.get("outputs", []),
+        "locs": trace.locs,
+        "check_finite": check_finite,
+    }
     params = {n: a for (_, n), a in trace.weights.items()}
     return Executable(result.bundle, signature, params)
 
@@ -85,29 +90,34 @@ class Executable:
         return self._bundle
 
     def _locs(self):
-        return [SourceLoc(l["file"], l["line"], l["col"], l.get("end_col"))
-                for l in self._sig.get("locs", [])]
+        return [
+            SourceLoc(l["file"], l["line"], l["col"], l.get("end_col")) for l in self._sig.get("locs", [])
+        ]
 
     def __call__(self, *arrays):
         where = user_location()
         infos = self.input_infos
         if len(arrays) != len(infos):
-            raise TrellisError(f"the executable takes {len(infos)} inputs, "
-                               f"{len(arrays)} given", where)
+            raise TrellisError(f"the executable takes {len(infos)} inputs, " f"{len(arrays)} given", where)
         checked = []
         for i, (a, info) in enumerate(zip(arrays, infos)):
             a = np.asarray(a)
             what = f"input {i}" + (f" ('{info.name}')" if info.name else "")
             problem = info.check(a, what)
             if problem:
-                raise TrellisError(problem + " (declared by this InputInfo)", info.loc,
-                                   details=f"  called at {where}")
+                raise TrellisError(
+                    problem + " (declared by this InputInfo)", info.loc, details=f"  called at {where}"
+                )
             checked.append(np.ascontiguousarray(a))
         weights = {("params", n): a for n, a in self._params.items()}
         try:
-            outs = self._program.call(self._sig["function"], checked,
-                                      len(self._sig["outputs"]), weights,
-                                      check_finite=self.check_finite)
+            outs = self._program.call(
+                self._sig["function"],
+                checked,
+                len(self._sig["outputs"]),
+                weights,
+                check_finite=self.check_finite,
+            )
         except _native.RuntimeFailure as f:
             raise runtime_error(f.message, self._locs()) from None
         return outs[0] if self._sig.get("single", True) else tuple(outs)

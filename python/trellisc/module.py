@@ -43,9 +43,12 @@ class Parameter(Tensor):
         array = np.asarray(array)
         old = self._node.value
         if array.shape != old.shape or array.dtype != old.dtype:
-            raise TrellisError(f"{what} is {array.dtype.name} {list(array.shape)}, "
-                               f"the module declares {old.dtype.name} "
-                               f"{list(old.shape)}", self._node.loc)
+            raise TrellisError(
+                f"{what} is {array.dtype.name} {list(array.shape)}, "
+                f"the module declares {old.dtype.name} "
+                f"{list(old.shape)}",
+                self._node.loc,
+            )
         self._node.value = np.ascontiguousarray(array)
 
 
@@ -114,10 +117,12 @@ class Module:
             extra = sorted(set(state) - set(params))
             if missing or extra:
                 raise TrellisError(
-                    "load_state_dict: " +
-                    (f"missing {missing}" if missing else "") +
-                    ("; " if missing and extra else "") +
-                    (f"unexpected {extra}" if extra else ""), user_location())
+                    "load_state_dict: "
+                    + (f"missing {missing}" if missing else "")
+                    + ("; " if missing and extra else "")
+                    + (f"unexpected {extra}" if extra else ""),
+                    user_location(),
+                )
         for name, array in state.items():
             if name in params:
                 params[name]._set(array, f"'{name}'")
@@ -173,8 +178,14 @@ class LayerNorm(Module):
         return layer_norm(x, self.weight, self.bias, self.eps)
 
 
-_ST_DTYPES = {"F32": np.float32, "F16": np.float16, "I32": np.int32,
-              "I64": np.int64, "U8": np.uint8, "BF16": None}
+_ST_DTYPES = {
+    "F32": np.float32,
+    "F16": np.float16,
+    "I32": np.int32,
+    "I64": np.int64,
+    "U8": np.uint8,
+    "BF16": None,
+}
 
 
 def read_safetensors(path):
@@ -182,7 +193,7 @@ def read_safetensors(path):
     with open(path, "rb") as f:
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     n = int.from_bytes(mm[:8], "little")
-    header = json.loads(mm[8:8 + n])
+    header = json.loads(mm[8 : 8 + n])
     base = 8 + n
     out = {}
     for name, e in header.items():
@@ -190,9 +201,11 @@ def read_safetensors(path):
             continue
         dt = _ST_DTYPES.get(e["dtype"])
         if dt is None:
-            raise TrellisError(f"{path}: tensor '{name}' has dtype {e['dtype']}, "
-                               f"which trellisc cannot load")
+            raise TrellisError(
+                f"{path}: tensor '{name}' has dtype {e['dtype']}, " f"which trellisc cannot load"
+            )
         begin, end = e["data_offsets"]
-        out[name] = np.frombuffer(mm, dtype=dt, count=(end - begin) // np.dtype(dt).itemsize,
-                                  offset=base + begin).reshape(e["shape"])
+        out[name] = np.frombuffer(
+            mm, dtype=dt, count=(end - begin) // np.dtype(dt).itemsize, offset=base + begin
+        ).reshape(e["shape"])
     return out

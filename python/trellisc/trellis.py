@@ -28,16 +28,19 @@ def make_synthetic_model(out_dir, preset="tiny", seed=1):
     ['ckpts', 'cond.npy', 'pipeline.json']
     """
     import subprocess
+
     tool = _native.build_dir() / "bin" / "trellis-mkmodel"
-    r = subprocess.run([str(tool), "--preset", preset, "--seed", str(seed), "--out",
-                        str(out_dir), "--quiet"], capture_output=True, text=True)
+    r = subprocess.run(
+        [str(tool), "--preset", preset, "--seed", str(seed), "--out", str(out_dir), "--quiet"],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         raise TrellisError(f"trellis-mkmodel failed: {r.stderr.strip()}", user_location())
     return Path(out_dir)
 
 
-def compile_pipeline(path, batch=1, cond_tokens=0, images=1, multi_image="none",
-                     precision="trellis"):
+def compile_pipeline(path, batch=1, cond_tokens=0, images=1, multi_image="none", precision="trellis"):
     """Compiles a TRELLIS ``pipeline.json`` to a :class:`Pipeline` (the C++
     model builders, as ``trellisc --target=cpu``).
 
@@ -54,24 +57,33 @@ def compile_pipeline(path, batch=1, cond_tokens=0, images=1, multi_image="none",
     >>> out["coords"].shape[1], out["slat"].shape[1], out["gs_xyz"].shape[1]
     (4, 8, 3)
     """
-    options = {"target": "cpu", "batch": batch, "cond_tokens": cond_tokens,
-               "images": images, "multi_image": multi_image,
-               "precision": precision}
+    options = {
+        "target": "cpu",
+        "batch": batch,
+        "cond_tokens": cond_tokens,
+        "images": images,
+        "multi_image": multi_image,
+        "precision": precision,
+    }
     result = _native.compile_pipeline(path, options)
     if result.code != 0:
         from ._errors import SourceLoc, combine
+
         errors = []
         for d in result.diagnostics:
             if d["severity"] != "error":
                 continue
-            loc = SourceLoc(d["file"], d["line"], d["column"], None, d["module"]) \
-                if d["file"] and d["line"] else None
+            loc = (
+                SourceLoc(d["file"], d["line"], d["column"], None, d["module"])
+                if d["file"] and d["line"]
+                else None
+            )
             extra = None
             if d.get("config") and d.get("kind") != "config":
                 # A model-builder error: point at the config value that shaped
                 # it (the user's file), name the builder line after.
                 file, line, col = d["config"].rsplit(":", 2)
-                extra = (f"  traced at: {d['file']}:{d['line']}" if d["file"] else None)
+                extra = f"  traced at: {d['file']}:{d['line']}" if d["file"] else None
                 loc = SourceLoc(file, int(line), int(col), None, d["module"])
             reason = d["message"]
             if d.get("kind") == "config" and d.get("config_path"):
@@ -104,31 +116,56 @@ class Pipeline:
         """Writes the bundle (run it with ``trellis-runtime --bundle``)."""
         Path(path).write_bytes(self.bundle)
 
-    def engine(self, model_dir=None, weights=None, gpu="auto", check_finite=False,
-               low_memory=False, device=0, threads=0):
+    def engine(
+        self,
+        model_dir=None,
+        weights=None,
+        gpu="auto",
+        check_finite=False,
+        low_memory=False,
+        device=0,
+        threads=0,
+    ):
         """The engine for these settings (made at the first call, then kept)."""
         model_dir = model_dir or self.model_dir
-        key = (model_dir, id(weights) if weights else None, gpu, check_finite,
-               low_memory, device)
+        key = (model_dir, id(weights) if weights else None, gpu, check_finite, low_memory, device)
         if self._engine is None or self._engine_key != key:
             if self._engine is not None:
                 self._engine.close()
                 self._engine = None
             flags = _engine_flags(gpu, check_finite, low_memory)
             try:
-                self._engine = _native.Engine(self._program, weights, model_dir,
-                                              flags=flags, device=device,
-                                              threads=threads)
+                self._engine = _native.Engine(
+                    self._program, weights, model_dir, flags=flags, device=device, threads=threads
+                )
             except _native.RuntimeFailure as f:
                 raise TrellisError(f.message, user_location()) from None
             self._engine_key = key
         return self._engine
 
-    def run(self, cond, neg_cond=None, seed=42, model_dir=None, weights=None,
-            formats=("gs", "rf", "mesh"), ss_steps=0, slat_steps=0,
-            ss_cfg=None, slat_cfg=None, ss_noise=None, slat_noise=None,
-            coords=None, out_dir=None, check_finite=False, threads=0,
-            progress=None, gpu="auto", low_memory=False, device=0):
+    def run(
+        self,
+        cond,
+        neg_cond=None,
+        seed=42,
+        model_dir=None,
+        weights=None,
+        formats=("gs", "rf", "mesh"),
+        ss_steps=0,
+        slat_steps=0,
+        ss_cfg=None,
+        slat_cfg=None,
+        ss_noise=None,
+        slat_noise=None,
+        coords=None,
+        out_dir=None,
+        check_finite=False,
+        threads=0,
+        progress=None,
+        gpu="auto",
+        low_memory=False,
+        device=0,
+    ):
         """One generation through the pipeline's engine; returns {name: array}
         (names of trellis_outputs).
 
@@ -142,13 +179,25 @@ class Pipeline:
         sampler step; ``kind == "coords"`` brings stage 1's coordinates as
         soon as they exist.
         """
-        engine = self.engine(model_dir, weights, gpu, check_finite, low_memory,
-                             device, threads)
-        return _run(engine, None, cond, neg_cond=neg_cond, seed=seed,
-                    formats=formats, ss_steps=ss_steps, slat_steps=slat_steps,
-                    ss_cfg=ss_cfg, slat_cfg=slat_cfg, ss_noise=ss_noise,
-                    slat_noise=slat_noise, coords=coords, out_dir=out_dir,
-                    threads=threads, progress=progress)
+        engine = self.engine(model_dir, weights, gpu, check_finite, low_memory, device, threads)
+        return _run(
+            engine,
+            None,
+            cond,
+            neg_cond=neg_cond,
+            seed=seed,
+            formats=formats,
+            ss_steps=ss_steps,
+            slat_steps=slat_steps,
+            ss_cfg=ss_cfg,
+            slat_cfg=slat_cfg,
+            ss_noise=ss_noise,
+            slat_noise=slat_noise,
+            coords=coords,
+            out_dir=out_dir,
+            threads=threads,
+            progress=progress,
+        )
 
     def close(self):
         """Frees the engine (device memory included) now rather than at
@@ -163,32 +212,78 @@ _GPU_FLAGS = {"auto": 0, "off": 16, "require": 32}
 
 def _engine_flags(gpu, check_finite, low_memory):
     if gpu not in _GPU_FLAGS:
-        raise TrellisError(f"gpu must be 'auto', 'off' or 'require', found {gpu!r}",
-                           user_location())
-    return (4 | _GPU_FLAGS[gpu] | (8 if check_finite else 0)
-            | (1 if low_memory else 0))
+        raise TrellisError(f"gpu must be 'auto', 'off' or 'require', found {gpu!r}", user_location())
+    return 4 | _GPU_FLAGS[gpu] | (8 if check_finite else 0) | (1 if low_memory else 0)
 
 
 _KINDS = {0: "stage_begin", 1: "stage_end", 2: "step", 3: "coords", 4: "message"}
 
 
-def run(program_handle=None, cond=None, *, bundle_path=None, neg_cond=None, seed=42,
-        model_dir=None, weights=None, formats=("gs", "rf", "mesh"), ss_steps=0,
-        slat_steps=0, ss_cfg=None, slat_cfg=None, ss_noise=None, slat_noise=None,
-        coords=None, out_dir=None, check_finite=False, threads=0, progress=None,
-        gpu="auto"):
+def run(
+    program_handle=None,
+    cond=None,
+    *,
+    bundle_path=None,
+    neg_cond=None,
+    seed=42,
+    model_dir=None,
+    weights=None,
+    formats=("gs", "rf", "mesh"),
+    ss_steps=0,
+    slat_steps=0,
+    ss_cfg=None,
+    slat_cfg=None,
+    ss_noise=None,
+    slat_noise=None,
+    coords=None,
+    out_dir=None,
+    check_finite=False,
+    threads=0,
+    progress=None,
+    gpu="auto",
+):
     """One generation through trellis_run (a fresh engine; see
     :meth:`Pipeline.run`, which keeps its engine)."""
     flags = _engine_flags(gpu, check_finite, False)
-    return _run(None, (program_handle, bundle_path, model_dir, weights, flags),
-                cond, neg_cond=neg_cond, seed=seed, formats=formats,
-                ss_steps=ss_steps, slat_steps=slat_steps, ss_cfg=ss_cfg,
-                slat_cfg=slat_cfg, ss_noise=ss_noise, slat_noise=slat_noise,
-                coords=coords, out_dir=out_dir, threads=threads, progress=progress)
+    return _run(
+        None,
+        (program_handle, bundle_path, model_dir, weights, flags),
+        cond,
+        neg_cond=neg_cond,
+        seed=seed,
+        formats=formats,
+        ss_steps=ss_steps,
+        slat_steps=slat_steps,
+        ss_cfg=ss_cfg,
+        slat_cfg=slat_cfg,
+        ss_noise=ss_noise,
+        slat_noise=slat_noise,
+        coords=coords,
+        out_dir=out_dir,
+        threads=threads,
+        progress=progress,
+    )
 
 
-def _run(engine, fresh, cond, *, neg_cond, seed, formats, ss_steps, slat_steps,
-         ss_cfg, slat_cfg, ss_noise, slat_noise, coords, out_dir, threads, progress):
+def _run(
+    engine,
+    fresh,
+    cond,
+    *,
+    neg_cond,
+    seed,
+    formats,
+    ss_steps,
+    slat_steps,
+    ss_cfg,
+    slat_cfg,
+    ss_noise,
+    slat_noise,
+    coords,
+    out_dir,
+    threads,
+    progress,
+):
     """trellis_engine_run on `engine`, or (engine None) trellis_run with
     fresh = (program handle, bundle path, model_dir, weights, flags)."""
     lib = _native.runtime()
@@ -216,11 +311,18 @@ def _run(engine, fresh, cond, *, neg_cond, seed, formats, ss_steps, slat_steps,
     spec.coords = opt_tensor(coords, np.int32)
     spec.out_dir = str(out_dir).encode() if out_dir else None
     if progress is not None:
+
         def cb(p, _user):
             p = p.contents
             c = _native.array_of(p.coords.contents, free=False) if p.kind == 3 else None
-            progress(_KINDS.get(p.kind, "?"), (p.stage or b"").decode(), p.step,
-                     p.steps, c if p.kind == 3 else (p.message or b"").decode())
+            progress(
+                _KINDS.get(p.kind, "?"),
+                (p.stage or b"").decode(),
+                p.step,
+                p.steps,
+                c if p.kind == 3 else (p.message or b"").decode(),
+            )
+
         spec.progress = _native.PROGRESS_FN(cb)
         keep.append(spec.progress)
     emb = _native.Embeddings()
@@ -230,18 +332,18 @@ def _run(engine, fresh, cond, *, neg_cond, seed, formats, ss_steps, slat_steps,
     outs = _native.Outputs()
     err = _native.Error()
     if engine is not None:
-        status = lib.trellis_engine_run(engine.handle, ctypes.byref(emb),
-                                        ctypes.byref(spec), ctypes.byref(outs),
-                                        ctypes.byref(err))
+        status = lib.trellis_engine_run(
+            engine.handle, ctypes.byref(emb), ctypes.byref(spec), ctypes.byref(outs), ctypes.byref(err)
+        )
     else:
         program_handle, bundle_path, model_dir, weights, flags = fresh
         spec.program = program_handle
         spec.bundle_path = str(bundle_path).encode() if bundle_path else None
         spec.flags = flags
         table = _native.weight_table(weights, model_dir, keep)
-        status = lib.trellis_run(ctypes.byref(spec), ctypes.byref(table),
-                                 ctypes.byref(emb), ctypes.byref(outs),
-                                 ctypes.byref(err))
+        status = lib.trellis_run(
+            ctypes.byref(spec), ctypes.byref(table), ctypes.byref(emb), ctypes.byref(outs), ctypes.byref(err)
+        )
     try:
         _native.check(status, err)
     except _native.RuntimeFailure as f:

@@ -123,10 +123,11 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     node.hostWork = true; // run by runNode, on the host or with a read-back
     return Status::ok();
   }
-  if (node.bound || node.view || op == "trellis.weight" ||
-      op == "trellis.constant" || op == "trellis.reshape" ||
-      op == "trellis.flow_sample")
-    return Status::ok(); // no device command
+  // No device command: bound on the host, a view, a weight or constant, or
+  // the sampler (runSampler runs its bodies).
+  if (node.bound || node.view || instr.opClass == OpClass::Storage ||
+      instr.opClass == OpClass::Region)
+    return Status::ok();
   if (auto sparse = buildSparseCommand(p, node); !sparse)
     return sparse.takeError();
   else if (*sparse) {

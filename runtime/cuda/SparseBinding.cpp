@@ -169,19 +169,18 @@ Status GpuExecutor::Impl::bindNode(Prepared &p, Node &node,
     constants[node.out[0]] = &instr;
     return Status::ok();
   }
-  // Coordinate ops (features of the coordinates alone): the compiler marks
-  // them (a HostBound trait, lib/Codegen). Neighbour maps, the largest
-  // coordinate structures, are built on the device instead: a device op whose
-  // result is an int32 [N, k³] tensor.
-  bool coordinateOp = instr.hasAttr("trellis.bind_on_host");
+  // Coordinate ops (features of the coordinates alone): their class says so
+  // (the HostBound trait). Neighbour maps, the largest coordinate
+  // structures, are built on the device instead: a device op whose result is
+  // an int32 [N, k³] tensor.
+  bool coordinateOp = instr.opClass == OpClass::HostBound;
   bool anyBound = false, allHost = !node.in.empty();
   for (int s : node.in) {
     anyBound |= isBound[s] != 0;
     allHost &= isBound[s] || constants.count(s) || (coordinateOp && isArg[s]);
   }
   // (Neighbour maps and window partitions are built on the device.)
-  if (node.regions.empty() && op != "trellis.weight" &&
-      op != "trellis.sparse.neighbor_map" &&
+  if (node.regions.empty() && op != "trellis.sparse.neighbor_map" &&
       op != "trellis.sparse.window_segments" &&
       (coordinateOp || (allHost && anyBound)))
     return bindHostOp(p, node, st, allHost);

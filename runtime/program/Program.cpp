@@ -133,6 +133,14 @@ struct Parser {
       Instr instr;
       if (const json *op = field(j, "op", p, json::value_t::string))
         instr.op = *op;
+      if (auto c = j.find("class"); c != j.end()) {
+        std::optional<OpClass> parsed =
+            c->is_string() ? parseOpClass(c->get<std::string>()) : std::nullopt;
+        if (!parsed)
+          fail(p, "has an unknown op class " + c->dump());
+        else
+          instr.opClass = *parsed;
+      }
       instr.in = slots(j, "in", p);
       instr.out = slots(j, "out", p);
       if (const json *types = field(j, "types", p, json::value_t::array))
@@ -283,6 +291,33 @@ std::string ValueType::str() const {
     return "segments<max_length " + std::to_string(maxLength) + ">";
   }
   return "?";
+}
+
+namespace {
+constexpr struct {
+  OpClass value;
+  const char *name;
+} kOpClasses[] = {{OpClass::Storage, "storage"},
+                  {OpClass::Region, "region"},
+                  {OpClass::HostBound, "host_bound"},
+                  {OpClass::Runtime, "runtime"},
+                  {OpClass::Library, "library"},
+                  {OpClass::Kernel, "kernel"},
+                  {OpClass::Conv, "conv"}};
+} // namespace
+
+const char *opClassName(OpClass c) {
+  for (const auto &k : kOpClasses)
+    if (k.value == c)
+      return k.name;
+  return "unspecified";
+}
+
+std::optional<OpClass> parseOpClass(const std::string &name) {
+  for (const auto &k : kOpClasses)
+    if (name == k.name)
+      return k.value;
+  return std::nullopt;
 }
 
 Result<int64_t> Instr::intAttr(const char *name) const {

@@ -44,11 +44,15 @@ def safetensors(entries, metadata=None, pretty=False):
     if metadata:
         header["__metadata__"] = metadata
     for name, dtype, shape, raw in entries:
-        header[name] = {"dtype": dtype, "shape": list(shape),
-                        "data_offsets": [len(data), len(data) + len(raw)]}
+        header[name] = {
+            "dtype": dtype,
+            "shape": list(shape),
+            "data_offsets": [len(data), len(data) + len(raw)],
+        }
         data += raw
-    text = json.dumps(header, indent=1 if pretty else None,
-                      separators=None if pretty else (",", ":")).encode()
+    text = json.dumps(
+        header, indent=1 if pretty else None, separators=None if pretty else (",", ":")
+    ).encode()
     text += b" " * ((8 - len(text) % 8) % 8)
     return struct.pack("<Q", len(text)) + text + data
 
@@ -76,8 +80,7 @@ def main():
     out("npy", "v3.npy", npy_bytes(arrays["f4"], (3, 0)))
 
     # .npz (NumPy: stored, deflate, empty)
-    for name, fn in (("stored.npz", np.savez),
-                     ("compressed.npz", np.savez_compressed)):
+    for name, fn in (("stored.npz", np.savez), ("compressed.npz", np.savez_compressed)):
         b = io.BytesIO()
         fn(b, cond=arrays["f4"], mask=arrays["b1"], idx=arrays["i8"])
         out("npz", name, b.getvalue())
@@ -108,22 +111,33 @@ def main():
     # The reference library's test vector, a TRELLIS-like layout, metadata,
     # and a hand-formatted header (whitespace, any key order).
     f32 = struct.pack("<6f", 0, 1, 2, 3, 4, 5)
-    out("safetensors_header", "attn0.safetensors",
-        safetensors([("attn.0", "F32", (1, 2, 3), f32)]))
+    out("safetensors_header", "attn0.safetensors", safetensors([("attn.0", "F32", (1, 2, 3), f32)]))
     w = rng.standard_normal((12, 4)).astype("<f2").tobytes()
     g = np.ones(4, "<f4").tobytes()
-    out("safetensors_header", "trellis-like.safetensors", safetensors([
-        ("blocks.0.norm1.weight", "F32", (4,), g),
-        ("pos_emb", "F32", (2, 2), g),
-        ("blocks.0.attn.to_qkv.weight", "F16", (12, 4), w),
-        ("blocks.0.attn.to_qkv.bias", "F16", (12,), w[:24]),
-    ]))
-    out("safetensors_header", "metadata.safetensors",
-        safetensors([("x", "BF16", (2,), b"\x80\x3f\x00\x40")],
-                    metadata={"format": "pt", "note": "a\"b\\c\n"}))
-    out("safetensors_header", "pretty.safetensors",
-        safetensors([("a", "I64", (1,), struct.pack("<q", -5)),
-                     ("b", "U8", (), b"\x07")], pretty=True))
+    out(
+        "safetensors_header",
+        "trellis-like.safetensors",
+        safetensors(
+            [
+                ("blocks.0.norm1.weight", "F32", (4,), g),
+                ("pos_emb", "F32", (2, 2), g),
+                ("blocks.0.attn.to_qkv.weight", "F16", (12, 4), w),
+                ("blocks.0.attn.to_qkv.bias", "F16", (12,), w[:24]),
+            ]
+        ),
+    )
+    out(
+        "safetensors_header",
+        "metadata.safetensors",
+        safetensors(
+            [("x", "BF16", (2,), b"\x80\x3f\x00\x40")], metadata={"format": "pt", "note": 'a"b\\c\n'}
+        ),
+    )
+    out(
+        "safetensors_header",
+        "pretty.safetensors",
+        safetensors([("a", "I64", (1,), struct.pack("<q", -5)), ("b", "U8", (), b"\x07")], pretty=True),
+    )
 
 
 if __name__ == "__main__":

@@ -203,8 +203,9 @@ def attention_ops(root):
 def embedding_ops(root):
     c = Case(root, "timestep_embedding")
     grid = T.time_grid(25, 3.0)
-    tau = np.array([T.model_time(grid[0]), T.model_time(grid[1]), T.model_time(grid[13]), 0.0, 1.0, 0.5],
-                   dtype=F32)
+    tau = np.array(
+        [T.model_time(grid[0]), T.model_time(grid[1]), T.model_time(grid[13]), 0.0, 1.0, 0.5], dtype=F32
+    )
     c.save("tau", tau)
     c.save("expected", T.timestep_embedding(tau).astype(F32))
 

@@ -3,5 +3,7 @@
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "gpu: needs an NVIDIA GPU; skipped elsewhere, run on the "
-        "device by bench/ss_gpu/run_device.sh (never in CI)")
+        "markers",
+        "gpu: needs an NVIDIA GPU; skipped elsewhere, run on the "
+        "device by bench/ss_gpu/run_device.sh (never in CI)",
+    )

@@ -26,8 +26,20 @@ def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("capi")
     model, exe = tiny_cpu_program(d)
     ref = d / "ref"
-    r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out", ref,
-            "--seed", "1", "--debug-outputs", *STEPS, timeout=300)
+    r = run(
+        exe,
+        "--model",
+        model,
+        "--cond",
+        model / "cond.npy",
+        "--out",
+        ref,
+        "--seed",
+        "1",
+        "--debug-outputs",
+        *STEPS,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     return model, exe, ref, d
 
@@ -50,8 +62,9 @@ def assert_same_as_trellis_exe(ref, arrays):
 def test_c_example_matches_trellis_exe(tiny):
     model, exe, ref, d = tiny
     out = d / "c"
-    r = run(BIN / "trellis-c-example", exe, model, model / "cond.npy", out,
-            "--seed", "1", *STEPS, timeout=300)
+    r = run(
+        BIN / "trellis-c-example", exe, model, model / "cond.npy", out, "--seed", "1", *STEPS, timeout=300
+    )
     assert r.returncode == 0, r.stderr
     assert "stage 1 coordinates ready" in r.stderr
     arrays = {p.stem: np.load(p) for p in out.glob("*.npy")}
@@ -63,9 +76,23 @@ def test_python_launcher_matches_trellis_exe(tiny):
     model, exe, ref, d = tiny
     out = d / "py"
     env = dict(os.environ, TRELLISC_BUILD_DIR=str(BUILD))
-    r = run(sys.executable, REPO / "python/examples/run_trellis.py", "--program", exe,
-            "--model", model, "--cond", model / "cond.npy", "--out", out, "--seed", "1",
-            *STEPS, env=env, timeout=300)
+    r = run(
+        sys.executable,
+        REPO / "python/examples/run_trellis.py",
+        "--program",
+        exe,
+        "--model",
+        model,
+        "--cond",
+        model / "cond.npy",
+        "--out",
+        out,
+        "--seed",
+        "1",
+        *STEPS,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     for name in ("ss_latent.npy", "coords.npy", "slat.npy"):
         assert (out / name).read_bytes() == (ref / name).read_bytes(), name
@@ -81,9 +108,11 @@ def test_weight_table_progress_and_early_coords(tiny):
     model, exe, ref, d = tiny
     sys.path.insert(0, str(REPO / "python/examples"))
     import run_trellis
+
     manifest = __import__("json").loads(run_trellis.bundle_sections(exe)["weights"])
-    weights = {(m, n): a for m, rel in manifest.items()
-               for n, a in run_trellis.map_safetensors(model / rel).items()}
+    weights = {
+        (m, n): a for m, rel in manifest.items() for n, a in run_trellis.map_safetensors(model / rel).items()
+    }
     events = []
 
     def progress(kind, stage, step, steps, extra):
@@ -91,19 +120,24 @@ def test_weight_table_progress_and_early_coords(tiny):
 
     # The pipeline compiled from Python (libtrellisc.so) is trellisc's program.
     pipeline = tc.trellis.compile_pipeline(model / "pipeline.json", cond_tokens=21)
-    assert (_bundle.parse(pipeline.bundle)["program"] ==
-            run_trellis.bundle_sections(exe)["program"])
+    assert _bundle.parse(pipeline.bundle)["program"] == run_trellis.bundle_sections(exe)["program"]
     out = d / "files"
-    res = pipeline.run(np.load(model / "cond.npy"), weights=weights, seed=1,
-                       ss_steps=1, slat_steps=1, formats=("gs",), out_dir=out,
-                       progress=progress)
+    res = pipeline.run(
+        np.load(model / "cond.npy"),
+        weights=weights,
+        seed=1,
+        ss_steps=1,
+        slat_steps=1,
+        formats=("gs",),
+        out_dir=out,
+        progress=progress,
+    )
     np.testing.assert_array_equal(res["slat"], np.load(ref / "slat.npy"))
     assert "rf_trivec" not in res and "gs_xyz" in res
     # Progress per stage and step; stage 1's coordinates before stage 2.
     kinds = [(k, s) for k, s, _ in events if k != "message"]
     coords_at = kinds.index(("coords", "ss_stage"))
-    assert kinds.index(("stage_end", "ss_stage")) < coords_at < kinds.index(
-        ("stage_begin", "slat_stage"))
+    assert kinds.index(("stage_end", "ss_stage")) < coords_at < kinds.index(("stage_begin", "slat_stage"))
     assert kinds.count(("step", "ss_stage")) == 1
     early = next(e for k, _, e in events if k == "coords")
     np.testing.assert_array_equal(early, np.load(ref / "coords.npy"))
@@ -112,8 +146,15 @@ def test_weight_table_progress_and_early_coords(tiny):
     # A table without a tensor and no model_dir: the error names it.
     del weights[next(iter(weights))]
     with pytest.raises(tc.TrellisError, match="weight table has no tensor"):
-        tc.trellis.run(None, np.load(model / "cond.npy"), bundle_path=exe,
-                       weights=weights, ss_steps=1, slat_steps=1, formats=("gs",))
+        tc.trellis.run(
+            None,
+            np.load(model / "cond.npy"),
+            bundle_path=exe,
+            weights=weights,
+            ss_steps=1,
+            slat_steps=1,
+            formats=("gs",),
+        )
 
 
 def call_run(spec, cond, outputs=None, weights=None):
@@ -121,10 +162,13 @@ def call_run(spec, cond, outputs=None, weights=None):
     emb = _native.Embeddings()
     emb.cond = _native.tensor_of(cond)
     err = _native.Error()
-    status = lib.trellis_run(ctypes.byref(spec), ctypes.byref(weights or _native.Weights()),
-                             ctypes.byref(emb),
-                             ctypes.byref(outputs) if outputs is not None else None,
-                             ctypes.byref(err))
+    status = lib.trellis_run(
+        ctypes.byref(spec),
+        ctypes.byref(weights or _native.Weights()),
+        ctypes.byref(emb),
+        ctypes.byref(outputs) if outputs is not None else None,
+        ctypes.byref(err),
+    )
     message = ctypes.string_at(err.message).decode() if err.message else ""
     lib.trellis_error_clear(ctypes.byref(err))
     return status, message
@@ -198,7 +242,7 @@ def test_caller_buffers_receive_outputs(tiny):
     status, msg = call_run(spec, cond, outs, weights=w)
     assert status == 0, msg
     assert outs.coords.owned == 0 and outs.coords.shape[0] == coords_ref.shape[0]
-    np.testing.assert_array_equal(buf[:coords_ref.shape[0]], coords_ref)
+    np.testing.assert_array_equal(buf[: coords_ref.shape[0]], coords_ref)
     _native.runtime().trellis_outputs_free(ctypes.byref(outs))
 
 
@@ -206,8 +250,11 @@ def test_compile_pipeline_checks_its_numbers(tiny):
     """libtrellisc.so refuses a batch, image count or token count out of
     range before any work, naming the option (as trellisc does)."""
     model = tiny[0]
-    for kw, name in [({"batch": 0}, "batch"), ({"images": 65}, "images"),
-                     ({"cond_tokens": -5}, "cond_tokens")]:
+    for kw, name in [
+        ({"batch": 0}, "batch"),
+        ({"images": 65}, "images"),
+        ({"cond_tokens": -5}, "cond_tokens"),
+    ]:
         with pytest.raises(tc.TrellisError) as e:
             tc.trellis.compile_pipeline(model / "pipeline.json", **kw)
         assert f"option {name} must be in" in str(e.value), str(e.value)

@@ -17,8 +17,16 @@ import trellisc as tc
 from trellisc import _native
 
 STEPS = ["--steps-ss", "1", "--steps-slat", "1"]
-FILES = ["ss_latent.npy", "coords.npy", "slat.npy", "gaussians.ply", "gaussians.npz",
-         "radiance_field.npz", "mesh.ply", "mesh.glb"]
+FILES = [
+    "ss_latent.npy",
+    "coords.npy",
+    "slat.npy",
+    "gaussians.ply",
+    "gaussians.npz",
+    "radiance_field.npz",
+    "mesh.ply",
+    "mesh.glb",
+]
 
 
 @pytest.fixture(scope="module")
@@ -39,13 +47,12 @@ def exe_bundle(exe):
     data = exe.read_bytes()
     assert data[-8:] == b"TRLSEXE1"
     offset, size = struct.unpack_from("<QQ", data, len(data) - 24)
-    return data[offset:offset + size]
+    return data[offset : offset + size]
 
 
 def fresh(tiny, cond, **kw):
     model, exe, _ = tiny
-    return tc.trellis.run(None, cond, bundle_path=exe, model_dir=model, ss_steps=1,
-                          slat_steps=1, **kw)
+    return tc.trellis.run(None, cond, bundle_path=exe, model_dir=model, ss_steps=1, slat_steps=1, **kw)
 
 
 def assert_same(a, b):
@@ -79,10 +86,8 @@ def test_a_failed_run_leaves_the_engine_usable(tiny, pipeline):
     with pytest.raises(tc.TrellisError, match="embeddings.cond is"):
         pipeline.run(cond[:, :5], seed=1, ss_steps=1, slat_steps=1)
     with pytest.raises(tc.TrellisError, match="spec.coords"):
-        pipeline.run(cond, seed=1, ss_steps=1, slat_steps=1,
-                     coords=np.zeros((3, 2), np.int32))
-    assert_same(pipeline.run(cond, seed=1, ss_steps=1, slat_steps=1),
-                fresh(tiny, cond, seed=1))
+        pipeline.run(cond, seed=1, ss_steps=1, slat_steps=1, coords=np.zeros((3, 2), np.int32))
+    assert_same(pipeline.run(cond, seed=1, ss_steps=1, slat_steps=1), fresh(tiny, cond, seed=1))
 
 
 def engine_run(engine, cond, spec=None, outputs=None):
@@ -95,9 +100,13 @@ def engine_run(engine, cond, spec=None, outputs=None):
     emb = _native.Embeddings()
     emb.cond = _native.tensor_of(cond)
     err = _native.Error()
-    status = lib.trellis_engine_run(engine, ctypes.byref(emb), ctypes.byref(spec),
-                                    ctypes.byref(outputs) if outputs else None,
-                                    ctypes.byref(err))
+    status = lib.trellis_engine_run(
+        engine,
+        ctypes.byref(emb),
+        ctypes.byref(spec),
+        ctypes.byref(outputs) if outputs else None,
+        ctypes.byref(err),
+    )
     message = ctypes.string_at(err.message).decode() if err.message else ""
     lib.trellis_error_clear(ctypes.byref(err))
     return status, message
@@ -144,30 +153,39 @@ def test_c_abi_misuse_is_a_named_error(tiny):
         return m
 
     # NULL program; no weights at all (named tensor, TRELLIS_ERR_WEIGHTS).
-    assert lib.trellis_engine_create(None, None, None, ctypes.byref(handle),
-                                     ctypes.byref(err)) == 1
+    assert lib.trellis_engine_create(None, None, None, ctypes.byref(handle), ctypes.byref(err)) == 1
     assert "must not be NULL" in message()
-    assert lib.trellis_engine_create(program.handle, None, None, ctypes.byref(handle),
-                                     ctypes.byref(err)) == 3
+    assert lib.trellis_engine_create(program.handle, None, None, ctypes.byref(handle), ctypes.byref(err)) == 3
     assert "weights: " in message()
     # A weight of the wrong shape in the table: named with expected and found.
     keep = []
     bad = {("sparse_structure_flow_model", "input_layer.weight"): np.zeros((3, 3), np.float32)}
     table = _native.weight_table(bad, model, keep)
-    assert lib.trellis_engine_create(program.handle, ctypes.byref(table), None,
-                                     ctypes.byref(handle), ctypes.byref(err)) == 3
+    assert (
+        lib.trellis_engine_create(
+            program.handle, ctypes.byref(table), None, ctypes.byref(handle), ctypes.byref(err)
+        )
+        == 3
+    )
     m = message()
     assert "input_layer.weight" in m and "expects" in m, m
     opts = _native.EngineOptions()
     lib.trellis_engine_options_init(ctypes.byref(opts))
     opts.flags = 2  # DETERMINISTIC is a per-run bit
     good = _native.weight_table(None, model, keep)
-    assert lib.trellis_engine_create(program.handle, ctypes.byref(good),
-                                     ctypes.byref(opts), ctypes.byref(handle),
-                                     ctypes.byref(err)) == 1
+    assert (
+        lib.trellis_engine_create(
+            program.handle, ctypes.byref(good), ctypes.byref(opts), ctypes.byref(handle), ctypes.byref(err)
+        )
+        == 1
+    )
     assert "engine options" in message()
-    assert lib.trellis_engine_create(program.handle, ctypes.byref(good), None,
-                                     ctypes.byref(handle), ctypes.byref(err)) == 0, message()
+    assert (
+        lib.trellis_engine_create(
+            program.handle, ctypes.byref(good), None, ctypes.byref(handle), ctypes.byref(err)
+        )
+        == 0
+    ), message()
     cond = np.load(model / "cond.npy")
     # NULL engine; a spec naming another program; a too-small caller buffer.
     assert engine_run(None, cond)[0] == 1
@@ -194,15 +212,29 @@ def test_trellis_exe_runs_several_generations(tiny, tmp_path):
     model, exe, _ = tiny
     cond = model / "cond.npy"
     single = tmp_path / "single"
-    r = run(exe, "--model", model, "--cond", cond, "--out", single, "--seed", "5",
-            *STEPS, timeout=300)
+    r = run(exe, "--model", model, "--cond", cond, "--out", single, "--seed", "5", *STEPS, timeout=300)
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in single.iterdir()) == sorted(FILES)  # no debug files
     assert "generation 0:" in r.stderr and "voxels" in r.stderr
     # Two --cond: OUT/0 and OUT/1, each the same bytes as the single run.
     multi = tmp_path / "multi"
-    r = run(exe, "--model", model, "--cond", cond, "--cond", cond, "--out", multi,
-            "--seed", "5", "--repeat", "2", *STEPS, timeout=300)
+    r = run(
+        exe,
+        "--model",
+        model,
+        "--cond",
+        cond,
+        "--cond",
+        cond,
+        "--out",
+        multi,
+        "--seed",
+        "5",
+        "--repeat",
+        "2",
+        *STEPS,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert "4 of 4 generations" in r.stderr
     for sub in ("0", "1"):
@@ -210,12 +242,26 @@ def test_trellis_exe_runs_several_generations(tiny, tmp_path):
             assert (multi / sub / f).read_bytes() == (single / f).read_bytes(), (sub, f)
     # A manifest with a bad line in the middle: the others still run, exit 1.
     (tmp_path / "m.jsonl").write_text(
-        json.dumps({"id": "a", "cond": str(cond), "seed": 5}) + "\n" +
-        json.dumps({"id": "broken", "cond": "missing.npy", "seed": 1}) + "\n" +
-        json.dumps({"id": "c", "cond": str(cond), "seed": 5}) + "\n")
+        json.dumps({"id": "a", "cond": str(cond), "seed": 5})
+        + "\n"
+        + json.dumps({"id": "broken", "cond": "missing.npy", "seed": 1})
+        + "\n"
+        + json.dumps({"id": "c", "cond": str(cond), "seed": 5})
+        + "\n"
+    )
     man = tmp_path / "man"
-    r = run(exe, "--model", model, "--inputs", tmp_path / "m.jsonl", "--out", man,
-            "--debug-outputs", *STEPS, timeout=300)
+    r = run(
+        exe,
+        "--model",
+        model,
+        "--inputs",
+        tmp_path / "m.jsonl",
+        "--out",
+        man,
+        "--debug-outputs",
+        *STEPS,
+        timeout=300,
+    )
     assert r.returncode == 1
     assert "generation broken" in r.stderr and "missing.npy" in r.stderr, r.stderr
     assert "2 of 3 generations" in r.stderr
@@ -225,8 +271,7 @@ def test_trellis_exe_runs_several_generations(tiny, tmp_path):
     assert not (man / "broken").exists()
     # Manifest errors stop before any work, naming the line.
     (tmp_path / "bad.jsonl").write_text('{"id": "a", "cond": "x.npy"}\n')
-    r = run(exe, "--model", model, "--inputs", tmp_path / "bad.jsonl", "--out",
-            tmp_path / "none")
+    r = run(exe, "--model", model, "--inputs", tmp_path / "bad.jsonl", "--out", tmp_path / "none")
     assert r.returncode == 1 and "bad.jsonl:1: field 'seed'" in r.stderr, r.stderr
     assert not (tmp_path / "none").exists()
 
@@ -238,37 +283,71 @@ def test_bench_stage1_runs_stage1_then_takes_the_given_voxels(tiny, tmp_path):
     model, exe, _ = tiny
     cond = model / "cond.npy"
     own = tmp_path / "own"
-    r = run(exe, "--model", model, "--cond", cond, "--out", own, "--seed", "3",
-            "--stop-after", "ss", *STEPS, timeout=300)
+    r = run(
+        exe,
+        "--model",
+        model,
+        "--cond",
+        cond,
+        "--out",
+        own,
+        "--seed",
+        "3",
+        "--stop-after",
+        "ss",
+        *STEPS,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     coords = np.load(own / "coords.npy")
     half = tmp_path / "half.npy"
     np.save(half, coords[: len(coords) // 2])
     bench = tmp_path / "bench"
-    r = run(exe, "--model", model, "--cond", cond, "--out", bench, "--seed", "3",
-            "--coords", half, "--bench-stage1", "--formats", "gs", *STEPS, timeout=300)
+    r = run(
+        exe,
+        "--model",
+        model,
+        "--cond",
+        cond,
+        "--out",
+        bench,
+        "--seed",
+        "3",
+        "--coords",
+        half,
+        "--bench-stage1",
+        "--formats",
+        "gs",
+        *STEPS,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert f"{len(coords)} occupied voxels, replaced by the {len(coords) // 2}" in r.stderr
     assert (bench / "ss_latent.npy").read_bytes() == (own / "ss_latent.npy").read_bytes()
     assert (bench / "coords.npy").read_bytes() == half.read_bytes()
     assert np.load(bench / "slat.npy").shape[0] == len(coords) // 2
     # Without voxels to take, the option is an error before any work.
-    r = run(exe, "--model", model, "--cond", cond, "--out", tmp_path / "none",
-            "--bench-stage1")
+    r = run(exe, "--model", model, "--cond", cond, "--out", tmp_path / "none", "--bench-stage1")
     assert r.returncode == 1 and "--bench-stage1" in r.stderr, r.stderr
     assert not (tmp_path / "none").exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--seed", "1.5"], "option --seed expects a whole number in 0..18446744073709551615, found '1.5'"),
-    (["--seed", "-1"], "option --seed expects a whole number"),
-    (["--steps-ss", "2147483648"], "option --steps-ss expects a whole number in 1..10000, found '2147483648'"),
-    (["--steps-slat", "2.5"], "option --steps-slat expects a whole number in 1..10000, found '2.5'"),
-    (["--cfg-ss", "nan"], "option --cfg-ss expects a finite number >= 0, found 'nan'"),
-    (["--threads", "0"], "option --threads expects a whole number in 1..4096, found '0'"),
-    (["--repeat", "1e3"], "option --repeat expects a whole number in 1..1000000, found '1e3'"),
-    (["--gpu-device", "-1"], "option --gpu-device expects a whole number in 0..1023, found '-1'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--seed", "1.5"], "option --seed expects a whole number in 0..18446744073709551615, found '1.5'"),
+        (["--seed", "-1"], "option --seed expects a whole number"),
+        (
+            ["--steps-ss", "2147483648"],
+            "option --steps-ss expects a whole number in 1..10000, found '2147483648'",
+        ),
+        (["--steps-slat", "2.5"], "option --steps-slat expects a whole number in 1..10000, found '2.5'"),
+        (["--cfg-ss", "nan"], "option --cfg-ss expects a finite number >= 0, found 'nan'"),
+        (["--threads", "0"], "option --threads expects a whole number in 1..4096, found '0'"),
+        (["--repeat", "1e3"], "option --repeat expects a whole number in 1..1000000, found '1e3'"),
+        (["--gpu-device", "-1"], "option --gpu-device expects a whole number in 0..1023, found '-1'"),
+    ],
+)
 def test_trellis_exe_numbers_are_checked(tiny, tmp_path, args, message):
     """Every number option is parsed whole (no 2.5 -> 2, no seed through a
     double), in the range pipeline.json allows, and a refusal names the
@@ -286,8 +365,22 @@ def test_large_seeds_stay_distinct(tiny, tmp_path):
     outs = []
     for seed in ("9007199254740992", "9007199254740993"):
         out = tmp_path / seed
-        r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out", out,
-                "--seed", seed, "--stop-after", "ss", "--steps-ss", "1", timeout=300)
+        r = run(
+            exe,
+            "--model",
+            model,
+            "--cond",
+            model / "cond.npy",
+            "--out",
+            out,
+            "--seed",
+            seed,
+            "--stop-after",
+            "ss",
+            "--steps-ss",
+            "1",
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr
         outs.append((out / "ss_latent.npy").read_bytes())
     assert outs[0] != outs[1]
@@ -298,7 +391,7 @@ def _poison(path, tensor_name_part):
     `tensor_name_part` in safetensors file `path` to NaN (in place)."""
     data = bytearray(path.read_bytes())
     n = struct.unpack_from("<Q", data, 0)[0]
-    header = json.loads(data[8:8 + n])
+    header = json.loads(data[8 : 8 + n])
     name = next(k for k in header if k != "__metadata__" and tensor_name_part in k)
     info = header[name]
     at = 8 + n + info["data_offsets"][0]
@@ -314,6 +407,7 @@ def test_non_finite_values_are_named_errors(tiny, tmp_path):
     weight makes stage 1 fail naming its latent and --check-finite, instead
     of an "empty structure, try another seed" or NaN files."""
     import shutil
+
     model, exe, _ = tiny
     cond = np.load(model / "cond.npy")
     cond[0, 3, 5] = np.nan
@@ -330,8 +424,7 @@ def test_non_finite_values_are_named_errors(tiny, tmp_path):
     ckpt = next((poisoned / "ckpts").glob("ss_flow*.safetensors"))
     _poison(ckpt, "input_layer.weight")
     out = tmp_path / "out2"
-    r = run(exe, "--model", poisoned, "--cond", model / "cond.npy", "--out", out,
-            *STEPS, timeout=300)
+    r = run(exe, "--model", poisoned, "--cond", model / "cond.npy", "--out", out, *STEPS, timeout=300)
     assert r.returncode == 1, r.stderr
     assert "stage 1's latent" in r.stderr and "came out with NaN" in r.stderr, r.stderr
     assert "--check-finite" in r.stderr and "try another seed" not in r.stderr
@@ -345,11 +438,22 @@ def test_out_is_cleared_of_earlier_outputs_and_never_holds_an_input(tiny, tmp_pa
     model, exe, _ = tiny
     out = tmp_path / "out"
     out.mkdir()
-    (out / "mesh.glb").write_bytes(b"old")          # an earlier run's output
+    (out / "mesh.glb").write_bytes(b"old")  # an earlier run's output
     (out / "slat.npy.tmp-999999999").write_bytes(b"")  # a dead writer's temp
     (out / "notes.txt").write_text("mine")
-    r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out", out,
-            "--formats", "gs", *STEPS, timeout=300)
+    r = run(
+        exe,
+        "--model",
+        model,
+        "--cond",
+        model / "cond.npy",
+        "--out",
+        out,
+        "--formats",
+        "gs",
+        *STEPS,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     names = sorted(p.name for p in out.iterdir())
     assert "mesh.glb" not in names and "slat.npy.tmp-999999999" not in names, names
@@ -357,8 +461,19 @@ def test_out_is_cleared_of_earlier_outputs_and_never_holds_an_input(tiny, tmp_pa
     # --coords inside --out under an output's name: refused, the file kept.
     np.save(out / "coords.npy", np.load(out / "coords.npy"))
     before = (out / "coords.npy").read_bytes()
-    r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out", out,
-            "--coords", out / "coords.npy", *STEPS, timeout=300)
+    r = run(
+        exe,
+        "--model",
+        model,
+        "--cond",
+        model / "cond.npy",
+        "--out",
+        out,
+        "--coords",
+        out / "coords.npy",
+        *STEPS,
+        timeout=300,
+    )
     assert r.returncode == 1, r.stderr
     assert "--coords" in r.stderr and "this run writes coords.npy" in r.stderr, r.stderr
     assert (out / "coords.npy").read_bytes() == before
@@ -372,11 +487,26 @@ def test_a_signal_ends_the_run_without_temporary_files(tiny, tmp_path, signal_na
     import signal
     import subprocess
     import time
+
     model, exe, _ = tiny
     out = tmp_path / "out"
-    p = subprocess.Popen([str(exe), "--model", str(model), "--cond", str(model / "cond.npy"),
-                          "--out", str(out), "--repeat", "1000", *STEPS],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            str(exe),
+            "--model",
+            str(model),
+            "--cond",
+            str(model / "cond.npy"),
+            "--out",
+            str(out),
+            "--repeat",
+            "1000",
+            *STEPS,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     while not (out / "slat.npy").exists() and time.time() < deadline and p.poll() is None:
         time.sleep(0.02)  # files are being written now, generation after generation
@@ -389,6 +519,7 @@ def test_a_signal_ends_the_run_without_temporary_files(tiny, tmp_path, signal_na
 def _edited_bundle(exe, tmp_path, edit):
     """The tiny bundle with its host program changed by edit(program JSON)."""
     from trellisc import _bundle
+
     sections = _bundle.parse(exe_bundle(exe))
     program = json.loads(sections["program"])
     edit(program)
@@ -407,18 +538,22 @@ def _first_op(program, op):
                 found = walk(region["body"])
                 if found:
                     return found
+
     for fn in program["functions"]:
         found = walk(fn["body"])
         if found:
             return found
 
 
-@pytest.mark.parametrize("case, message", [
-    ("slot", "is not below num_slots"),
-    ("steps", "steps must be an integer in 1..10000"),
-    ("huge", "is larger than a run can hold"),
-    ("loc", "is not in the location table"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("slot", "is not below num_slots"),
+        ("steps", "steps must be an integer in 1..10000"),
+        ("huge", "is larger than a run can hold"),
+        ("loc", "is not in the location table"),
+    ],
+)
 def test_a_hostile_bundle_is_refused_by_name(tiny, tmp_path, case, message):
     """A bundle with valid CRCs but a slot past num_slots, a sampler of 1e12
     steps, a tensor type of 2^60 bytes or a location past the table is
@@ -437,10 +572,22 @@ def test_a_hostile_bundle_is_refused_by_name(tiny, tmp_path, case, message):
             instr["types"][0]["shape"] = [2**30, 2**30]
         else:
             instr["loc"] = 10**9
+
     bundle = _edited_bundle(exe, tmp_path, edit)
     runtime = _tc_env.BUILD / "bin/trellis-runtime"
-    r = run(runtime, "--bundle", bundle, "--model", model, "--cond", model / "cond.npy",
-            "--out", tmp_path / "out", *STEPS, timeout=120)
+    r = run(
+        runtime,
+        "--bundle",
+        bundle,
+        "--model",
+        model,
+        "--cond",
+        model / "cond.npy",
+        "--out",
+        tmp_path / "out",
+        *STEPS,
+        timeout=120,
+    )
     assert r.returncode == 1 and "is malformed" in r.stderr and message in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
     r = run(runtime, "--bundle", tmp_path, "--inspect")

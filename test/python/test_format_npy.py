@@ -19,12 +19,19 @@ import pytest
 
 BUILD_DIR = os.environ.get("TRELLIS_BUILD_DIR")
 pytestmark = pytest.mark.skipif(
-    not BUILD_DIR, reason="TRELLIS_BUILD_DIR is not set (scripts/run-tests.sh sets it)")
+    not BUILD_DIR, reason="TRELLIS_BUILD_DIR is not set (scripts/run-tests.sh sets it)"
+)
 
 DTYPES = {
-    np.float16: "F16", np.float32: "F32", np.float64: "F64",
-    np.int8: "I8", np.uint8: "U8", np.int16: "I16", np.int32: "I32",
-    np.int64: "I64", np.bool_: "BOOL",
+    np.float16: "F16",
+    np.float32: "F32",
+    np.float64: "F64",
+    np.int8: "I8",
+    np.uint8: "U8",
+    np.int16: "I16",
+    np.int32: "I32",
+    np.int64: "I64",
+    np.bool_: "BOOL",
 }
 SHAPES = [(), (0,), (7,), (2, 3), (2, 0, 3), (3, 1, 4, 2)]
 
@@ -164,14 +171,18 @@ def test_empty_npz_both_ways(tool, tmp_path):
         assert list(z.keys()) == []
 
 
-@pytest.mark.parametrize("arr, message", [
-    (np.arange(4, dtype=">f4"), "descr '>f4' is big-endian"),
-    (np.asfortranarray(np.arange(6, dtype="<f4").reshape(2, 3)), "fortran_order is True"),
-    (np.array([1, "a"], dtype=object), "is an object array"),
-    (np.arange(3, dtype="<c8"), "unsupported dtype '<c8'"),
-    (np.arange(3, dtype="<u4"), "unsupported dtype '<u4'"),
-    (np.zeros(2, dtype=[("x", "<f4"), ("y", "<i4")]), "structured (record) dtypes"),
-], ids=["big-endian", "fortran", "object", "complex", "uint32", "structured"])
+@pytest.mark.parametrize(
+    "arr, message",
+    [
+        (np.arange(4, dtype=">f4"), "descr '>f4' is big-endian"),
+        (np.asfortranarray(np.arange(6, dtype="<f4").reshape(2, 3)), "fortran_order is True"),
+        (np.array([1, "a"], dtype=object), "is an object array"),
+        (np.arange(3, dtype="<c8"), "unsupported dtype '<c8'"),
+        (np.arange(3, dtype="<u4"), "unsupported dtype '<u4'"),
+        (np.zeros(2, dtype=[("x", "<f4"), ("y", "<i4")]), "structured (record) dtypes"),
+    ],
+    ids=["big-endian", "fortran", "object", "complex", "uint32", "structured"],
+)
 def test_refuses_unsupported_arrays_clearly(tool, tmp_path, arr, message):
     npy = tmp_path / "x.npy"
     np.save(npy, arr, allow_pickle=True)
@@ -198,7 +209,7 @@ def test_safetensors_writer_layout(tool, tmp_path):
 
     raw = st.read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
-    text = raw[8:8 + n].decode()
+    text = raw[8 : 8 + n].decode()
     assert n % 8 == 0 and text == text.rstrip() + " " * (n - len(text.rstrip()))
     header = json.loads(text)
     assert "__metadata__" not in header

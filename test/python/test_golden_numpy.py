@@ -17,9 +17,34 @@ sys.path.insert(0, GOLDEN)
 import trellis_np as T  # noqa: E402
 
 # Spec §3.2: the printed t-grid for 25 steps, r = 3 (5 decimals).
-SPEC_GRID = [1.0, 0.98630, 0.97183, 0.95652, 0.94030, 0.92308, 0.90476, 0.88525, 0.86441, 0.84211, 0.81818,
-             0.79245, 0.76471, 0.73469, 0.70213, 0.66667, 0.62791, 0.58537, 0.53846, 0.48649, 0.42857, 0.36364,
-             0.29032, 0.20690, 0.11111, 0.0]
+SPEC_GRID = [
+    1.0,
+    0.98630,
+    0.97183,
+    0.95652,
+    0.94030,
+    0.92308,
+    0.90476,
+    0.88525,
+    0.86441,
+    0.84211,
+    0.81818,
+    0.79245,
+    0.76471,
+    0.73469,
+    0.70213,
+    0.66667,
+    0.62791,
+    0.58537,
+    0.53846,
+    0.48649,
+    0.42857,
+    0.36364,
+    0.29032,
+    0.20690,
+    0.11111,
+    0.0,
+]
 
 
 def test_time_grid_matches_spec():
@@ -47,7 +72,7 @@ def test_ape_sine_first_and_padding():
     assert e.shape == (2, 1024)
     F = 170
     np.testing.assert_array_equal(e[0, 0:F], 0.0)  # sin(0)
-    np.testing.assert_array_equal(e[0, F:2 * F], 1.0)  # cos(0)
+    np.testing.assert_array_equal(e[0, F : 2 * F], 1.0)  # cos(0)
     np.testing.assert_array_equal(e[:, 1020:], 0.0)  # 4 zeros of padding
     assert abs(e[1, 1] - math.sin(5 * 10000 ** (-1 / 170))) < 1e-6
     assert T.ape(np.zeros((1, 3), int), 768).shape == (1, 768)
@@ -68,8 +93,12 @@ def test_gelu_is_tanh_form():
 
 def test_offset_perturbation_and_biases():
     p = T.offset_perturbation()
-    expected = [(-0.80472, -0.80472, -0.80472), (-0.73317, 0.0, -0.22599), (-0.66750, -0.34657, 0.22599),
-                (-0.60651, 0.34657, -0.57431)]
+    expected = [
+        (-0.80472, -0.80472, -0.80472),
+        (-0.73317, 0.0, -0.22599),
+        (-0.66750, -0.34657, 0.22599),
+        (-0.60651, 0.34657, -0.57431),
+    ]
     np.testing.assert_allclose(p[:4], expected, atol=5e-6)
     assert abs(T.SCALE_BIAS - (-5.519460251195668)) < 1e-12
     assert abs(T.OPACITY_BIAS - (-2.197224577336219)) < 1e-12
@@ -106,7 +135,9 @@ def test_pixel_shuffle_formula():
         for s1 in range(2):
             for s2 in range(2):
                 for s3 in range(2):
-                    np.testing.assert_array_equal(y[0, c, s1::2, s2::2, s3::2], x[0, 8 * c + 4 * s1 + 2 * s2 + s3])
+                    np.testing.assert_array_equal(
+                        y[0, c, s1::2, s2::2, s3::2], x[0, 8 * c + 4 * s1 + 2 * s2 + s3]
+                    )
 
 
 def test_window_partition_properties():
@@ -142,7 +173,9 @@ def test_committed_data_is_current(tmp_path):
     subprocess.run([sys.executable, os.path.join(GOLDEN, "generate.py"), "--out", str(out)], check=True)
     committed = os.path.join(GOLDEN, "data")
     fresh = sorted(os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs)
-    have = sorted(os.path.relpath(os.path.join(d, f), committed) for d, _, fs in os.walk(committed) for f in fs)
+    have = sorted(
+        os.path.relpath(os.path.join(d, f), committed) for d, _, fs in os.walk(committed) for f in fs
+    )
     assert fresh == have
     for rel in fresh:
         assert filecmp.cmp(os.path.join(out, rel), os.path.join(committed, rel), shallow=False), rel

@@ -27,14 +27,13 @@ def _tool() -> Path:
 
 
 def _run(*args, check=True):
-    return subprocess.run([str(_tool()), *map(str, args)], check=check,
-                          capture_output=True, text=True)
+    return subprocess.run([str(_tool()), *map(str, args)], check=check, capture_output=True, text=True)
 
 
 def _read_safetensors(path: Path):
     raw = path.read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
-    header = raw[8:8 + n]
+    header = raw[8 : 8 + n]
     assert n % 8 == 0
     meta = json.loads(header)
     base = 8 + n
@@ -45,7 +44,7 @@ def _read_safetensors(path: Path):
         assert b == end, f"{path.name}: {name} does not follow the previous tensor"
         end = e
         dtype = {"F16": np.float16, "F32": np.float32}[info["dtype"]]
-        arr = np.frombuffer(raw[base + b:base + e], dtype=dtype).reshape(info["shape"])
+        arr = np.frombuffer(raw[base + b : base + e], dtype=dtype).reshape(info["shape"])
         tensors[name] = arr
     assert base + end == len(raw), f"{path.name}: trailing bytes"
     # The reference library's order: F32 (higher rank) before F16, then names.
@@ -80,8 +79,7 @@ def test_help_and_usage_errors(tmp_path):
     assert bad.returncode == 2
     assert 'expected image-large, text-base or tiny, found "huge"' in bad.stderr
     assert _run("--preset", "tiny", check=False).returncode == 2
-    assert _run("--preset", "tiny", "--out", tmp_path, "--seed", "x",
-                check=False).returncode == 2
+    assert _run("--preset", "tiny", "--out", tmp_path, "--seed", "x", check=False).returncode == 2
 
 
 def test_pipeline_json(tiny):
@@ -89,14 +87,18 @@ def test_pipeline_json(tiny):
     assert p["name"] == "TrellisImageTo3DPipeline"
     args = p["args"]
     assert set(args["models"]) == {
-        "sparse_structure_flow_model", "sparse_structure_decoder", "slat_flow_model",
-        "slat_decoder_gs", "slat_decoder_rf", "slat_decoder_mesh"}
+        "sparse_structure_flow_model",
+        "sparse_structure_decoder",
+        "slat_flow_model",
+        "slat_decoder_gs",
+        "slat_decoder_rf",
+        "slat_decoder_mesh",
+    }
     for key in ("sparse_structure_sampler", "slat_sampler"):
         s = args[key]
         assert s["name"] == "FlowEulerGuidanceIntervalSampler"
         assert s["args"] == {"sigma_min": 1e-5}
-        assert s["params"] == {"steps": 25, "cfg_strength": 5.0,
-                               "cfg_interval": [0.5, 1.0], "rescale_t": 3.0}
+        assert s["params"] == {"steps": 25, "cfg_strength": 5.0, "cfg_interval": [0.5, 1.0], "rescale_t": 3.0}
     assert args["slat_normalization"]["mean"][0] == -2.1687545776367188
     assert args["slat_normalization"]["std"][7] == 2.684523105621338
     assert args["image_cond_model"] == "dinov2_vitl14_reg"
@@ -163,12 +165,15 @@ def test_offset_perturbation_is_hammersley(tiny):
     t = _read_safetensors(tiny / "ckpts/slat_dec_gs_tiny.safetensors")
     off = t["offset_perturbation"]
     assert off.shape == (32, 3)
-    h = np.array([[g / 32, _radinv(2, g), _radinv(3, g)] for g in range(32)],
-                 dtype=np.float32)
+    h = np.array([[g / 32, _radinv(2, g), _radinv(3, g)] for g in range(32)], dtype=np.float32)
     want = np.arctanh((h * 2 - 1) / np.float32(1.5))
     np.testing.assert_allclose(off, want, rtol=0, atol=1e-6)
-    appendix_b = [[-0.80472, -0.80472, -0.80472], [-0.73317, 0.00000, -0.22599],
-                  [-0.66750, -0.34657, 0.22599], [-0.60651, 0.34657, -0.57431]]
+    appendix_b = [
+        [-0.80472, -0.80472, -0.80472],
+        [-0.73317, 0.00000, -0.22599],
+        [-0.66750, -0.34657, 0.22599],
+        [-0.60651, 0.34657, -0.57431],
+    ]
     np.testing.assert_allclose(off[:4], appendix_b, atol=6e-6)
 
 
@@ -205,7 +210,7 @@ def test_ss_decoder_bias_targets_three_percent(tiny):
     m1 = trapezoid(a * pdf, z, axis=1)
     m2 = trapezoid(a * a * pdf, z, axis=1)
     mu = (w.sum(axis=1) * m1).sum()
-    var = ((w ** 2).sum(axis=1) * (m2 - m1 ** 2)).sum()
+    var = ((w**2).sum(axis=1) * (m2 - m1**2)).sum()
     zq = 1.8807936081512509  # P(Z > zq) = 0.03
     want = -mu - zq * math.sqrt(var)
     assert t["out_layer.2.bias"].shape == (1,)
@@ -217,8 +222,7 @@ def test_reproducible_and_no_silent_overwrite(tmp_path):
     _run("--preset", "tiny", "--seed", "11", "--out", a, "--quiet")
     _run("--preset", "tiny", "--seed", "11", "--out", b, "--quiet")
     _run("--preset", "tiny", "--seed", "12", "--out", c, "--quiet")
-    for rel in ("ckpts/ss_flow_tiny.safetensors", "ckpts/slat_dec_mesh_tiny.safetensors",
-                "cond.npy"):
+    for rel in ("ckpts/ss_flow_tiny.safetensors", "ckpts/slat_dec_mesh_tiny.safetensors", "cond.npy"):
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
         assert (a / rel).read_bytes() != (c / rel).read_bytes(), rel
     again = _run("--preset", "tiny", "--seed", "12", "--out", a, check=False)
@@ -234,4 +238,4 @@ def test_only_writes_the_selected_models(tmp_path):
     assert (tmp_path / "ckpts/ss_dec_tiny.safetensors").is_file()
     assert not (tmp_path / "ckpts/ss_flow_tiny.safetensors").exists()
     bad = _run("--preset", "tiny", "--out", tmp_path / "x", "--only", "nope", check=False)
-    assert bad.returncode == 1 and '--only: expected a model key' in bad.stderr
+    assert bad.returncode == 1 and "--only: expected a model key" in bad.stderr

@@ -13,11 +13,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-PROPS = ["x", "y", "z", "nx", "ny", "nz", "f_dc_0", "f_dc_1", "f_dc_2",
-         "opacity", "scale_0", "scale_1", "scale_2",
-         "rot_0", "rot_1", "rot_2", "rot_3"]
-S_B = np.log(np.expm1(0.004))       # softplus^-1(0.004)
-O_B = np.log(0.1 / 0.9)             # logit(0.1)
+PROPS = [
+    "x",
+    "y",
+    "z",
+    "nx",
+    "ny",
+    "nz",
+    "f_dc_0",
+    "f_dc_1",
+    "f_dc_2",
+    "opacity",
+    "scale_0",
+    "scale_1",
+    "scale_2",
+    "rot_0",
+    "rot_1",
+    "rot_2",
+    "rot_3",
+]
+S_B = np.log(np.expm1(0.004))  # softplus^-1(0.004)
+O_B = np.log(0.1 / 0.9)  # logit(0.1)
 COUNT = 2000
 
 
@@ -31,8 +47,7 @@ def _tool() -> Path:
 
 
 def _run(*args):
-    out = subprocess.run([str(_tool()), *map(str, args)], check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run([str(_tool()), *map(str, args)], check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
 
 
@@ -56,10 +71,15 @@ def qmul(a, b):
     """Hamilton product of wxyz quaternions, row-wise."""
     aw, ax, ay, az = a.T
     bw, bx, by, bz = b.T
-    return np.stack([aw * bw - ax * bx - ay * by - az * bz,
-                     aw * bx + ax * bw + ay * bz - az * by,
-                     aw * by - ax * bz + ay * bw + az * bx,
-                     aw * bz + ax * by - ay * bx + az * bw], axis=1)
+    return np.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        axis=1,
+    )
 
 
 def rotate(q, v):
@@ -73,8 +93,13 @@ def test_npz_fields(gaussians):
     _, npz = gaussians
     z = np.load(npz)
     assert z.files == ["_xyz", "_features_dc", "_scaling", "_rotation", "_opacity"]
-    shapes = {"_xyz": (COUNT, 3), "_features_dc": (COUNT, 1, 3), "_scaling": (COUNT, 3),
-              "_rotation": (COUNT, 4), "_opacity": (COUNT, 1)}
+    shapes = {
+        "_xyz": (COUNT, 3),
+        "_features_dc": (COUNT, 1, 3),
+        "_scaling": (COUNT, 3),
+        "_rotation": (COUNT, 4),
+        "_opacity": (COUNT, 1),
+    }
     for k, shape in shapes.items():
         assert z[k].dtype == np.float32 and z[k].shape == shape, k
     assert 0.0 <= z["_xyz"].min() and z["_xyz"].max() <= 1.0
@@ -83,8 +108,7 @@ def test_npz_fields(gaussians):
 def test_ply_header_is_3dgs_layout(gaussians):
     ply, _ = gaussians
     header, body = read_ply(ply)
-    assert header[:3] == ["ply", "format binary_little_endian 1.0",
-                          f"element vertex {COUNT}"]
+    assert header[:3] == ["ply", "format binary_little_endian 1.0", f"element vertex {COUNT}"]
     assert header[3:-1] == [f"property float {p}" for p in PROPS]
     assert header[-1] == "end_header"
     assert len(body) == COUNT * 17 * 4
@@ -114,7 +138,7 @@ def test_ply_values_match_spec(gaussians):
 
     # scale = ln sqrt(softplus(_scaling + s_b)^2 + 9e-4^2)
     sp = np.logaddexp(0.0, z["_scaling"].astype(np.float64) + S_B)
-    want = np.log(np.sqrt(sp ** 2 + 9e-4 ** 2))
+    want = np.log(np.sqrt(sp**2 + 9e-4**2))
     for c in range(3):
         np.testing.assert_allclose(col[f"scale_{c}"], want[:, c], rtol=1e-6, atol=1e-6)
 

@@ -32,8 +32,7 @@ def _tool() -> Path:
 
 
 def _run(*args):
-    out = subprocess.run([str(_tool()), *map(str, args)], check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run([str(_tool()), *map(str, args)], check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
 
 
@@ -81,10 +80,10 @@ def read_glb(path: Path):
     assert magic == b"glTF" and version == 2 and length == len(data)
     jlen, jtype = struct.unpack_from("<II", data, 12)
     assert jtype == 0x4E4F534A and jlen % 4 == 0
-    doc = json.loads(data[20:20 + jlen])
+    doc = json.loads(data[20 : 20 + jlen])
     blen, btype = struct.unpack_from("<II", data, 20 + jlen)
     assert btype == 0x004E4942 and blen % 4 == 0
-    return doc, data[28 + jlen:28 + jlen + blen]
+    return doc, data[28 + jlen : 28 + jlen + blen]
 
 
 def accessor(doc, binchunk, index, dtype, width):
@@ -192,11 +191,11 @@ def _validator():
     node = shutil.which("node")
     if not node:
         pytest.skip("node is not installed; the Khronos glTF validator runs on node")
-    modules = Path(os.environ.get("TRELLIS_GLTF_VALIDATOR_DIR",
-                                  REPO / "build-deps" / "node" / "node_modules"))
+    modules = Path(
+        os.environ.get("TRELLIS_GLTF_VALIDATOR_DIR", REPO / "build-deps" / "node" / "node_modules")
+    )
     if not (modules / "gltf-validator" / "package.json").is_file():
-        pytest.skip(f"gltf-validator is not installed in {modules}; "
-                    "run scripts/install-deps.sh --test")
+        pytest.skip(f"gltf-validator is not installed in {modules}; " "run scripts/install-deps.sh --test")
     return node, modules
 
 
@@ -204,14 +203,17 @@ def _validator():
 def test_khronos_validator_finds_no_errors(meshes, name):
     node, modules = _validator()
     _, glb, info = meshes[name]
-    out = subprocess.run([node, str(VALIDATE_JS), str(glb), str(modules)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [node, str(VALIDATE_JS), str(glb), str(modules)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode in (0, 1), out.stderr
     report = json.loads(out.stdout)
     issues = report["issues"]
-    print(f"{name}: gltf-validator {report['validatorVersion']}: "
-          f"{issues['numErrors']} errors, {issues['numWarnings']} warnings, "
-          f"{issues['numInfos']} infos, {issues['numHints']} hints")
+    print(
+        f"{name}: gltf-validator {report['validatorVersion']}: "
+        f"{issues['numErrors']} errors, {issues['numWarnings']} warnings, "
+        f"{issues['numInfos']} infos, {issues['numHints']} hints"
+    )
     for msg in issues["messages"]:
         print("  ", msg)
     assert issues["numErrors"] == 0, json.dumps(issues["messages"], indent=1)

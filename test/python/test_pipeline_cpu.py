@@ -9,26 +9,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-BUILD = Path(os.environ.get("TRELLIS_BUILD_DIR",
-                            Path(__file__).resolve().parents[2] / "build"))
+BUILD = Path(os.environ.get("TRELLIS_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
 BIN = BUILD / "bin"
 
 
 def run(*args, **kw):
-    return subprocess.run([str(a) for a in args], capture_output=True,
-                          text=True, **kw)
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
 
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny")
     model = d / "model"
-    r = run(BIN / "trellis-mkmodel", "--preset", "tiny", "--seed", "1",
-            "--out", model, "--quiet")
+    r = run(BIN / "trellis-mkmodel", "--preset", "tiny", "--seed", "1", "--out", model, "--quiet")
     assert r.returncode == 0, r.stderr
     exe = d / "trellis.exe"
-    r = run(BIN / "trellisc", model / "pipeline.json", "--target=cpu",
-            "--cond-tokens", "21", "-o", exe)
+    r = run(BIN / "trellisc", model / "pipeline.json", "--target=cpu", "--cond-tokens", "21", "-o", exe)
     assert r.returncode == 0, r.stderr
     return model, exe, d
 
@@ -39,17 +35,36 @@ def outputs(compiled):
     outs = []
     for i in range(2):
         out = d / f"out{i}"
-        r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out",
-                out, "--seed", "7", "--debug-outputs", timeout=600)
+        r = run(
+            exe,
+            "--model",
+            model,
+            "--cond",
+            model / "cond.npy",
+            "--out",
+            out,
+            "--seed",
+            "7",
+            "--debug-outputs",
+            timeout=600,
+        )
         assert r.returncode == 0, r.stderr
         assert "ss_stage: step 25/25" in r.stderr  # progress on stderr
         outs.append(out)
     return outs
 
 
-FILES = ["ss_latent.npy", "coords.npy", "slat.npy", "gaussians.ply",
-         "gaussians.npz", "radiance_field.npz", "mesh_fields.npz", "mesh.ply",
-         "mesh.glb"]
+FILES = [
+    "ss_latent.npy",
+    "coords.npy",
+    "slat.npy",
+    "gaussians.ply",
+    "gaussians.npz",
+    "radiance_field.npz",
+    "mesh_fields.npz",
+    "mesh.ply",
+    "mesh.glb",
+]
 
 
 def test_same_inputs_same_outputs_bit_for_bit(outputs):
@@ -109,9 +124,22 @@ def test_given_coordinates_run_stages_2_and_3(compiled, outputs, tmp_path):
     slat_noise = tmp_path / "noise.npy"
     n = np.load(coords).shape[0]
     np.save(slat_noise, np.random.default_rng(0).standard_normal((n, 8)).astype(np.float32))
-    r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out",
-            tmp_path / "o", "--coords", coords, "--slat-noise", slat_noise,
-            "--formats", "gs", timeout=600)
+    r = run(
+        exe,
+        "--model",
+        model,
+        "--cond",
+        model / "cond.npy",
+        "--out",
+        tmp_path / "o",
+        "--coords",
+        coords,
+        "--slat-noise",
+        slat_noise,
+        "--formats",
+        "gs",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert "ss_stage" not in r.stderr
     assert (tmp_path / "o" / "gaussians.ply").exists()
@@ -125,11 +153,23 @@ def test_bad_inputs_give_clear_errors(compiled, tmp_path):
     r = run(exe, "--model", model, "--cond", bad, "--out", tmp_path / "o")
     assert r.returncode == 1
     assert "--cond" in r.stderr and "[1, 5, 128]" in r.stderr and "expects" in r.stderr
-    r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out",
-            tmp_path / "o", "--formats", "gs,obj")
+    r = run(
+        exe, "--model", model, "--cond", model / "cond.npy", "--out", tmp_path / "o", "--formats", "gs,obj"
+    )
     assert r.returncode == 2 and "unknown format 'obj'" in r.stderr
-    r = run(exe, "--model", tmp_path / "nowhere", "--cond", model / "cond.npy",
-            "--out", tmp_path / "o2", "--steps-ss", "1", "--steps-slat", "1")
+    r = run(
+        exe,
+        "--model",
+        tmp_path / "nowhere",
+        "--cond",
+        model / "cond.npy",
+        "--out",
+        tmp_path / "o2",
+        "--steps-ss",
+        "1",
+        "--steps-slat",
+        "1",
+    )
     assert r.returncode == 1 and "nowhere" in r.stderr
     assert not list((tmp_path / "o2").glob("*.npy"))
 
@@ -145,13 +185,35 @@ def test_inspect_prints_the_bundle(compiled):
 def test_batch_of_two_samples_writes_one_file_per_sample(compiled, tmp_path):
     model, _, _ = compiled
     exe = tmp_path / "trellis2.exe"
-    r = run(BIN / "trellisc", model / "pipeline.json", "--target=cpu",
-            "--cond-tokens", "21", "--batch", "2", "-o", exe)
+    r = run(
+        BIN / "trellisc",
+        model / "pipeline.json",
+        "--target=cpu",
+        "--cond-tokens",
+        "21",
+        "--batch",
+        "2",
+        "-o",
+        exe,
+    )
     assert r.returncode == 0, r.stderr
     out = tmp_path / "o"
-    r = run(exe, "--model", model, "--cond", model / "cond.npy", "--out", out,
-            "--steps-ss", "2", "--steps-slat", "2", "--formats", "gs,rf",
-            timeout=600)
+    r = run(
+        exe,
+        "--model",
+        model,
+        "--cond",
+        model / "cond.npy",
+        "--out",
+        out,
+        "--steps-ss",
+        "2",
+        "--steps-slat",
+        "2",
+        "--formats",
+        "gs,rf",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert np.load(out / "ss_latent.npy").shape == (2, 8, 8, 8, 8)
     coords = np.load(out / "coords.npy")

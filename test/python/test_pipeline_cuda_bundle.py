@@ -15,46 +15,60 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-BUILD = Path(os.environ.get("TRELLIS_BUILD_DIR",
-                            Path(__file__).resolve().parents[2] / "build"))
+BUILD = Path(os.environ.get("TRELLIS_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
 BIN = BUILD / "bin"
 
 
 def have_gpu():
     smi = shutil.which("nvidia-smi")
-    return smi is not None and subprocess.run(
-        [smi, "-L"], capture_output=True).returncode == 0
+    return smi is not None and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
 
 
 def run(*args, **kw):
-    return subprocess.run([str(a) for a in args], capture_output=True,
-                          text=True, **kw)
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("tinycuda")
     model = d / "model"
-    r = run(BIN / "trellis-mkmodel", "--preset", "tiny", "--seed", "1",
-            "--out", model, "--quiet")
+    r = run(BIN / "trellis-mkmodel", "--preset", "tiny", "--seed", "1", "--out", model, "--quiet")
     assert r.returncode == 0, r.stderr
     exes = {}
     for target in ("cuda", "cpu"):
         exes[target] = d / f"{target}.exe"
-        r = run(BIN / "trellisc", model / "pipeline.json", f"--target={target}",
-                "--cond-tokens", "21", "-o", exes[target])
+        r = run(
+            BIN / "trellisc",
+            model / "pipeline.json",
+            f"--target={target}",
+            "--cond-tokens",
+            "21",
+            "-o",
+            exes[target],
+        )
         assert r.returncode == 0, r.stderr
     noise = d / "noise.npy"
-    np.save(noise, np.random.default_rng(7).standard_normal(
-        (1, 8, 8, 8, 8)).astype(np.float32))
+    np.save(noise, np.random.default_rng(7).standard_normal((1, 8, 8, 8, 8)).astype(np.float32))
     return model, exes, noise, d
 
 
 def stage1(tiny, exe, out, *extra):
     model, exes, noise, d = tiny
-    r = run(exes[exe], "--model", model, "--cond", model / "cond.npy",
-            "--ss-noise", noise, "--stop-after", "ss", "--out", d / out, *extra,
-            timeout=600)
+    r = run(
+        exes[exe],
+        "--model",
+        model,
+        "--cond",
+        model / "cond.npy",
+        "--ss-noise",
+        noise,
+        "--stop-after",
+        "ss",
+        "--out",
+        d / out,
+        *extra,
+        timeout=600,
+    )
     return r, d / out
 
 
@@ -67,21 +81,18 @@ def test_inspect_plans_the_sparse_stages_for_given_voxels(tiny):
     assert r.returncode == 0, r.stderr
     sparse = ("slat_stage", "decode_gs", "decode_rf", "decode_mesh")
     for name in sparse:
-        line = next(l for l in r.stdout.splitlines()
-                    if l.startswith(f"gpu plan of {name}:"))
+        line = next(l for l in r.stdout.splitlines() if l.startswith(f"gpu plan of {name}:"))
         assert "depends on the voxel count" in line, line
     # A small surface-like voxel set at the tiny model's 32^3.
     g = np.stack(np.meshgrid(*[np.arange(32)] * 3, indexing="ij"), -1).reshape(-1, 3)
     shell = g[np.abs(np.linalg.norm(g - 15.5, axis=1) - 11) < 1.0]
-    coords = np.concatenate([np.zeros((len(shell), 1), np.int32),
-                             shell.astype(np.int32)], 1)
+    coords = np.concatenate([np.zeros((len(shell), 1), np.int32), shell.astype(np.int32)], 1)
     np.save(d / "shell.npy", coords)
     r = run(exes["cuda"], "--inspect", "--coords", d / "shell.npy")
     assert r.returncode == 0, r.stderr
     arenas = {}
     for name in sparse:
-        line = next(l for l in r.stdout.splitlines()
-                    if l.startswith(f"gpu plan of {name}:"))
+        line = next(l for l in r.stdout.splitlines() if l.startswith(f"gpu plan of {name}:"))
         assert "checked: no two live values share memory" in line, line
         arenas[name] = int(line.split("arena ")[1].split(" MiB")[0])
         naive = int(line.split("(")[1].split(" MiB")[0])
@@ -120,7 +131,7 @@ def test_cuda_bundle_matches_cpu_target(tiny):
     # Identical occupancy on >= 99.9% of the 32^3 voxels (issue 5's criterion;
     # a voxel whose logit is within rounding of 0 may flip).
     a, b = set(map(tuple, ca)), set(map(tuple, cb))
-    assert len(a ^ b) <= 1e-3 * 32 ** 3, (len(a), len(b), len(a ^ b))
+    assert len(a ^ b) <= 1e-3 * 32**3, (len(a), len(b), len(a ^ b))
 
 
 def test_cuda_bundle_slat_stage_matches_cpu_target(tiny):
@@ -131,18 +142,30 @@ def test_cuda_bundle_slat_stage_matches_cpu_target(tiny):
     model, exes, noise, d = tiny
     g = np.stack(np.meshgrid(*[np.arange(32)] * 3, indexing="ij"), -1).reshape(-1, 3)
     shell = g[np.abs(np.linalg.norm(g - 15.5, axis=1) - 9) < 1.0]
-    coords = np.concatenate([np.zeros((len(shell), 1), np.int32),
-                             shell.astype(np.int32)], 1)
+    coords = np.concatenate([np.zeros((len(shell), 1), np.int32), shell.astype(np.int32)], 1)
     np.save(d / "slat_coords.npy", coords)
-    np.save(d / "slat_noise.npy", np.random.default_rng(3).standard_normal(
-        (len(coords), 8)).astype(np.float32))
+    np.save(
+        d / "slat_noise.npy", np.random.default_rng(3).standard_normal((len(coords), 8)).astype(np.float32)
+    )
     outs = {}
     for exe in ("cuda", "cpu"):
         out = d / f"slat_{exe}"
-        r = run(exes[exe], "--model", model, "--cond", model / "cond.npy",
-                "--coords", d / "slat_coords.npy", "--slat-noise",
-                d / "slat_noise.npy", "--stop-after", "slat", "--out", out,
-                timeout=600)
+        r = run(
+            exes[exe],
+            "--model",
+            model,
+            "--cond",
+            model / "cond.npy",
+            "--coords",
+            d / "slat_coords.npy",
+            "--slat-noise",
+            d / "slat_noise.npy",
+            "--stop-after",
+            "slat",
+            "--out",
+            out,
+            timeout=600,
+        )
         assert r.returncode == 0, r.stderr
         outs[exe] = np.load(out / "slat.npy")
     a, b = outs["cuda"], outs["cpu"]
@@ -168,8 +191,7 @@ def test_bad_gpu_option(tiny):
 @pytest.mark.gpu
 @pytest.mark.skipif(not have_gpu(), reason="needs a GPU (label gpu)")
 def test_every_gpu_op_matches_the_cpu_reference(tiny):
-    r, out = stage1(tiny, "cuda", "cuda_check", "--gpu", "require",
-                    "--gpu-check-ops")
+    r, out = stage1(tiny, "cuda", "cuda_check", "--gpu", "require", "--gpu-check-ops")
     assert r.returncode == 0, r.stderr
     assert "op results matched the CPU reference" in r.stderr
 
@@ -180,8 +202,7 @@ def test_inspect_plans_gpu_memory_without_a_gpu(tiny):
     model, exes, noise, d = tiny
     r = run(exes["cuda"], "--inspect")
     assert r.returncode == 0, r.stderr
-    line = next(l for l in r.stdout.splitlines()
-                if l.startswith("gpu plan of ss_stage"))
+    line = next(l for l in r.stdout.splitlines() if l.startswith("gpu plan of ss_stage"))
     assert "checked: no two live values share memory" in line, line
     arena = int(line.split("arena ")[1].split(" MiB")[0])
     naive = int(line.split("(")[1].split(" MiB")[0])

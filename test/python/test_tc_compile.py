@@ -46,8 +46,7 @@ def block_np(params, x, heads):
     h = gelu_np(x @ params["fc.weight"].T + params["fc.bias"])
     q, k, v = np.split(h, 3, axis=-1)
     shape = (x.shape[0], x.shape[1], heads, dim // heads)
-    o = attention_np(q.reshape(shape), k.reshape(shape), v.reshape(shape),
-                     1 / math.sqrt(dim // heads))
+    o = attention_np(q.reshape(shape), k.reshape(shape), v.reshape(shape), 1 / math.sqrt(dim // heads))
     return o.reshape(x.shape) @ params["out.weight"].T + params["out.bias"]
 
 
@@ -55,8 +54,7 @@ def block_np(params, x, heads):
 def model():
     rng = np.random.default_rng(3)
     m = Block(16, 4)
-    params = {n: (rng.standard_normal(p.shape) * 0.3).astype(np.float32)
-              for n, p in m.named_parameters()}
+    params = {n: (rng.standard_normal(p.shape) * 0.3).astype(np.float32) for n, p in m.named_parameters()}
     m.load_state_dict(params)
     return m, params
 

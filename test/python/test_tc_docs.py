@@ -10,9 +10,14 @@ import pytest
 import _tc_env  # noqa: F401
 import trellisc as tc
 
-MODULES = ["trellisc._trace", "trellisc.dtypes", "trellisc.input_info",
-           "trellisc.module", "trellisc.compile", "trellisc.trellis"] + [
-    f"trellisc.ops.{m.name}" for m in pkgutil.iter_modules(tc.ops.__path__)]
+MODULES = [
+    "trellisc._trace",
+    "trellisc.dtypes",
+    "trellisc.input_info",
+    "trellisc.module",
+    "trellisc.compile",
+    "trellisc.trellis",
+] + [f"trellisc.ops.{m.name}" for m in pkgutil.iter_modules(tc.ops.__path__)]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -31,8 +36,11 @@ def test_every_public_function_has_an_example():
     missing = []
     for name in tc.__all__:
         obj = getattr(tc, name)
-        if callable(obj) and not isinstance(obj, type(tc)) and name not in (
-                "TrellisError", "dtype", "read_safetensors", "Executable"):
+        if (
+            callable(obj)
+            and not isinstance(obj, type(tc))
+            and name not in ("TrellisError", "dtype", "read_safetensors", "Executable")
+        ):
             if ">>>" not in (obj.__doc__ or ""):
                 missing.append(name)
     assert not missing, f"public functions without an example: {missing}"

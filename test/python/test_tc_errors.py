@@ -106,6 +106,7 @@ def test_bad_input_info(shape):
 def exe():
     def f(x):
         return tc.log(x) * 2.0  # log-op
+
     info = tc.InputInfo(((1, 2, 4), 3), tc.float32)  # the-input-info
     return tc.compile(f, args=[info], check_finite=True)
 
@@ -143,8 +144,7 @@ def test_eager_runtime_error_points_at_the_op():
 
 def test_pipeline_config_error_names_the_config_line(tmp_path):
     cfg = tmp_path / "pipeline.json"
-    cfg.write_text('{\n  "name": "TrellisImageTo3DPipeline",\n  "args": {\n'
-                   '    "models": 7\n  }\n}\n')
+    cfg.write_text('{\n  "name": "TrellisImageTo3DPipeline",\n  "args": {\n' '    "models": 7\n  }\n}\n')
     with pytest.raises(tc.TrellisError) as err:
         tc.trellis.compile_pipeline(cfg)
     assert re.search(re.escape(str(cfg)) + r":\d+:\d+", str(err.value)), str(err.value)
@@ -153,9 +153,22 @@ def test_pipeline_config_error_names_the_config_line(tmp_path):
 def test_pipeline_weight_mismatch_names_the_config_value(tmp_path):
     import subprocess
     from _tc_env import BUILD
+
     model = tmp_path / "model"
-    r = subprocess.run([str(BUILD / "bin/trellis-mkmodel"), "--preset", "tiny", "--seed",
-                        "1", "--out", str(model), "--quiet"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            str(BUILD / "bin/trellis-mkmodel"),
+            "--preset",
+            "tiny",
+            "--seed",
+            "1",
+            "--out",
+            str(model),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     sidecar = model / "ckpts/slat_dec_gs_tiny.json"
     text = sidecar.read_text()

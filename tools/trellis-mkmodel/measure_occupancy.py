@@ -27,22 +27,20 @@ from safetensors.torch import load_file
 
 def channel_ln(x, w, b):
     """ChannelLayerNorm32: LayerNorm over C at each voxel, fp32, eps 1e-5."""
-    y = F.layer_norm(x.float().permute(0, 2, 3, 4, 1), (x.shape[1],), w.float(),
-                     b.float(), eps=1e-5)
+    y = F.layer_norm(x.float().permute(0, 2, 3, 4, 1), (x.shape[1],), w.float(), b.float(), eps=1e-5)
     return y.permute(0, 4, 1, 2, 3).to(x.dtype)
 
 
 def pixel_shuffle_3d(x, s=2):
     b, c8, d, h, w = x.shape
-    c = c8 // (s ** 3)
+    c = c8 // (s**3)
     x = x.view(b, c, s, s, s, d, h, w).permute(0, 1, 5, 2, 6, 3, 7, 4)
     return x.reshape(b, c, d * s, h * s, w * s)
 
 
 def ss_decoder(sd, args, z):
     dt = torch.float16 if args.get("use_fp16") else torch.float32
-    conv = lambda x, p: F.conv3d(x, sd[p + ".weight"].to(x.dtype),
-                                 sd[p + ".bias"].to(x.dtype), padding=1)
+    conv = lambda x, p: F.conv3d(x, sd[p + ".weight"].to(x.dtype), sd[p + ".bias"].to(x.dtype), padding=1)
 
     def res(x, p):
         h = F.silu(channel_ln(x, sd[p + ".norm1.weight"], sd[p + ".norm1.bias"]))
@@ -76,8 +74,7 @@ def ss_flow(sd, a, x, t, cond):
     b, cin, r = x.shape[0], x.shape[1], x.shape[2]
     h = x.reshape(b, cin, -1).permute(0, 2, 1)
     h = lin(h, "input_layer") + sd["pos_emb"][None]
-    freqs = torch.exp(-math.log(10000) * torch.arange(128, device=x.device,
-                                                      dtype=torch.float32) / 128)
+    freqs = torch.exp(-math.log(10000) * torch.arange(128, device=x.device, dtype=torch.float32) / 128)
     args = t[:, None].float() * freqs[None]
     emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
     e = lin(F.silu(lin(emb, "t_embedder.mlp.0")), "t_embedder.mlp.2").to(dt)
@@ -97,16 +94,17 @@ def ss_flow(sd, a, x, t, cond):
         if a.get("qk_rms_norm"):
             q = rms(q, sd[p + ".self_attn.q_rms_norm.gamma"])
             k = rms(k, sd[p + ".self_attn.k_rms_norm.gamma"])
-        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                           v.transpose(1, 2)).transpose(1, 2)
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(
+            1, 2
+        )
         h = h + gate_msa[:, None] * lin(o.reshape(b, -1, c), p + ".self_attn.to_out")
-        y = F.layer_norm(h.float(), (c,), sd[p + ".norm2.weight"], sd[p + ".norm2.bias"],
-                         eps=1e-6).to(dt)
+        y = F.layer_norm(h.float(), (c,), sd[p + ".norm2.weight"], sd[p + ".norm2.bias"], eps=1e-6).to(dt)
         q = lin(y, p + ".cross_attn.to_q").view(b, -1, heads, d)
         kv = lin(ctx, p + ".cross_attn.to_kv").view(b, -1, 2, heads, d)
         k, v = kv.unbind(2)
-        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                           v.transpose(1, 2)).transpose(1, 2)
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(
+            1, 2
+        )
         h = h + lin(o.reshape(b, -1, c), p + ".cross_attn.to_out")
         y = F.layer_norm(h.float(), (c,), eps=1e-6).to(dt)
         y = y * (1 + scale_mlp[:, None]) + shift_mlp[:, None]
@@ -162,9 +160,11 @@ def main():
                 logits = ss_decoder(dec_sd, dec_args, z)
                 occ.append((logits > 0).float().mean().item())
             n = logits.numel()
-            print(f"random latents N(0, {scale}^2): occupancy "
-                  + ", ".join(f"{o * 100:.2f}%" for o in occ)
-                  + f" of {n} voxels (N ~ {int(np.mean(occ) * n)})")
+            print(
+                f"random latents N(0, {scale}^2): occupancy "
+                + ", ".join(f"{o * 100:.2f}%" for o in occ)
+                + f" of {n} voxels (N ~ {int(np.mean(occ) * n)})"
+            )
         if opt.flow:
             cond = torch.from_numpy(np.load(opt.model_dir / "cond.npy")).to(dev)
             params = pipe["sparse_structure_sampler"]["params"]
@@ -173,9 +173,11 @@ def main():
                 x = sample_ss(flow_sd, flow_args, params, cond, noise)
                 logits = ss_decoder(dec_sd, dec_args, x)
                 o = (logits > 0).float().mean().item()
-                print(f"stage 1 (25-step CFG sampling) sample {s}: latent std "
-                      f"{x.std().item():.3f}, occupancy {o * 100:.2f}% "
-                      f"(N = {int((logits > 0).sum().item())})")
+                print(
+                    f"stage 1 (25-step CFG sampling) sample {s}: latent std "
+                    f"{x.std().item():.3f}, occupancy {o * 100:.2f}% "
+                    f"(N = {int((logits > 0).sum().item())})"
+                )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,29 @@ struct ValueType {
 
 struct Region;
 
+/// How an op runs, as the compiler wrote it from the op's marker traits
+/// (dialect/TrellisOps.td; lib/Target/HostProgram.cpp): the runtime decides
+/// by the class, never by matching op names; the name then selects the op's
+/// own command within its class.
+enum class OpClass {
+  Unspecified, ///< a program written before the classes (the CPU runs it)
+  Storage,     ///< no code: a view, a weight, a constant
+  Region,      ///< runs its regions (the sampler)
+  HostBound,   ///< a function of the voxel coordinates alone, on the host
+  Runtime,     ///< the runtime's own code (coordinate structures, occupancy)
+  Library,     ///< a library or runtime kernel call (GEMM, attention)
+  Kernel,      ///< a generated kernel
+  Conv,        ///< a convolution: a generated kernel or GEMMs, per its form
+};
+
+/// The class's name in the host program ("storage", ...), and back.
+const char *opClassName(OpClass c);
+std::optional<OpClass> parseOpClass(const std::string &name);
+
 /// One operation: op name, operand and result slots, attributes.
 struct Instr {
   std::string op;
+  OpClass opClass = OpClass::Unspecified;
   std::vector<int> in, out;
   std::vector<ValueType> types;
   nlohmann::json attrs;

@@ -16,5 +16,4 @@ def attention(q, k, v, scale=None):
     q = as_tensor(q)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    return make_op("attention", [q, as_tensor(k), as_tensor(v)],
-                   {"scale": float(scale)})
+    return make_op("attention", [q, as_tensor(k), as_tensor(v)], {"scale": float(scale)})

@@ -13,8 +13,8 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, axis=-1):
     ins = [x]
     if (weight is None) != (bias is None):
         from .._errors import TrellisError, user_location
-        raise TrellisError("layer_norm: pass both weight and bias, or neither",
-                           user_location())
+
+        raise TrellisError("layer_norm: pass both weight and bias, or neither", user_location())
     if weight is not None:
         ins += [as_tensor(weight), as_tensor(bias)]
     return make_op("layer_norm", ins, {"eps": float(eps), "axis": int(axis)})

@@ -41,8 +41,7 @@ def split(x, sizes, axis=0):
     array([2., 3.], dtype=float32)
     """
     sizes = [int(s) for s in sizes]
-    return make_op("split", [as_tensor(x)], {"axis": int(axis), "sizes": sizes},
-                   n_out=len(sizes))
+    return make_op("split", [as_tensor(x)], {"axis": int(axis), "sizes": sizes}, n_out=len(sizes))
 
 
 def cast(x, dtype):

@@ -32,11 +32,18 @@ import torch
 import torch.nn.functional as F
 
 DT = {"f16": torch.float16, "f32": torch.float32, "i32": torch.int32}
-UNARY = {"silu": lambda x: x / (1 + torch.exp(-x)), "gelu": lambda x: F.gelu(x, approximate="tanh"),
-         "sigmoid": torch.sigmoid, "tanh": torch.tanh, "exp": torch.exp, "neg": torch.neg,
-         "abs": torch.abs, "sqrt": torch.sqrt, "softplus": F.softplus}
-BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
-          "maximum": torch.maximum}
+UNARY = {
+    "silu": lambda x: x / (1 + torch.exp(-x)),
+    "gelu": lambda x: F.gelu(x, approximate="tanh"),
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "exp": torch.exp,
+    "neg": torch.neg,
+    "abs": torch.abs,
+    "sqrt": torch.sqrt,
+    "softplus": F.softplus,
+}
+BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "maximum": torch.maximum}
 EXACT = ("split", "concat", "permute", "pixel_shuffle_3d", "broadcast_rows", "conv3d")
 
 
@@ -70,9 +77,22 @@ class Driver:
 
     def launch(self, c, args, grid=None):
         stream = torch.cuda.current_stream().cuda_stream
-        self.ck(self.cu.cuLaunchKernel(self.fn(c["kernel"]), grid or c["grid"], 1, 1, c["block"], 1, 1,
-                                       0, ctypes.c_void_p(stream), args[1], None),
-                "launch " + c["kernel"])
+        self.ck(
+            self.cu.cuLaunchKernel(
+                self.fn(c["kernel"]),
+                grid or c["grid"],
+                1,
+                1,
+                c["block"],
+                1,
+                1,
+                0,
+                ctypes.c_void_p(stream),
+                args[1],
+                None,
+            ),
+            "launch " + c["kernel"],
+        )
 
 
 def rand(t, kind):
@@ -109,6 +129,7 @@ def reference(c, ins):
 
         def bc1(v):
             return v.view(B, 1, -1) if v.dim() == 2 and x.dim() == 3 else v
+
         groups, rest = c["form"].split(), f[3:]
         r = (x + bc1(f[2]) * f[1]).to(odt)
         if "plus" in groups:
@@ -126,6 +147,7 @@ def reference(c, ins):
 
         def bc(v):
             return v.view(B, 1, -1) if v.shape != x.shape else v
+
         if k == "modulate":
             return [(x * (1 + bc(f[2])) + bc(f[1])).to(odt)]
         if k == "gated_residual":
@@ -161,8 +183,9 @@ def reference(c, ins):
         x = ins[0]
         B, C8, D, H, W = x.shape
         C = C8 // 8
-        return [x.view(B, C, 2, 2, 2, D, H, W).permute(0, 1, 5, 2, 6, 3, 7, 4)
-                .reshape(B, C, 2 * D, 2 * H, 2 * W)]
+        return [
+            x.view(B, C, 2, 2, 2, D, H, W).permute(0, 1, 5, 2, 6, 3, 7, 4).reshape(B, C, 2 * D, 2 * H, 2 * W)
+        ]
     if k == "broadcast_rows":
         return [ins[0].view(-1).expand(*c["outs"][0]["shape"]).contiguous()]
     if k == "timestep_embedding":
@@ -182,9 +205,13 @@ def reference(c, ins):
         B, Ci = x.shape[:2]
         od, oh, ow = c["outs"][0]["shape"][2:]
         xp = F.pad(x.float(), (p,) * 6).to(x.dtype)
-        cols = [xp[:, :, ia:ia + od, ib:ib + oh, ig:ig + ow].reshape(B, Ci, 1, -1)
-                for ia in range(kk) for ib in range(kk) for ig in range(kk)]
-        return [torch.cat(cols, dim=2).reshape(B, Ci * kk ** 3, -1)]
+        cols = [
+            xp[:, :, ia : ia + od, ib : ib + oh, ig : ig + ow].reshape(B, Ci, 1, -1)
+            for ia in range(kk)
+            for ib in range(kk)
+            for ig in range(kk)
+        ]
+        return [torch.cat(cols, dim=2).reshape(B, Ci * kk**3, -1)]
     raise KeyError(k)
 
 
@@ -238,12 +265,14 @@ def run_dynamic(drv, c):
             for x, t in zip(ins, c["ins"]):
                 if t.get("dynamic"):
                     x[rows:] = float("nan") if x.is_floating_point() else 1 << 30
-        outs = [torch.full(t["shape"], float("nan"), device="cuda", dtype=DT[t["dtype"]])
-                if DT[t["dtype"]].is_floating_point else
-                torch.full(t["shape"], -1, device="cuda", dtype=DT[t["dtype"]])
-                for t in c["outs"]]
+        outs = [
+            torch.full(t["shape"], float("nan"), device="cuda", dtype=DT[t["dtype"]])
+            if DT[t["dtype"]].is_floating_point
+            else torch.full(t["shape"], -1, device="cuda", dtype=DT[t["dtype"]])
+            for t in c["outs"]
+        ]
         tails = [o[rows:].clone() for o in outs]
-        for guided in ((1, 0) if c["kind"] == "flow_update" else (None,)):
+        for guided in (1, 0) if c["kind"] == "flow_update" else (None,):
             if guided is not None:
                 w, dt = 7.5, 0.0137
                 scalars = [ctypes.c_float(w), ctypes.c_float(dt), ctypes.c_int32(guided)]
@@ -280,9 +309,11 @@ def time_launches(drv, c, sets, reps):
                 drv.launch(c, args[i % len(args)])
         run = g.replay
     except Exception:  # eager fallback: includes host launch overhead
+
         def run():
             for i in range(reps):
                 drv.launch(c, args[i % len(args)])
+
     run()
     st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     st.record()
@@ -304,8 +335,15 @@ def main():
     drv = Driver(os.path.join(a.dir, "kernels.ptx"))
     cases = json.load(open(os.path.join(a.dir, "manifest.json")))
     rows, bad = [], 0
-    hdr = "%-4s %-48s %10s %8s %9s %9s %9s" % ("", "kernel", "max err", "tol", "us/call",
-                                              "GB/s cold", "GB/s warm")
+    hdr = "%-4s %-48s %10s %8s %9s %9s %9s" % (
+        "",
+        "kernel",
+        "max err",
+        "tol",
+        "us/call",
+        "GB/s cold",
+        "GB/s warm",
+    )
     print(hdr)
     print("-" * len(hdr))
     for c in cases:
@@ -323,9 +361,11 @@ def main():
             for guided in (1, 0):
                 out = torch.full_like(x, float("nan"))
                 w, dt = 7.5, 0.0137
-                args = drv.prepare(c, [x.data_ptr(), vc.data_ptr(), vu.data_ptr() if guided else 0,
-                                       out.data_ptr()],
-                                   [ctypes.c_float(w), ctypes.c_float(dt), ctypes.c_int32(guided)])
+                args = drv.prepare(
+                    c,
+                    [x.data_ptr(), vc.data_ptr(), vu.data_ptr() if guided else 0, out.data_ptr()],
+                    [ctypes.c_float(w), ctypes.c_float(dt), ctypes.c_int32(guided)],
+                )
                 drv.launch(c, args)
                 torch.cuda.synchronize()
                 v = (1 + w) * vc - w * vu if guided else vc
@@ -344,8 +384,8 @@ def main():
             worst = error(outs, exp)
             tol = tolerance(c)
             nbytes = sum(t.numel() * t.element_size() for t in ins + outs)
-            if nbytes >= a.timing_min_mb * 2 ** 20:
-                nsets = max(1, math.ceil(200 * 2 ** 20 / nbytes))
+            if nbytes >= a.timing_min_mb * 2**20:
+                nsets = max(1, math.ceil(200 * 2**20 / nbytes))
                 sets = [[t.data_ptr() for t in ins + outs]]
                 keep = []
                 for _ in range(nsets - 1):
@@ -354,20 +394,26 @@ def main():
                     sets.append([t.data_ptr() for t in s])
                 cold = time_launches(drv, c, sets, max(a.reps, nsets))
                 warm = time_launches(drv, c, sets[:1], a.reps)
-                row.update(bytes=nbytes, us_cold=cold * 1e3, us_warm=warm * 1e3,
-                           gbs_cold=nbytes / cold / 1e6, gbs_warm=nbytes / warm / 1e6)
+                row.update(
+                    bytes=nbytes,
+                    us_cold=cold * 1e3,
+                    us_warm=warm * 1e3,
+                    gbs_cold=nbytes / cold / 1e6,
+                    gbs_warm=nbytes / warm / 1e6,
+                )
                 del keep
         ok = worst <= tol and tails_ok
         bad += not ok
         row.update(max_err=worst, tol=tol, ok=ok)
         rows.append(row)
-        t = ("%9.2f %9.0f %9.0f" % (row["us_cold"], row["gbs_cold"], row["gbs_warm"])
-             if "us_cold" in row else "")
+        t = (
+            "%9.2f %9.0f %9.0f" % (row["us_cold"], row["gbs_cold"], row["gbs_warm"])
+            if "us_cold" in row
+            else ""
+        )
         if "rows" in c:
-            t = "rows %s%s" % (",".join(map(str, c["rows"])),
-                               "" if tails_ok else "  WROTE PAST rows")
-        print("%-4s %-48s %10.3g %8.1g %s" % ("ok" if ok else "BAD", c["kernel"], worst, tol, t),
-              flush=True)
+            t = "rows %s%s" % (",".join(map(str, c["rows"])), "" if tails_ok else "  WROTE PAST rows")
+        print("%-4s %-48s %10.3g %8.1g %s" % ("ok" if ok else "BAD", c["kernel"], worst, tol, t), flush=True)
     print("%d kernels, %s" % (len(rows), "FAILED %d" % bad if bad else "all match the reference"))
     if a.json:
         with open(a.json, "w") as f:

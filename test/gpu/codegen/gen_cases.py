@@ -39,7 +39,10 @@ def D(shape, dt):
 def ty(t):
     if t.get("dynamic"):
         return "tensor<?x%sx%s, #trellis.bounds<[%d]>>" % (
-            "x".join(map(str, t["shape"][1:])), t["dtype"], t["shape"][0])
+            "x".join(map(str, t["shape"][1:])),
+            t["dtype"],
+            t["shape"][0],
+        )
     return "tensor<%sx%s>" % ("x".join(map(str, t["shape"])), t["dtype"])
 
 
@@ -71,54 +74,99 @@ def build_cases():
         v = [s[0], 1024]
         case("gated_residual", [T(s, F16), T(s, F16), T(v, F16)], [T(s, F16)])
         case("layer_norm", [T(s, F16)], [T(s, F16)], "{eps = 1.0e-06 : f64}")
-        case("layer_norm", [T(s, F16), T([1024], F32), T([1024], F32)], [T(s, F16)],
-             "{eps = 1.0e-06 : f64}")
-        case("layer_norm_modulate", [T(s, F16), T(v, F16), T(v, F16)], [T(s, F16)],
-             "{eps = 1.0e-06 : f64}")
-        case("gated_residual_norm", [T(s, F16), T(s, F16)] + [T(v, F16)] * 3,
-             [T(s, F16), T(s, F16)], "{eps = 1.0e-06 : f64}", form="modulate")
-        case("gated_residual_norm", [T(s, F16), T(s, F16), T(v, F16), T([1024], F32), T([1024], F32)],
-             [T(s, F16), T(s, F16)], "{eps = 1.0e-06 : f64}", form="affine")
+        case("layer_norm", [T(s, F16), T([1024], F32), T([1024], F32)], [T(s, F16)], "{eps = 1.0e-06 : f64}")
+        case("layer_norm_modulate", [T(s, F16), T(v, F16), T(v, F16)], [T(s, F16)], "{eps = 1.0e-06 : f64}")
+        case(
+            "gated_residual_norm",
+            [T(s, F16), T(s, F16)] + [T(v, F16)] * 3,
+            [T(s, F16), T(s, F16)],
+            "{eps = 1.0e-06 : f64}",
+            form="modulate",
+        )
+        case(
+            "gated_residual_norm",
+            [T(s, F16), T(s, F16), T(v, F16), T([1024], F32), T([1024], F32)],
+            [T(s, F16), T(s, F16)],
+            "{eps = 1.0e-06 : f64}",
+            form="affine",
+        )
     # The SS flow's f32 output layer (the residual widened, its norm in f32).
-    case("gated_residual_norm", [T(X1, F16), T(X1, F16), T([1, 1024], F16)],
-         [T(X1, F16), T(X1, F32)], "{eps = 1.0e-05 : f64, f32_result}")
+    case(
+        "gated_residual_norm",
+        [T(X1, F16), T(X1, F16), T([1, 1024], F16)],
+        [T(X1, F16), T(X1, F32)],
+        "{eps = 1.0e-05 : f64, f32_result}",
+    )
     case("layer_norm", [T([1, 512, 128], F32)], [T([1, 512, 128], F32)], "{eps = 1.0e-05 : f64}")
     case("layer_norm", [T([3, 1374], F16)], [T([3, 1374], F16)], "{eps = 1.0e-05 : f64}")
     case("layer_norm", [T([2, 16384], F32)], [T([2, 16384], F32)], "{eps = 1.0e-05 : f64}")
     # The SS decoder's channel-first layer norms (16³·512, 32³·128, 64³·32).
     for c, d, dt in ((512, 16, F16), (128, 32, F16), (32, 64, F16), (32, 64, F32), (24, 6, F32)):
         s = [1, c, d, d, d]
-        case("layer_norm", [T(s, dt), T([c], F32), T([c], F32)], [T(s, dt)],
-             "{axis = 1 : i64, eps = 1.0e-05 : f64}")
-    case("layer_norm", [T([2, 8, 5, 6], F32)], [T([2, 8, 5, 6], F32)],
-         "{axis = 1 : i64, eps = 1.0e-05 : f64}")
+        case(
+            "layer_norm",
+            [T(s, dt), T([c], F32), T([c], F32)],
+            [T(s, dt)],
+            "{axis = 1 : i64, eps = 1.0e-05 : f64}",
+        )
+    case(
+        "layer_norm", [T([2, 8, 5, 6], F32)], [T([2, 8, 5, 6], F32)], "{axis = 1 : i64, eps = 1.0e-05 : f64}"
+    )
     case("head_rms_norm", [T([2, 4096, 16, 64], F16), T([16, 64], F32)], [T([2, 4096, 16, 64], F16)])
     case("softmax", [T([4, 1374], F16)], [T([4, 1374], F16)])
     case("softmax", [T([4, 6, 5], F32)], [T([4, 6, 5], F32)], "{axis = 1 : i64}")
-    case("split", [T([2, 4096, 3, 16, 64], F16)], [T([2, 4096, 1, 16, 64], F16)] * 3,
-         "{axis = 2 : i64, sizes = array<i64: 1, 1, 1>}")
-    case("split", [T([2, 6144], F16)], [T([2, 1024], F16)] * 6,
-         "{axis = 1 : i64, sizes = array<i64: 1024, 1024, 1024, 1024, 1024, 1024>}")
-    case("split", [T([5, 7], F32)], [T([5, 3], F32), T([5, 4], F32)],
-         "{axis = 1 : i64, sizes = array<i64: 3, 4>}")
+    case(
+        "split",
+        [T([2, 4096, 3, 16, 64], F16)],
+        [T([2, 4096, 1, 16, 64], F16)] * 3,
+        "{axis = 2 : i64, sizes = array<i64: 1, 1, 1>}",
+    )
+    case(
+        "split",
+        [T([2, 6144], F16)],
+        [T([2, 1024], F16)] * 6,
+        "{axis = 1 : i64, sizes = array<i64: 1024, 1024, 1024, 1024, 1024, 1024>}",
+    )
+    case(
+        "split",
+        [T([5, 7], F32)],
+        [T([5, 3], F32), T([5, 4], F32)],
+        "{axis = 1 : i64, sizes = array<i64: 3, 4>}",
+    )
     case("concat", [T([5, 2], F16), T([5, 4], F16)], [T([5, 6], F16)], "{axis = 1 : i64}")
     case("concat", [T(X, F16), T(X, F16)], [T([2, 4096, 2048], F16)], "{axis = 2 : i64}")
     case("permute", [T([1, 8, 4096], F32)], [T([1, 4096, 8], F32)], "{perm = array<i64: 0, 2, 1>}")
     case("permute", [T([2, 4, 64], F16)], [T([4, 2, 64], F16)], "{perm = array<i64: 1, 0, 2>}")
-    case("pixel_shuffle_3d", [T([1, 1024, 16, 16, 16], F16)], [T([1, 128, 32, 32, 32], F16)],
-         "{factor = 2 : i64}")
-    case("timestep_embedding", [T([2], F32)], [T([2, 256], F32)],
-         "{dim = 256 : i64, max_period = 1.000000e+04 : f64}")
+    case(
+        "pixel_shuffle_3d",
+        [T([1, 1024, 16, 16, 16], F16)],
+        [T([1, 128, 32, 32, 32], F16)],
+        "{factor = 2 : i64}",
+    )
+    case(
+        "timestep_embedding",
+        [T([2], F32)],
+        [T([2, 256], F32)],
+        "{dim = 256 : i64, max_period = 1.000000e+04 : f64}",
+    )
     case("broadcast_rows", [T([1, 1024], F16)], [T([2, 1374, 1024], F16)])
     # conv3d: the codegen's part is the im2col kernel (the GEMM is cuBLASLt),
     # or with at most 4 output channels the whole conv (a direct kernel): the
     # SS decoder's f32 output conv, and the small f32 ones below.
-    case("conv3d", [T([1, 512, 16, 16, 16], F16), T([1024, 512, 3, 3, 3], F16)],
-         [T([1, 1024, 16, 16, 16], F16)], "{padding = 1 : i64}")
+    case(
+        "conv3d",
+        [T([1, 512, 16, 16, 16], F16), T([1024, 512, 3, 3, 3], F16)],
+        [T([1, 1024, 16, 16, 16], F16)],
+        "{padding = 1 : i64}",
+    )
     case("conv3d", [T([1, 32, 64, 64, 64], F16), T([32, 32, 3, 3, 3], F16)], [T([1, 32, 64, 64, 64], F16)])
     case("conv3d", [T([2, 8, 8, 8, 8], F32), T([4, 8, 3, 3, 3], F32)], [T([2, 4, 8, 8, 8], F32)])
-    case("conv3d", [T([1, 3, 5, 6, 7], F32), T([4, 3, 3, 3, 3], F32)], [T([1, 4, 3, 4, 5], F32)],
-         "{padding = 0 : i64}")
+    case(
+        "conv3d",
+        [T([1, 3, 5, 6, 7], F32), T([4, 3, 3, 3, 3], F32)],
+        [T([1, 4, 3, 4, 5], F32)],
+        "{padding = 0 : i64}",
+    )
     case("conv3d", [T([1, 32, 64, 64, 64], F32), T([1, 32, 3, 3, 3], F32)], [T([1, 1, 64, 64, 64], F32)])
     case("conv3d", [T([2, 8, 8, 8, 8], F32), T([5, 8, 3, 3, 3], F32)], [T([2, 5, 8, 8, 8], F32)])
     # Dynamic rows (the SLat flow at image-large width, its decoders): built
@@ -134,25 +182,38 @@ def build_cases():
     case("mul", [D([N, 128], F32), T([1], F32)], [D([N, 128], F32)])
     case("add", [D([N, 768], F16), D([N, 768], F16)], [D([N, 768], F16)])
     case("gated_residual", [D([N, 1024], F16)] * 3, [D([N, 1024], F16)])
-    case("layer_norm", [D([N, 1024], F16), T([1024], F32), T([1024], F32)], [D([N, 1024], F16)],
-         "{eps = 1.0e-06 : f64}")
+    case(
+        "layer_norm",
+        [D([N, 1024], F16), T([1024], F32), T([1024], F32)],
+        [D([N, 1024], F16)],
+        "{eps = 1.0e-06 : f64}",
+    )
     case("layer_norm", [D([N, 768], F16)], [D([N, 768], F16)], "{eps = 1.0e-06 : f64}")
     case("layer_norm", [D([N, 16384], F32)], [D([N, 16384], F32)], "{eps = 1.0e-05 : f64}")
-    case("layer_norm_modulate", [D([N, 1024], F16)] * 3, [D([N, 1024], F16)],
-         "{eps = 1.0e-06 : f64}")
-    case("layer_norm_modulate", [D([N, 128], F16)] * 3, [D([N, 128], F16)],
-         "{eps = 1.0e-06 : f64}")
-    case("gated_residual_norm", [D([N, 1024], F16)] * 2 + [T([1, 1024], F16)] * 4,
-         [D([N, 1024], F16)] * 2,
-         "{eps = 1.0e-06 : f64}", form="plus modulate")
+    case("layer_norm_modulate", [D([N, 1024], F16)] * 3, [D([N, 1024], F16)], "{eps = 1.0e-06 : f64}")
+    case("layer_norm_modulate", [D([N, 128], F16)] * 3, [D([N, 128], F16)], "{eps = 1.0e-06 : f64}")
+    case(
+        "gated_residual_norm",
+        [D([N, 1024], F16)] * 2 + [T([1, 1024], F16)] * 4,
+        [D([N, 1024], F16)] * 2,
+        "{eps = 1.0e-06 : f64}",
+        form="plus modulate",
+    )
     case("head_rms_norm", [D([N, 16, 64], F16), T([16, 64], F32)], [D([N, 16, 64], F16)])
     case("concat", [D([N, 1024], F16), D([N, 1024], F16)], [D([N, 2048], F16)], "{axis = 1 : i64}")
     case("concat", [D([N, 128], F16), D([N, 128], F16)], [D([N, 256], F16)], "{axis = 1 : i64}")
-    case("split", [D([N, 448], F32)],
-         [D([N, 96], F32)] * 3 + [D([N, 128], F32), D([N, 32], F32)],
-         "{axis = 1 : i64, sizes = array<i64: 96, 96, 96, 128, 32>}")
-    case("split", [D([N, 3, 16, 64], F16)], [D([N, 1, 16, 64], F16)] * 3,
-         "{axis = 1 : i64, sizes = array<i64: 1, 1, 1>}")
+    case(
+        "split",
+        [D([N, 448], F32)],
+        [D([N, 96], F32)] * 3 + [D([N, 128], F32), D([N, 32], F32)],
+        "{axis = 1 : i64, sizes = array<i64: 96, 96, 96, 128, 32>}",
+    )
+    case(
+        "split",
+        [D([N, 3, 16, 64], F16)],
+        [D([N, 1, 16, 64], F16)] * 3,
+        "{axis = 1 : i64, sizes = array<i64: 1, 1, 1>}",
+    )
     return cases
 
 
@@ -163,7 +224,9 @@ FLOWS = [([2, 8, 16, 16, 16], False), ([BOUND, 8], True)]
 FLOW_DYN = """  %fd = trellis.flow_sample %noised, %cond, %cond {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64, rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : (DYN8, tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> DYN8 {
   ^bb0(%x: DYN8, %t: tensor<2xf32>, %c: tensor<2x4x16xf32>):
     trellis.yield %x : DYN8
-  }""".replace("DYN8", DYN8)
+  }""".replace(
+    "DYN8", DYN8
+)
 FLOW = """  %fs = trellis.flow_sample %noise, %cond, %cond {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64, rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : (tensor<2x8x16x16x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x8x16x16x16xf32> {
   ^bb0(%x: tensor<2x8x16x16x16xf32>, %t: tensor<2xf32>, %c: tensor<2x4x16xf32>):
     trellis.yield %x : tensor<2x8x16x16x16xf32>
@@ -190,15 +253,22 @@ def module_text(cases):
                 n = 1 if group == "plus" else 2
                 text += " %s %s" % (group, ", ".join(rest[:n]))
                 rest = rest[n:]
-            lines.append("  %s = trellis.%s %s %s : (%s) -> %s" % (
-                res, c["kind"], text, c["attrs"], ", ".join(ty(t) for t in c["ins"]), outs))
+            lines.append(
+                "  %s = trellis.%s %s %s : (%s) -> %s"
+                % (res, c["kind"], text, c["attrs"], ", ".join(ty(t) for t in c["ins"]), outs)
+            )
         else:
-            lines.append("  %s = trellis.%s %s %s : (%s) -> %s" % (
-                res, c["kind"], ", ".join(names), c["attrs"],
-                ", ".join(ty(t) for t in c["ins"]), outs))
+            lines.append(
+                "  %s = trellis.%s %s %s : (%s) -> %s"
+                % (res, c["kind"], ", ".join(names), c["attrs"], ", ".join(ty(t) for t in c["ins"]), outs)
+            )
     args += ["%noise: tensor<2x8x16x16x16xf32>", "%cond: tensor<2x4x16xf32>", "%noised: " + DYN8]
-    return ("func.func @check(%s) attributes {trellis.device = \"cuda\"} {\n%s\n%s\n%s\n  return\n}\n"
-            % (", ".join(args), "\n".join(lines), FLOW, FLOW_DYN))
+    return 'func.func @check(%s) attributes {trellis.device = "cuda"} {\n%s\n%s\n%s\n  return\n}\n' % (
+        ", ".join(args),
+        "\n".join(lines),
+        FLOW,
+        FLOW_DYN,
+    )
 
 
 def main():
@@ -212,14 +282,17 @@ def main():
     ptx = os.path.join(a.out, "kernels.ptx")
     with open(mlir, "w") as f:
         f.write(module_text(cases))
-    r = subprocess.run([a.trellis_opt, "--trellis-gpu-codegen=ptx-out=" + ptx, mlir],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [a.trellis_opt, "--trellis-gpu-codegen=ptx-out=" + ptx, mlir], capture_output=True, text=True
+    )
     if r.returncode:
         sys.exit("trellis-opt failed:\n" + r.stderr)
     launches = re.findall(
-        r'trellis\.(?:launch|update) = \{block = array<i64: (\d+), 1, 1>, '
+        r"trellis\.(?:launch|update) = \{block = array<i64: (\d+), 1, 1>, "
         r'grid = array<i64: (\d+), 1, 1>, kernel = "([^"]+)", smem = \d+ : i64'
-        r'(?:, threads_per_row = (\d+) : i64)?\}', r.stdout)
+        r"(?:, threads_per_row = (\d+) : i64)?\}",
+        r.stdout,
+    )
     if len(launches) != len(cases) + len(FLOWS):
         sys.exit("expected %d kernel annotations, found %d" % (len(cases) + len(FLOWS), len(launches)))
     for shape, dyn in FLOWS:
@@ -227,7 +300,7 @@ def main():
         cases.append(dict(kind="flow_update", ins=[t] * 3, outs=[t], attrs=""))
     for c, (b, g, k, tpr) in zip(cases, launches):
         c.update(block=int(b), grid=int(g), kernel=k)
-        c["attrs_parsed"] = dict(re.findall(r'(\w+) = (?:array<i64: )?([-\d., e+]+)', c["attrs"]))
+        c["attrs_parsed"] = dict(re.findall(r"(\w+) = (?:array<i64: )?([-\d., e+]+)", c["attrs"]))
         dyn = any(t.get("dynamic") for t in c["ins"] + c["outs"])
         if dyn != bool(tpr):
             sys.exit("%s: dynamic rows %s but threads_per_row %r" % (k, dyn, tpr))

@@ -1,22 +1,22 @@
 // RUN: trellis-opt --trellis-gpu-codegen %s | FileCheck %s
 
 // Op classes of a sparse stage: coordinate ops (and what derives from them
-// and constants only) are evaluated by the runtime on the host at bind time,
-// the sparse attention is a runtime library kernel; neither is annotated.
+// and constants only) are evaluated by the runtime on the host at bind time
+// (the host program's op class says so), the sparse attention is a runtime
+// library kernel; neither gets a generated kernel.
 // (The sparse conv's generated kernels: sparse-features.mlir.)
 // CHECK-LABEL: func.func @sparse
 func.func @sparse(%ct: tensor<?x4xi32, #trellis.bounds<[4096]>>, %x: tensor<?x64xf16, #trellis.bounds<[4096]>>,
                   %w: tensor<64x3x3x3x64xf16>, %b: tensor<64xf16>, %o: tensor<?x32x3xf32, #trellis.bounds<[4096]>>)
     attributes {trellis.device = "cuda"} {
   %half = trellis.constant dense<5.000000e-01> : tensor<1xf32>
-  // Coordinate ops (the HostBound trait) are marked for the runtime's
-  // binding; the neighbour map is built by a runtime command (RuntimeOp).
-  // CHECK: trellis.sparse.from_tensor {{.*}}trellis.bind_on_host = true
+  // Coordinate ops (the HostBound trait) are the runtime's to evaluate; the
+  // neighbour map is built by a runtime command (RuntimeOp).
+  // CHECK: trellis.sparse.from_tensor
   // CHECK-NOT: trellis.launch
   // CHECK: trellis.sparse.neighbor_map
-  // CHECK-NOT: trellis.bind_on_host
   // CHECK-NOT: trellis.launch
-  // CHECK: trellis.sparse.batch_segments {{.*}}trellis.bind_on_host = true
+  // CHECK: trellis.sparse.batch_segments
   // CHECK-NOT: trellis.launch
   // CHECK: trellis.sparse.conv3d {{.*}}trellis.launch
   // CHECK: trellis.sparse.attention
@@ -29,9 +29,9 @@ func.func @sparse(%ct: tensor<?x4xi32, #trellis.bounds<[4096]>>, %x: tensor<?x64
   %a = trellis.sparse.attention %q, %q, %q, %s {scale = 1.250000e-01 : f64} : (tensor<?x1x64xf16, #trellis.bounds<[4096]>>, tensor<?x1x64xf16, #trellis.bounds<[4096]>>, tensor<?x1x64xf16, #trellis.bounds<[4096]>>, !trellis.segments<max_length = 4096, bound = 4096>) -> tensor<?x1x64xf16, #trellis.bounds<[4096]>>
   // Host-derived: xyz, ape, and the cast / add / reshape chain on xyz with
   // constants (decode_gs's voxel centres).
-  // CHECK: trellis.sparse.xyz {{.*}}trellis.bind_on_host = true
+  // CHECK: trellis.sparse.xyz
   // CHECK-NOT: trellis.launch
-  // CHECK: trellis.ape {{.*}}trellis.bind_on_host = true
+  // CHECK: trellis.ape
   // CHECK-NOT: trellis.launch
   // CHECK: trellis.cast
   // CHECK-NOT: trellis.launch

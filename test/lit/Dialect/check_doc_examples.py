@@ -25,7 +25,10 @@ def op_docs(td_path):
     include = os.path.join(os.path.dirname(os.path.realpath(tblgen)), "..", "include")
     doc = subprocess.run(
         [tblgen, "-gen-op-doc", "-I", os.path.dirname(td_path), "-I", include, td_path],
-        check=True, capture_output=True, text=True).stdout
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     # One section per op: "### `trellis.name` (trellis::NameOp)".
     sections = re.split(r"^### `(trellis\.[\w.]+)`.*$", doc, flags=re.M)
     return {sections[i]: sections[i + 1] for i in range(1, len(sections), 2)}

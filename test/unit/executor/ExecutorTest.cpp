@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <map>
+
 using namespace trellis;
 using namespace trellis::trace;
 
@@ -154,4 +157,46 @@ TEST(CpuExecutor, KernelErrorsNameTheOpAndItsOrigin) {
   EXPECT_NE(out.message().find("tensor 'proj.weight' of test_model is missing"),
             std::string::npos)
       << out.message();
+}
+
+// The host program carries each op's class (from its traits), which the GPU
+// runtime decides by instead of op names; an unknown class is refused.
+TEST(HostProgram, WritesEachOpsClass) {
+  mlir::MLIRContext ctx;
+  Result<Program> program = buildProgram(ctx, 1, "none", 3);
+  ASSERT_TRUE(program.isOk()) << program.message();
+  std::map<std::string, OpClass> classes;
+  std::function<void(const std::vector<Instr> &)> visit =
+      [&](const std::vector<Instr> &body) {
+        for (const Instr &instr : body) {
+          classes[instr.op] = instr.opClass;
+          for (const Region &r : instr.regions)
+            visit(r.body);
+        }
+      };
+  for (const Function &f : program->functions())
+    visit(f.body);
+  EXPECT_EQ(classes.at("trellis.constant"), OpClass::Storage);
+  EXPECT_EQ(classes.at("trellis.reshape"), OpClass::Storage);
+  EXPECT_EQ(classes.at("trellis.flow_sample"), OpClass::Region);
+  EXPECT_EQ(classes.at("trellis.add"), OpClass::Kernel);
+
+  auto serialized = [&] {
+    Tracer t(ctx);
+    t.setModel("test", std::nullopt);
+    auto args = t.beginFunction("main", {t.tensorType({2, 2}, DType::F32)});
+    t.endFunction({add(matmul(args[0], args[0]), args[0])});
+    return serializeHostProgram(t.module(), {"main"});
+  }();
+  ASSERT_TRUE(mlir::succeeded(serialized));
+  std::string text = serialized->program;
+  EXPECT_NE(text.find("\"class\":\"library\""), std::string::npos) << text;
+  size_t at = text.find("\"class\":\"kernel\"");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 16, "\"class\":\"gpu\"");
+  auto bad = Program::parse(text, serialized->locations, "test.bundle");
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.message().find("has an unknown op class \"gpu\""),
+            std::string::npos)
+      << bad.message();
 }
