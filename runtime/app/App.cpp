@@ -101,7 +101,8 @@ time and voxel count.
                        ~/.cache/trellis/...); none: time them in every
                        process
   --no-cuda-graphs     launch sampler steps op by op instead of as graphs
-  --stop-after STAGE   ss (after coords.npy) or slat (after slat.npy)
+  --stop-after STAGE   ss (after coords.npy) or slat (after slat.npy); only
+                       the checkpoints of the stages run are needed
   --low-memory         release a stage's device weights and arena after it
   --gpu-device N       the CUDA device to run on (default 0)
   --debug-outputs      also write mesh_fields.npz (the mesh decoder's raw
@@ -582,6 +583,7 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
   eo.gpu = opts.gpu;
   eo.checkFinite = opts.checkFinite;
   eo.modelDir = opts.model;
+  eo.lastStage = opts.lastStage; // --stop-after: the later models may be absent
   eo.notice = [&](const std::string &line) { observer.message(line); };
   auto engine = Engine::create(loaded, std::move(eo));
   if (!engine)

@@ -16,8 +16,14 @@
 
 namespace trellis {
 
+int pipelineStageOf(const std::string &function) {
+  if (function == "ss_stage")
+    return 1;
+  return function == "slat_stage" ? 2 : 3;
+}
+
 Status checkProgramWeights(const Program &program,
-                           const WeightProvider &weights) {
+                           const WeightProvider &weights, int lastStage) {
   std::set<std::pair<std::string, std::string>> seen;
   std::function<Status(const std::vector<Instr> &)> walk =
       [&](const std::vector<Instr> &body) -> Status {
@@ -45,12 +51,14 @@ Status checkProgramWeights(const Program &program,
     return Status::ok();
   };
   for (const Function &fn : program.functions())
-    TRELLIS_RETURN_IF_ERROR(walk(fn.body));
+    if (pipelineStageOf(fn.name) <= lastStage)
+      TRELLIS_RETURN_IF_ERROR(walk(fn.body));
   return Status::ok();
 }
 
-Engine::Engine(const LoadedBundle &bundle, std::unique_ptr<Session> session)
-    : bundle_(bundle), session_(std::move(session)) {}
+Engine::Engine(const LoadedBundle &bundle, std::unique_ptr<Session> session,
+               int lastStage)
+    : bundle_(bundle), lastStage_(lastStage), session_(std::move(session)) {}
 
 Engine::~Engine() = default;
 
@@ -61,7 +69,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const LoadedBundle &bundle,
   WeightProvider weights =
       options.weights ? options.weights
                       : modelDirectoryWeights(bundle.weights, options.modelDir);
-  if (Status s = checkProgramWeights(bundle.program, weights); !s)
+  if (options.lastStage < 1 || options.lastStage > 3)
+    return Error{"the engine's last stage must be 1, 2 or 3, found " +
+                 std::to_string(options.lastStage)};
+  if (Status s =
+          checkProgramWeights(bundle.program, weights, options.lastStage);
+      !s)
     return Error{"weights: " + s.message()};
   SessionOptions so;
   so.gpu = options.gpu;
@@ -74,7 +87,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const LoadedBundle &bundle,
       !session->gpuUnavailable().empty())
     return Error{"--gpu=require: no usable GPU (" + session->gpuUnavailable() +
                  ")"};
-  return std::unique_ptr<Engine>(new Engine(bundle, std::move(session)));
+  return std::unique_ptr<Engine>(
+      new Engine(bundle, std::move(session), options.lastStage));
 }
 
 const char *Engine::backend(const std::string &name) const {
@@ -97,6 +111,11 @@ Result<PipelineResult> Engine::run(const GenerationRequest &request,
                  "this engine (an engine runs one generation at a time; "
                  "create one engine per thread)"};
   BusyGuard guard{busy_};
+  if (request.lastStage > lastStage_)
+    return Error{"this engine was set up for the stages up to " +
+                 std::to_string(lastStage_) +
+                 " (their checkpoints only); the request asks for stage " +
+                 std::to_string(request.lastStage)};
   const auto start = std::chrono::steady_clock::now();
   PipelineObserver none;
   PipelineObserver &obs = observer ? *observer : none;

@@ -5,6 +5,7 @@ failed run; misuse of the C ABI is a named error; trellis.exe runs several
 generations into their own folders and writes only what was asked for."""
 import ctypes
 import json
+import shutil
 import struct
 import threading
 
@@ -592,3 +593,20 @@ def test_a_hostile_bundle_is_refused_by_name(tiny, tmp_path, case, message):
     assert not (tmp_path / "out").exists()
     r = run(runtime, "--bundle", tmp_path, "--inspect")
     assert r.returncode == 1 and "it is a directory" in r.stderr, r.stderr
+
+
+def test_stop_after_needs_only_the_stages_it_runs(tiny, tmp_path):
+    """--stop-after ss opens only the stage-1 checkpoints; a full run names the first missing one."""
+    model, exe, _ = tiny
+    partial = tmp_path / "model"
+    shutil.copytree(model, partial)
+    for f in (partial / "ckpts").glob("slat_*.safetensors"):
+        f.unlink()
+    common = ["--model", partial, "--cond", partial / "cond.npy", "--steps-ss", "1"]
+    r = run(exe, *common, "--out", tmp_path / "ss", "--stop-after", "ss", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "ss" / "coords.npy").exists()
+    r = run(exe, *common, "--out", tmp_path / "all", "--steps-slat", "1", timeout=300)
+    assert r.returncode == 1
+    assert "weights: cannot open" in r.stderr and "slat_" in r.stderr, r.stderr
+    assert not (tmp_path / "all").exists() or not any((tmp_path / "all").iterdir())

@@ -43,6 +43,10 @@ struct EngineOptions {
   std::string modelDir;
   /// One-line notices while starting (e.g. "no usable GPU: ...").
   std::function<void(const std::string &)> notice;
+  /// The last stage any run of this engine reaches (1: sparse structure,
+  /// 2: structured latent, 3: decoders): setup checks only those stages'
+  /// checkpoints, so `--stop-after ss` needs only the stage-1 models.
+  int lastStage = 3;
 };
 
 /// One generation's inputs and what to produce.
@@ -117,20 +121,26 @@ public:
   const LoadedBundle &bundle() const { return bundle_; }
 
 private:
-  Engine(const LoadedBundle &bundle, std::unique_ptr<Session> session);
+  Engine(const LoadedBundle &bundle, std::unique_ptr<Session> session,
+         int lastStage);
 
   const LoadedBundle &bundle_;
+  int lastStage_;
   std::unique_ptr<Session> session_;
   OutputWriter writer_;
   GenerationStats stats_;
   std::atomic<bool> busy_{false};
 };
 
-/// Checks that `weights` has every tensor the program's functions read, with
-/// the dtype and shape they expect; the error names the model, tensor,
-/// expected and found.
+/// The pipeline stage (1, 2 or 3) an entry function belongs to: ss_stage 1,
+/// slat_stage 2, the decoders 3.
+int pipelineStageOf(const std::string &function);
+
+/// Checks that `weights` has every tensor the functions of stages up to
+/// `lastStage` read, with the dtype and shape they expect; the error names
+/// the model, tensor, expected and found.
 Status checkProgramWeights(const Program &program,
-                           const WeightProvider &weights);
+                           const WeightProvider &weights, int lastStage = 3);
 
 } // namespace trellis
 
