@@ -84,7 +84,9 @@ WeightProvider modelDirectoryWeights(const json &manifest,
     if (!e)
       return Error{"tensor '" + name + "' is missing from " +
                    it->second->path()};
-    return it->second->tensor(*e);
+    // A checked read, not a view into the mapping: a checkpoint truncated
+    // or rewritten while the run has it open is a named error, not SIGBUS.
+    return it->second->load(*e);
   };
 }
 

@@ -50,7 +50,9 @@ struct LoadedBundle {
 };
 
 /// Weights from the checkpoints a bundle's weight manifest names, relative to
-/// model directory `modelDir` (safetensors mapped, never copied whole).
+/// model directory `modelDir`. Each tensor is an owned copy made with checked
+/// reads (SafetensorsFile::load): a checkpoint truncated or rewritten while
+/// it is open is an error naming the file and the tensor, never a SIGBUS.
 WeightProvider modelDirectoryWeights(const nlohmann::json &manifest,
                                      const std::string &modelDir);
 
