@@ -59,10 +59,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const LoadedBundle &bundle,
                                                EngineOptions options) {
   if (!bundle.program.find("slat_stage"))
     return Error{"the bundle is not a TRELLIS pipeline (no slat_stage)"};
+  // A model directory's checkpoints are checked through views (their
+  // headers: no tensor is read here), then read with checked reads.
+  WeightProvider shapes;
   WeightProvider weights =
-      options.weights ? options.weights
-                      : modelDirectoryWeights(bundle.weights, options.modelDir);
-  if (Status s = checkProgramWeights(bundle.program, weights); !s)
+      options.weights
+          ? options.weights
+          : modelDirectoryWeights(bundle.weights, options.modelDir, &shapes);
+  if (Status s = checkProgramWeights(bundle.program, shapes ? shapes : weights);
+      !s)
     return Error{"weights: " + s.message()};
   SessionOptions so;
   so.gpu = options.gpu;

@@ -55,6 +55,29 @@ TEST(ModelDirectoryWeights, ReadsOwnedCopies) {
   fs::remove_all(dir);
 }
 
+TEST(ModelDirectoryWeights, ShapesComeFromTheSameFilesUnread) {
+  // The shapes provider (Engine::create's weight check) hands out views:
+  // dtype and shape without a byte read, from the files the run reads.
+  fs::path dir = makeModelDir("shapes");
+  std::string path = (dir / "ckpts/m.safetensors").string();
+  WeightProvider shapes;
+  WeightProvider weights = modelDirectoryWeights(
+      nlohmann::json{{"m", "ckpts/m.safetensors"}}, dir.string(), &shapes);
+  ASSERT_TRUE(shapes);
+  auto view = shapes("m", "w");
+  ASSERT_TRUE(view.isOk()) << view.message();
+  EXPECT_EQ(view->shape(), (Shape{128, 128}));
+  EXPECT_TRUE(view->isReadOnly()); // a view into the mapping
+  // The file opened for the check is the one the run reads: changed since,
+  // it is refused.
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
+  auto w = weights("m", "w");
+  ASSERT_FALSE(w.isOk());
+  EXPECT_NE(w.message().find("changed while in use"), std::string::npos)
+      << w.message();
+  fs::remove_all(dir);
+}
+
 TEST(ModelDirectoryWeights, CheckpointTruncatedDuringTheRun) {
   fs::path dir = makeModelDir("trunc");
   std::string path = (dir / "ckpts/m.safetensors").string();
