@@ -12,10 +12,10 @@ import numbers
 
 from ._errors import TrellisError, user_location
 
-U64_MAX = 2 ** 64 - 1
-INT32_MAX = 2 ** 31 - 1
-INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
-MAX_STEPS = 10000          # pipeline.json's cap on sampler steps
+U64_MAX = 2**64 - 1
+INT32_MAX = 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_STEPS = 10000  # pipeline.json's cap on sampler steps
 MAX_BATCH = MAX_IMAGES = 64
 MAX_COND_TOKENS = 16384
 MAX_THREADS = 4096
@@ -29,8 +29,9 @@ def check_int(name, value, lo, hi, note=""):
     """``value`` as an ``int`` in ``lo..hi``; else a TrellisError naming
     ``name``, the range (and ``note``) and the value."""
     if not _is_int(value) or not lo <= int(value) <= hi:
-        raise TrellisError(f"{name} must be an integer in {lo}..{hi}{note}, "
-                           f"found {value!r}", user_location())
+        raise TrellisError(
+            f"{name} must be an integer in {lo}..{hi}{note}, " f"found {value!r}", user_location()
+        )
     return int(value)
 
 
@@ -39,8 +40,9 @@ def check_ints(name, values, lo, hi, note=""):
     try:
         items = list(values)
     except TypeError:
-        raise TrellisError(f"{name} must be a sequence of integers, found "
-                           f"{values!r}", user_location()) from None
+        raise TrellisError(
+            f"{name} must be a sequence of integers, found " f"{values!r}", user_location()
+        ) from None
     return [check_int(f"{name}[{i}]", v, lo, hi, note) for i, v in enumerate(items)]
 
 
@@ -58,8 +60,14 @@ def check_cfg(name, value):
     number >= 0."""
     if value is None:
         return None
-    if (not isinstance(value, numbers.Real) or isinstance(value, bool)
-            or not math.isfinite(float(value)) or float(value) < 0):
-        raise TrellisError(f"{name} must be a finite number >= 0 (None: the "
-                           f"compiled value), found {value!r}", user_location())
+    if (
+        not isinstance(value, numbers.Real)
+        or isinstance(value, bool)
+        or not math.isfinite(float(value))
+        or float(value) < 0
+    ):
+        raise TrellisError(
+            f"{name} must be a finite number >= 0 (None: the " f"compiled value), found {value!r}",
+            user_location(),
+        )
     return float(value)

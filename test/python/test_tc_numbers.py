@@ -26,6 +26,7 @@ def tiny(tmp_path_factory):
 def raises(message):
     """pytest.raises for a TrellisError whose text holds `message` verbatim
     and points at this file."""
+
     class Check:
         def __enter__(self):
             self.cm = pytest.raises(tc.TrellisError)
@@ -38,6 +39,7 @@ def raises(message):
             assert message in text, text
             assert THIS in text, text
             return handled
+
     return Check()
 
 
@@ -45,13 +47,13 @@ RUN_CASES = [
     ({"seed": 2.5}, "seed must be an integer in 0..18446744073709551615, found 2.5"),
     ({"seed": 7.0}, "seed must be an integer in 0..18446744073709551615, found 7.0"),
     ({"seed": -1}, "seed must be an integer in 0..18446744073709551615, found -1"),
-    ({"seed": 2 ** 64}, "found 18446744073709551616"),
+    ({"seed": 2**64}, "found 18446744073709551616"),
     ({"seed": True}, "seed must be an integer in 0..18446744073709551615, found True"),
     ({"seed": "7"}, "seed must be an integer in 0..18446744073709551615, found '7'"),
     ({"ss_steps": 2.5}, "ss_steps must be an integer in 0..10000 (0: the compiled value), found 2.5"),
     ({"ss_steps": 10001}, "ss_steps must be an integer in 0..10000 (0: the compiled value), found 10001"),
     ({"slat_steps": -3}, "slat_steps must be an integer in 0..10000 (0: the compiled value), found -3"),
-    ({"slat_steps": 2 ** 31}, "found 2147483648"),
+    ({"slat_steps": 2**31}, "found 2147483648"),
     ({"ss_cfg": math.nan}, "ss_cfg must be a finite number >= 0 (None: the compiled value), found nan"),
     ({"ss_cfg": -0.5}, "ss_cfg must be a finite number >= 0 (None: the compiled value), found -0.5"),
     ({"slat_cfg": math.inf}, "slat_cfg must be a finite number >= 0 (None: the compiled value), found inf"),
@@ -70,14 +72,19 @@ def test_run_numbers(tiny, kw, message):
         tc.trellis.run(None, cond, bundle_path=exe, model_dir=model, **kw)
 
 
-@pytest.mark.parametrize("kw, message", RUN_CASES + [
-    ({"device": -1}, "device must be an integer in 0..2147483647, found -1"),
-    ({"device": 0.5}, "device must be an integer in 0..2147483647, found 0.5"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    RUN_CASES
+    + [
+        ({"device": -1}, "device must be an integer in 0..2147483647, found -1"),
+        ({"device": 0.5}, "device must be an integer in 0..2147483647, found 0.5"),
+    ],
+)
 def test_pipeline_run_numbers(tiny, kw, message):
     """Refused before an engine is made (none is)."""
     model, exe = tiny
     from test_engine import exe_bundle
+
     pipe = tc.trellis.Pipeline(exe_bundle(exe), model_dir=model)
     with raises(message):
         pipe.run(np.load(model / "cond.npy"), **kw)
@@ -87,21 +94,38 @@ def test_pipeline_run_numbers(tiny, kw, message):
 def test_good_numbers_still_run(tiny):
     """NumPy integers and floats are numbers too; a seed of 2^64 - 1 runs."""
     model, exe = tiny
-    out = tc.trellis.run(None, np.load(model / "cond.npy"), bundle_path=exe,
-                         model_dir=model, seed=np.uint64(2 ** 64 - 1),
-                         ss_steps=np.int32(1), slat_steps=1, ss_cfg=np.float32(2),
-                         slat_cfg=0, formats=("gs",))
+    out = tc.trellis.run(
+        None,
+        np.load(model / "cond.npy"),
+        bundle_path=exe,
+        model_dir=model,
+        seed=np.uint64(2**64 - 1),
+        ss_steps=np.int32(1),
+        slat_steps=1,
+        ss_cfg=np.float32(2),
+        slat_cfg=0,
+        formats=("gs",),
+    )
     assert out["coords"].shape[1] == 4
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"batch": 0}, "batch must be an integer in 1..64, found 0"),
-    ({"batch": 2.5}, "batch must be an integer in 1..64, found 2.5"),
-    ({"batch": True}, "batch must be an integer in 1..64, found True"),
-    ({"images": 65}, "images must be an integer in 1..64, found 65"),
-    ({"cond_tokens": -5}, "cond_tokens must be an integer in 0..16384 (0: the model's default), found -5"),
-    ({"cond_tokens": 21.0}, "cond_tokens must be an integer in 0..16384 (0: the model's default), found 21.0"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"batch": 0}, "batch must be an integer in 1..64, found 0"),
+        ({"batch": 2.5}, "batch must be an integer in 1..64, found 2.5"),
+        ({"batch": True}, "batch must be an integer in 1..64, found True"),
+        ({"images": 65}, "images must be an integer in 1..64, found 65"),
+        (
+            {"cond_tokens": -5},
+            "cond_tokens must be an integer in 0..16384 (0: the model's default), found -5",
+        ),
+        (
+            {"cond_tokens": 21.0},
+            "cond_tokens must be an integer in 0..16384 (0: the model's default), found 21.0",
+        ),
+    ],
+)
 def test_compile_pipeline_numbers(tiny, kw, message):
     model, _ = tiny
     with raises(message):
@@ -129,7 +153,7 @@ def test_shape_numbers():
     with raises("InputInfo: dimension 0 must be an int or (min, opt, max), found (1, True, 4)"):
         tc.InputInfo(((1, True, 4), 3))
     with raises("InputInfo: dimension 0 is 18446744073709551616; sizes must be in 1..9223372036854775807"):
-        tc.InputInfo((2 ** 64, 3))
+        tc.InputInfo((2**64, 3))
     # NumPy integers are integers.
     assert tc.reshape(x, (np.int64(3), 2)).shape == (3, 2)
     assert tc.InputInfo((np.int32(2), 3)).shape == (2, 3)

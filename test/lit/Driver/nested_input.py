@@ -16,8 +16,7 @@ if kind == "parens":
     print("  return")
     print("}")
 elif kind == "regions":
-    print('"x.op"() (' + '{"x.op"() (' * n + "{}" + ") : () -> ()}" * n +
-          ") : () -> ()")
+    print('"x.op"() (' + '{"x.op"() (' * n + "{}" + ") : () -> ()}" * n + ") : () -> ()")
 elif kind == "types":
     print("func.func @f(%a: " + "tuple<" * n + "f32" + ">" * n + ") {")
     print("  return")
