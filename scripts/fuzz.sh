@@ -4,6 +4,13 @@
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      (default: 60, all)
 #   FUZZ_BUILD_ONLY=1 scripts/fuzz.sh                     (build, do not run)
+#   scripts/fuzz.sh --smoke [--junit FILE] [TARGET...]    (CI, see below)
+#
+# --smoke: the short budget scripts/run-tests.sh runs in CI: each target for
+# $FUZZ_SMOKE_SECONDS (default 20) from its seeds and regressions, with a
+# fresh scratch corpus (build-fuzz/smoke/NAME/, so runs do not depend on
+# earlier ones); --junit FILE writes one JUnit test case per target (a crash,
+# leak, timeout or OOM, or a failed build, is a failure).
 #
 # A target NAME is test/fuzz/NAME.cpp or test/fuzz/NAME_fuzzer.cpp (written
 # with TRELLIS_FUZZ_TARGET, see test/fuzz/FuzzTarget.h), seeded from
@@ -18,8 +25,20 @@ set -uo pipefail
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 OUT="$SRC/build-fuzz"
-SECS=${1:-60}
-shift || true
+SMOKE=""
+JUNIT=""
+if [[ "${1:-}" == "--smoke" ]]; then
+  SMOKE=1
+  SECS=${FUZZ_SMOKE_SECONDS:-20}
+  shift
+  if [[ "${1:-}" == "--junit" ]]; then
+    JUNIT=${2:?--junit needs a file}
+    shift 2
+  fi
+else
+  SECS=${1:-60}
+  shift || true
+fi
 CXX=${FUZZ_CXX:-clang++-14}
 
 FORMAT_SRCS="runtime/support/DType.cpp runtime/support/HostTensor.cpp \
@@ -92,6 +111,29 @@ if ((${#selected[@]} == 0)); then
   exit 2
 fi
 
+# JUnit XML for --junit: one test case per target ("name|seconds|failure").
+cases=()
+xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e 's/"/\&quot;/g'; }
+write_junit() {
+  [[ -n "$JUNIT" ]] || return 0
+  local failures=0 c name secs failure
+  for c in "${cases[@]}"; do [[ -n "${c#*|*|}" ]] && failures=$((failures + 1)); done
+  {
+    echo '<?xml version="1.0" encoding="UTF-8"?>'
+    echo "<testsuite name=\"fuzz-smoke\" tests=\"${#cases[@]}\" failures=\"$failures\">"
+    for c in "${cases[@]}"; do
+      IFS='|' read -r name secs failure <<<"$c"
+      echo -n "  <testcase classname=\"fuzz\" name=\"$name\" time=\"$secs\""
+      if [[ -n "$failure" ]]; then
+        echo "><failure message=\"$(echo "$failure" | xml_escape)\"/></testcase>"
+      else
+        echo "/>"
+      fi
+    done
+    echo "</testsuite>"
+  } >"$JUNIT"
+}
+
 status=0
 summary=()
 for entry in "${selected[@]}"; do
@@ -99,11 +141,17 @@ for entry in "${selected[@]}"; do
   echo "== $name: build"
   if ! build_target "$name" "$srcs" "$libs"; then
     echo "fuzz.sh: building $name failed" >&2
+    cases+=("$name|0|building the target failed")
+    write_junit
     exit 1
   fi
   [[ -n "${FUZZ_BUILD_ONLY:-}" ]] && continue
 
   work="$OUT/corpus/$name"
+  if [[ -n "$SMOKE" ]]; then
+    work="$OUT/smoke/$name"
+    rm -rf "$work"
+  fi
   artifacts="$OUT/artifacts/$name"
   regress="$SRC/test/fuzz/regressions/$name"
   mkdir -p "$work" "$artifacts" "$regress"
@@ -133,6 +181,9 @@ for entry in "${selected[@]}"; do
     result="FAILED (rc $rc, $found new regression file(s) in test/fuzz/regressions/$name)"
     status=1
     grep -m5 -E 'ERROR|SUMMARY|FUZZ_CHECK|runtime error' "$log" | sed 's/^/   /'
+    cases+=("$name|$SECS|$result: $(grep -m1 -E 'ERROR|FUZZ_CHECK|runtime error' "$log" | tr -d '|')")
+  else
+    cases+=("$name|$SECS|")
   fi
   summary+=("$(printf '%-20s %6ss %10s execs %8s/s  cov %-6s rss %5s MB  %s' \
     "$name" "$SECS" "${execs:-?}" "${speed:-?}" "${cov:-?}" "${rss:-?}" "$result")")
@@ -142,4 +193,5 @@ if [[ -z "${FUZZ_BUILD_ONLY:-}" ]]; then
   echo "== summary"
   printf '%s\n' "${summary[@]}"
 fi
+write_junit
 exit $status

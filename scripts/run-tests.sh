@@ -4,6 +4,7 @@
 #   lit        test/lit      compiler IR tests (FileCheck, --verify-diagnostics)
 #   gtest      build/unittests/*   C++ unit and golden tests
 #   pytest     test/python   Python package and file-format tests
+#   fuzz       test/fuzz     each libFuzzer target ~20 s (scripts/fuzz.sh --smoke)
 # GPU tests (label "gpu") never run here; see test/gpu/attention/README.md.
 set -uo pipefail
 
@@ -30,6 +31,23 @@ echo "== pytest =="
 if compgen -G "$SRC_DIR/test/python/test_*.py" >/dev/null; then
   PYTHONPATH="$SRC_DIR/python${PYTHONPATH:+:$PYTHONPATH}" \
     "$PY" -m pytest -q -p no:cacheprovider --junitxml="$RESULTS/pytest.xml" "$SRC_DIR/test/python"
+fi
+
+echo "== fuzz (smoke) =="
+# Each libFuzzer target for a short budget from its seeds (scripts/fuzz.sh
+# --smoke; clang-14 and libclang-rt-14-dev come from install-deps.sh). A
+# crash is a failed test case. TRELLIS_FUZZ_SMOKE=0 skips it (local runs).
+if [[ "${TRELLIS_FUZZ_SMOKE:-1}" == 0 ]]; then
+  echo "skipped (TRELLIS_FUZZ_SMOKE=0)"
+elif ! command -v "${FUZZ_CXX:-clang++-14}" >/dev/null; then
+  echo "skipped: ${FUZZ_CXX:-clang++-14} not found (scripts/install-deps.sh installs it)"
+  printf '<testsuite name="fuzz-smoke"><testcase classname="fuzz" name="smoke"><skipped message="no clang"/></testcase></testsuite>\n' \
+    >"$RESULTS/fuzz.xml"
+else
+  if ! "$SRC_DIR/scripts/fuzz.sh" --smoke --junit "$RESULTS/fuzz.xml" &&
+    [[ ! -f "$RESULTS/fuzz.xml" ]]; then
+    echo "broken XML: fuzz.sh failed without a report" >"$RESULTS/fuzz.xml" # counts as a failure
+  fi
 fi
 
 "$PY" "$SRC_DIR/scripts/summarize-tests.py" "$RESULTS"

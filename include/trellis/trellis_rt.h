@@ -193,7 +193,8 @@ typedef struct trellis_run_spec {
   const trellis_tensor *coords;     /* i32 [N, 4]: skip stage 1 */
   /* If set, the files trellis.exe writes go here too (created; as with
    * trellis.exe --out, output files of an earlier run there are removed
-   * first, other files stay). */
+   * first, other files stay, and a run that fails removes the files it
+   * wrote). */
   const char *out_dir;
   trellis_progress_fn progress;
   void *user_data;

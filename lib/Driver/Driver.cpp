@@ -19,6 +19,7 @@
 #include "trellis/Models/Builders.h"
 #include "trellis/Models/Manifest.h"
 #include "trellis/Runtime/Bundle.h"
+#include "trellis/Support/NestingDepth.h"
 #include "trellis/Trace/Tracer.h"
 
 #include "mlir/IR/Verifier.h"
@@ -537,6 +538,13 @@ int run() {
     auto input = openInputFile(inputFilename, &error);
     if (!input)
       return compileError(error);
+    // A hostile nesting depth would overflow the parser's stack.
+    if (::trellis::Status deep =
+            ::trellis::checkNestingDepth(input->getBuffer(), inputFilename);
+        !deep) {
+      llvm::errs() << deep.message() << "\n";
+      return 1;
+    }
     sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
     if (!module)

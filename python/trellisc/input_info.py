@@ -1,5 +1,8 @@
 """``tc.InputInfo``: the shape and dtype of a compiled function's input."""
+import numbers
+
 from . import dtypes as _dt
+from ._checks import INT64_MAX
 from ._errors import TrellisError, user_location
 
 
@@ -27,21 +30,27 @@ class InputInfo:
             raise TrellisError(f"InputInfo: shape must be a tuple, found {shape!r}", self.loc)
         dims = []
         for i, d in enumerate(shape):
-            if isinstance(d, int) and not isinstance(d, bool):
-                if d < 1:
-                    raise TrellisError(f"InputInfo: dimension {i} is {d}; sizes " f"must be >= 1", self.loc)
-                dims.append(d)
+            if isinstance(d, numbers.Integral) and not isinstance(d, bool):
+                if not 1 <= d <= INT64_MAX:
+                    raise TrellisError(
+                        f"InputInfo: dimension {i} is {d}; sizes " f"must be in 1..{INT64_MAX}", self.loc
+                    )
+                dims.append(int(d))
                 continue
-            if not isinstance(d, (tuple, list)) or len(d) != 3 or not all(isinstance(v, int) for v in d):
+            if (
+                not isinstance(d, (tuple, list))
+                or len(d) != 3
+                or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in d)
+            ):
                 raise TrellisError(
                     f"InputInfo: dimension {i} must be an int or " f"(min, opt, max), found {d!r}", self.loc
                 )
-            lo, opt, hi = d
-            if not 1 <= lo <= opt <= hi:
+            lo, opt, hi = (int(v) for v in d)
+            if not 1 <= lo <= opt <= hi <= INT64_MAX:
                 raise TrellisError(
                     f"InputInfo: dimension {i} is (min={lo}, "
                     f"opt={opt}, max={hi}); expected "
-                    f"1 <= min <= opt <= max",
+                    f"1 <= min <= opt <= max <= {INT64_MAX}",
                     self.loc,
                 )
             dims.append((lo, opt, hi))

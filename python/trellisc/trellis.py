@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _bundle, _native
+from . import _bundle, _checks, _native
 from ._errors import TrellisError, user_location
 
 TARGETS = {"gs": 1, "rf": 2, "mesh": 4}
@@ -57,6 +57,11 @@ def compile_pipeline(path, batch=1, cond_tokens=0, images=1, multi_image="none",
     >>> out["coords"].shape[1], out["slat"].shape[1], out["gs_xyz"].shape[1]
     (4, 8, 3)
     """
+    batch = _checks.check_int("batch", batch, 1, _checks.MAX_BATCH)
+    cond_tokens = _checks.check_int(
+        "cond_tokens", cond_tokens, 0, _checks.MAX_COND_TOKENS, " (0: the model's default)"
+    )
+    images = _checks.check_int("images", images, 1, _checks.MAX_IMAGES)
     options = {
         "target": "cpu",
         "batch": batch,
@@ -127,6 +132,8 @@ class Pipeline:
         threads=0,
     ):
         """The engine for these settings (made at the first call, then kept)."""
+        device = _checks.check_int("device", device, 0, _checks.INT32_MAX)
+        threads = _check_threads(threads)
         model_dir = model_dir or self.model_dir
         key = (model_dir, id(weights) if weights else None, gpu, check_finite, low_memory, device)
         if self._engine is None or self._engine_key != key:
@@ -179,24 +186,19 @@ class Pipeline:
         sampler step; ``kind == "coords"`` brings stage 1's coordinates as
         soon as they exist.
         """
+        numbers = _check_run(seed, ss_steps, slat_steps, ss_cfg, slat_cfg, threads, formats)
         engine = self.engine(model_dir, weights, gpu, check_finite, low_memory, device, threads)
         return _run(
             engine,
             None,
             cond,
             neg_cond=neg_cond,
-            seed=seed,
-            formats=formats,
-            ss_steps=ss_steps,
-            slat_steps=slat_steps,
-            ss_cfg=ss_cfg,
-            slat_cfg=slat_cfg,
             ss_noise=ss_noise,
             slat_noise=slat_noise,
             coords=coords,
             out_dir=out_dir,
-            threads=threads,
             progress=progress,
+            **numbers,
         )
 
     def close(self):
@@ -208,6 +210,28 @@ class Pipeline:
 
 
 _GPU_FLAGS = {"auto": 0, "off": 16, "require": 32}
+
+
+def _check_threads(threads):
+    return _checks.check_int("threads", threads, 0, _checks.MAX_THREADS, " (0: all cores)")
+
+
+def _check_run(seed, ss_steps, slat_steps, ss_cfg, slat_cfg, threads, formats):
+    """The number arguments of a run, checked (the C ABI's ranges) before an
+    engine is made."""
+    if isinstance(formats, str) or any(f not in TARGETS for f in formats):
+        raise TrellisError(
+            f"formats must be a sequence of 'gs', 'rf', 'mesh', " f"found {formats!r}", user_location()
+        )
+    return dict(
+        seed=_checks.check_seed("seed", seed),
+        ss_steps=_checks.check_steps("ss_steps", ss_steps),
+        slat_steps=_checks.check_steps("slat_steps", slat_steps),
+        ss_cfg=_checks.check_cfg("ss_cfg", ss_cfg),
+        slat_cfg=_checks.check_cfg("slat_cfg", slat_cfg),
+        threads=_check_threads(threads),
+        formats=tuple(formats),
+    )
 
 
 def _engine_flags(gpu, check_finite, low_memory):
@@ -244,24 +268,19 @@ def run(
 ):
     """One generation through trellis_run (a fresh engine; see
     :meth:`Pipeline.run`, which keeps its engine)."""
+    numbers = _check_run(seed, ss_steps, slat_steps, ss_cfg, slat_cfg, threads, formats)
     flags = _engine_flags(gpu, check_finite, False)
     return _run(
         None,
         (program_handle, bundle_path, model_dir, weights, flags),
         cond,
         neg_cond=neg_cond,
-        seed=seed,
-        formats=formats,
-        ss_steps=ss_steps,
-        slat_steps=slat_steps,
-        ss_cfg=ss_cfg,
-        slat_cfg=slat_cfg,
         ss_noise=ss_noise,
         slat_noise=slat_noise,
         coords=coords,
         out_dir=out_dir,
-        threads=threads,
         progress=progress,
+        **numbers,
     )
 
 

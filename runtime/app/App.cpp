@@ -64,8 +64,9 @@ time and voxel count.
   --neg-cond FILE      unconditional tokens (text pipelines: CLIP(""))
   --out DIR            output directory (created); output files of an earlier
                        run there (the names below) are removed first, and
-                       temporary files of writers that died, so a failed run
-                       leaves no mix of old and new results; other files stay
+                       temporary files of writers that died; a generation
+                       that fails removes the files it wrote (those of its
+                       finished stages too); other files stay
   --seed N             noise seed, 0..2^64-1 (default 42)
   --ss-noise FILE      sparse-structure noise [B,8,R,R,R] f32 instead of the seed
   --slat-noise FILE    structured-latent noise [N,8] f32 instead of the seed
@@ -593,14 +594,14 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
   std::cerr << "engine ready in " << setupSeconds << " s\n";
   struct Pending {
     std::string label;
-    uint64_t ticket;
+    GenerationStats stats;
   };
   std::optional<Pending> pending; // the last generation's files
   int failed = 0, runs = 0;
   auto settle = [&]() {
     if (!pending)
       return;
-    if (Status s = (*engine)->finishWrites(pending->ticket); !s) {
+    if (Status s = (*engine)->finishWrites(pending->stats); !s) {
       std::cerr << "trellis.exe: error: " << pending->label << ": "
                 << s.message() << "\n";
       ++failed;
@@ -634,7 +635,7 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
         continue;
       }
       const GenerationStats &st = (*engine)->lastStats();
-      pending = Pending{label, st.writeTicket};
+      pending = Pending{label, st};
       std::ostringstream line;
       line << label << ": " << st.wallSeconds << " s wall, " << st.gpuSeconds
            << " s GPU, " << st.voxels << " voxels -> " << g.outDir

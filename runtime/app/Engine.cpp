@@ -11,6 +11,7 @@
 #include "runtime/app/Generation.h"
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -66,14 +67,18 @@ Result<std::unique_ptr<Engine>> Engine::create(const LoadedBundle &bundle,
                                                EngineOptions options) {
   if (!bundle.program.find("slat_stage"))
     return Error{"the bundle is not a TRELLIS pipeline (no slat_stage)"};
+  // A model directory's checkpoints are checked through views (their
+  // headers: no tensor is read here), then read with checked reads.
+  WeightProvider shapes;
   WeightProvider weights =
-      options.weights ? options.weights
-                      : modelDirectoryWeights(bundle.weights, options.modelDir);
+      options.weights
+          ? options.weights
+          : modelDirectoryWeights(bundle.weights, options.modelDir, &shapes);
   if (options.lastStage < 1 || options.lastStage > 3)
     return Error{"the engine's last stage must be 1, 2 or 3, found " +
                  std::to_string(options.lastStage)};
-  if (Status s =
-          checkProgramWeights(bundle.program, weights, options.lastStage);
+  if (Status s = checkProgramWeights(bundle.program, shapes ? shapes : weights,
+                                     options.lastStage);
       !s)
     return Error{"weights: " + s.message()};
   SessionOptions so;
@@ -101,7 +106,22 @@ struct BusyGuard {
   std::atomic<bool> &flag;
   ~BusyGuard() { flag.store(false); }
 };
+/// Removes the files of a failed generation (those written; a file a job
+/// did not get to is absent, which is fine).
+void removeFiles(const std::vector<std::string> &files) {
+  for (const std::string &f : files) {
+    std::error_code ec;
+    std::filesystem::remove(f, ec);
+  }
+}
 } // namespace
+
+Status Engine::finishWrites(const GenerationStats &stats) {
+  Status written = writer_.wait(stats.writeTicket);
+  if (!written)
+    removeFiles(stats.files);
+  return written;
+}
 
 Result<PipelineResult> Engine::run(const GenerationRequest &request,
                                    PipelineObserver *observer) {
@@ -125,15 +145,23 @@ Result<PipelineResult> Engine::run(const GenerationRequest &request,
         obs.step(fn, k, n);
       });
   GenerationStats stats;
+  const uint64_t firstJob = writer_.mark();
   auto result = runGeneration(bundle_, *session_, writer_, request, obs, stats);
   // The step callback refers to this run's observer: drop it.
   session_->setRunHooks({}, nullptr);
   stats.writeTicket = writer_.mark();
-  if (!request.asyncWrites)
-    if (Status written = writer_.wait(stats.writeTicket); result && !written)
-      return Error{written.message()};
-  if (!result)
+  if (!result) {
+    // Nothing of a failed generation stays: the files of its finished
+    // stages (stage 1's coords.npy, ...) are written, then removed.
+    writer_.discard(firstJob, stats.writeTicket);
+    removeFiles(stats.files);
     return result;
+  }
+  if (!request.asyncWrites)
+    if (Status written = writer_.wait(stats.writeTicket); !written) {
+      removeFiles(stats.files);
+      return Error{written.message()};
+    }
   stats.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

@@ -218,6 +218,7 @@ private:
     if (req_.outDir.empty())
       return;
     std::string path = outPath(file);
+    stats_.files.push_back(path);
     writer_.submit(
         path, [path, writeTo = std::move(writeTo)] { return writeTo(path); });
   }
@@ -593,6 +594,8 @@ Status Generation::extractMesh(PipelineResult &res) {
   // One job builds the mesh and writes both files (PLY first, as before).
   auto shared = std::make_shared<mesh::MeshResult>(std::move(*extracted));
   std::string ply = outPath("mesh.ply"), glb = outPath("mesh.glb");
+  stats_.files.push_back(ply);
+  stats_.files.push_back(glb);
   writer_.submit(ply + ", " + glb, [shared, ply, glb]() -> Status {
     auto mesh = output::meshFromExtractResult(shared->vertices, shared->faces,
                                               shared->vertexAttrs);

@@ -60,6 +60,16 @@ Status OutputWriter::wait(uint64_t ticket) {
   return Error{message};
 }
 
+void OutputWriter::discard(uint64_t from, uint64_t to) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return finished_ >= to; });
+  errors_.erase(std::remove_if(errors_.begin(), errors_.end(),
+                               [&](const auto &e) {
+                                 return e.first >= from && e.first < to;
+                               }),
+                errors_.end());
+}
+
 void OutputWriter::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
 
 namespace trellis {
 
@@ -62,14 +63,21 @@ Result<LoadedBundle> LoadedBundle::fromBytes(std::string_view bytes,
 //===----------------------------------------------------------------------===//
 
 WeightProvider modelDirectoryWeights(const json &manifest,
-                                     const std::string &modelDir) {
-  auto files = std::make_shared<
-      std::map<std::string, std::shared_ptr<const SafetensorsFile>>>();
-  return [files, manifest,
-          modelDir](const std::string &model,
-                    const std::string &name) -> Result<HostTensor> {
-    auto it = files->find(model);
-    if (it == files->end()) {
+                                     const std::string &modelDir,
+                                     WeightProvider *shapes) {
+  // The files, opened once and shared by both providers (and by the
+  // threads that stage weights in the background).
+  struct Files {
+    std::mutex mutex;
+    std::map<std::string, std::shared_ptr<const SafetensorsFile>> open;
+  };
+  auto files = std::make_shared<Files>();
+  auto entry = [files, manifest, modelDir](const std::string &model,
+                                           const std::string &name)
+      -> Result<std::pair<const SafetensorsFile *, const SafetensorsEntry *>> {
+    std::lock_guard<std::mutex> lock(files->mutex);
+    auto it = files->open.find(model);
+    if (it == files->open.end()) {
       if (!manifest.contains(model) || !manifest[model].is_string())
         return Error{"the bundle lists no checkpoint for model '" + model +
                      "'"};
@@ -78,13 +86,26 @@ WeightProvider modelDirectoryWeights(const json &manifest,
       auto file = SafetensorsFile::open(path);
       if (!file)
         return Error{file.message()};
-      it = files->emplace(model, *file).first;
+      it = files->open.emplace(model, *file).first;
     }
     const SafetensorsEntry *e = it->second->find(name);
     if (!e)
       return Error{"tensor '" + name + "' is missing from " +
                    it->second->path()};
-    return it->second->tensor(*e);
+    return std::make_pair(it->second.get(), e);
+  };
+  if (shapes)
+    *shapes = [entry](const std::string &model,
+                      const std::string &name) -> Result<HostTensor> {
+      TRELLIS_ASSIGN_OR_RETURN(auto found, entry(model, name));
+      return found.first->tensor(*found.second);
+    };
+  return [entry](const std::string &model,
+                 const std::string &name) -> Result<HostTensor> {
+    TRELLIS_ASSIGN_OR_RETURN(auto found, entry(model, name));
+    // A checked read, not a view into the mapping: a checkpoint truncated
+    // or rewritten while the run has it open is a named error, not SIGBUS.
+    return found.first->load(*found.second);
   };
 }
 

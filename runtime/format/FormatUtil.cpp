@@ -10,7 +10,17 @@
 
 namespace trellis::format {
 
-Result<MappedFile> mapFile(const std::string &path) {
+Result<FileStamp> stampOf(int fd, const std::string &path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return Error{"cannot stat '" + path + "': " + std::strerror(errno)};
+  FileStamp s;
+  s.size = uint64_t(st.st_size);
+  s.mtimeNs = int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  return s;
+}
+
+Result<MappedFile> mapFile(const std::string &path, bool keepOpen) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return Error{"cannot open '" + path + "': " + std::strerror(errno)};
@@ -26,17 +36,28 @@ Result<MappedFile> mapFile(const std::string &path) {
   }
   MappedFile m;
   m.size = size_t(st.st_size);
+  m.stamp.size = uint64_t(st.st_size);
+  m.stamp.mtimeNs =
+      int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  auto finish = [&] {
+    if (keepOpen)
+      m.fd = fd;
+    else
+      ::close(fd);
+  };
   if (m.size == 0) {
-    ::close(fd);
+    finish();
     static const uint8_t kEmpty[1] = {0};
     m.data = kEmpty;
     return m;
   }
   void *addr = ::mmap(nullptr, m.size, PROT_READ, MAP_PRIVATE, fd, 0);
   int e = errno;
-  ::close(fd);
-  if (addr == MAP_FAILED)
+  if (addr == MAP_FAILED) {
+    ::close(fd);
     return Error{"cannot map '" + path + "': " + std::strerror(e)};
+  }
+  finish();
   size_t size = m.size;
   m.keepAlive = std::shared_ptr<const void>(
       addr, [size](const void *p) { ::munmap(const_cast<void *>(p), size); });

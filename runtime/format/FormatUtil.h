@@ -12,16 +12,32 @@
 
 namespace trellis::format {
 
+/// What fstat says of an open file that a reader relies on staying the
+/// same while it reads: its size and modification time.
+struct FileStamp {
+  uint64_t size = 0;
+  int64_t mtimeNs = 0;
+  bool operator==(const FileStamp &) const = default;
+};
+
+/// The stamp of an open file descriptor.
+Result<FileStamp> stampOf(int fd, const std::string &path);
+
 /// A whole file mapped read-only; `keepAlive` unmaps it when the last owner
 /// goes away. An empty file has size 0 and a valid (non-null) data pointer.
 struct MappedFile {
   std::shared_ptr<const void> keepAlive;
   const uint8_t *data = nullptr;
   size_t size = 0;
+  /// With mapFile(path, true): the open descriptor (the caller closes it)
+  /// and the file's stamp when it was mapped.
+  int fd = -1;
+  FileStamp stamp;
 };
 
-/// Maps `path` (a regular file) read-only.
-Result<MappedFile> mapFile(const std::string &path);
+/// Maps `path` (a regular file) read-only; with `keepOpen` the descriptor
+/// stays open for checked reads (MappedFile::fd).
+Result<MappedFile> mapFile(const std::string &path, bool keepOpen = false);
 
 /// Quotes a string taken from a file for an error message: '...' with
 /// control and non-ASCII bytes escaped as \xHH, cut after `maxLen` bytes.

@@ -10,6 +10,7 @@
 #include "trellis/Support/AtomicFile.h"
 
 #include "runtime/format/FormatUtil.h"
+#include "runtime/format/NpyHeader.h"
 
 #include <cctype>
 #include <cstring>
@@ -365,8 +366,10 @@ Result<std::string> npyHeader(DType dtype, const Shape &shape) {
                " is too long for a .npy header"};
 }
 
-Result<HostTensor> parseNpy(const void *data, size_t size,
-                            const std::string &what) {
+namespace format {
+
+Result<uint64_t> npyHeaderBytes(const void *data, size_t size,
+                                const std::string &what) {
   const uint8_t *b = static_cast<const uint8_t *>(data);
   const std::string where = what + ": ";
   if (size < 10)
@@ -392,6 +395,18 @@ Result<HostTensor> parseNpy(const void *data, size_t size,
   uint64_t hlen = b[8] | uint64_t(b[9]) << 8;
   if (major != 1)
     hlen |= uint64_t(b[10]) << 16 | uint64_t(b[11]) << 24;
+  return prefix + hlen;
+}
+
+Result<NpyLayout> parseNpyHeader(const void *data, size_t size,
+                                 const std::string &what) {
+  const uint8_t *b = static_cast<const uint8_t *>(data);
+  const std::string where = what + ": ";
+  TRELLIS_ASSIGN_OR_RETURN(uint64_t headerBytes,
+                           npyHeaderBytes(data, size, what));
+  int major = b[6];
+  size_t prefix = major == 1 ? 10 : 12;
+  uint64_t hlen = headerBytes - prefix;
   if (hlen > size - prefix)
     return Error{where + "the header is truncated: its length field says " +
                  std::to_string(hlen) + " bytes but only " +
@@ -408,17 +423,34 @@ Result<HostTensor> parseNpy(const void *data, size_t size,
   auto dtype = parseDescr(*parser.descr);
   if (!dtype)
     return Error{where + dtype.message()};
-  const Shape &shape = *parser.shape;
-  if (shape.size() > 64)
-    return Error{where + "the array has " + std::to_string(shape.size()) +
+  NpyLayout layout;
+  layout.dtype = *dtype;
+  layout.shape = *parser.shape;
+  layout.descr = *parser.descr;
+  layout.headerBytes = headerBytes;
+  if (layout.shape.size() > 64)
+    return Error{where + "the array has " +
+                 std::to_string(layout.shape.size()) +
                  " dimensions, more than the 64 supported"};
-  uint64_t bytes = 0;
-  if (!format::shapeBytes(shape, dtypeSize(*dtype), bytes))
-    return Error{where + "shape " + shapeToString(shape) +
+  if (!shapeBytes(layout.shape, dtypeSize(layout.dtype), layout.dataBytes))
+    return Error{where + "shape " + shapeToString(layout.shape) +
                  " is too large (its size in bytes overflows int64)"};
-  uint64_t avail = size - prefix - hlen;
-  std::string desc = "shape " + shapeToString(shape) + " of " + *parser.descr +
-                     " needs " + std::to_string(bytes) + " bytes";
+  return layout;
+}
+
+} // namespace format
+
+Result<HostTensor> parseNpy(const void *data, size_t size,
+                            const std::string &what) {
+  const uint8_t *b = static_cast<const uint8_t *>(data);
+  const std::string where = what + ": ";
+  TRELLIS_ASSIGN_OR_RETURN(format::NpyLayout layout,
+                           format::parseNpyHeader(data, size, what));
+  uint64_t bytes = layout.dataBytes;
+  uint64_t avail = size - layout.headerBytes;
+  std::string desc = "shape " + shapeToString(layout.shape) + " of " +
+                     layout.descr + " needs " + std::to_string(bytes) +
+                     " bytes";
   if (avail < bytes)
     return Error{where + "the array data is truncated: " + desc + " but only " +
                  std::to_string(avail) + " bytes follow the header"};
@@ -426,9 +458,9 @@ Result<HostTensor> parseNpy(const void *data, size_t size,
     return Error{where + std::to_string(avail - bytes) +
                  " unexpected bytes after the array data (" + desc + ", " +
                  std::to_string(avail) + " follow the header)"};
-  HostTensor t(*dtype, shape);
+  HostTensor t(layout.dtype, layout.shape);
   if (bytes)
-    std::memcpy(t.mutableRaw(), b + prefix + hlen, size_t(bytes));
+    std::memcpy(t.mutableRaw(), b + layout.headerBytes, size_t(bytes));
   return t;
 }
 

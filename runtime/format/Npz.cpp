@@ -14,15 +14,18 @@
 // same arrays always give the same bytes.
 //
 // Reading: the file is mapped and opened as a buffer source with
-// ZIP_CHECKCONS; each member is read fully (libzip checks its CRC at the
-// end) into a buffer whose size is bounded by what its compressed bytes can
-// produce, then parsed as .npy.
+// ZIP_CHECKCONS. Of each member the .npy header is inflated first; the array
+// it declares must be the member's size in the directory, and exactly that
+// many bytes are inflated into the tensor, so a member that inflates to more
+// (a zip bomb) or less is an error that costs no more memory than the
+// declared array. libzip checks the CRC at the end of the member.
 //
 //===----------------------------------------------------------------------===//
 #include "trellis/Format/Npy.h"
 #include "trellis/Support/AtomicFile.h"
 
 #include "runtime/format/FormatUtil.h"
+#include "runtime/format/NpyHeader.h"
 
 #include <zip.h>
 
@@ -41,6 +44,11 @@ namespace {
 /// Deflate cannot expand data more than ~1032:1 (RFC 1951 bound); members
 /// claiming more are corrupt (or zip bombs).
 constexpr uint64_t kMaxDeflateRatio = 1032;
+
+/// numpy.save writes headers of a few hundred bytes (numpy.load refuses
+/// more than 10000 by default); longer ones in an .npz are refused before
+/// they are read.
+constexpr uint64_t kMaxMemberHeaderBytes = 1 << 20;
 
 struct ZipError {
   zip_error_t e;
@@ -149,35 +157,94 @@ Result<NamedTensors> parseNpz(const void *data, size_t size,
     ZipFile zf(zip_fopen_index(za.get(), zip_uint64_t(i), 0));
     if (!zf)
       return Error{where + m + "cannot open: " + zip_strerror(za.get())};
-    size_t len = size_t(st.size);
-    std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[len ? len : 1]);
-    if (!buf)
-      return Error{where + m + "out of memory reading " + std::to_string(len) +
-                   " bytes"};
-    size_t got = 0;
-    while (got < len) {
-      zip_int64_t r = zip_fread(zf.get(), buf.get() + got, len - got);
-      if (r < 0)
-        return Error{where + m +
-                     "corrupt data: " + zip_file_strerror(zf.get())};
-      if (r == 0)
-        return Error{where + m + "the data ends after " + std::to_string(got) +
-                     " of its " + std::to_string(len) + " bytes"};
-      got += size_t(r);
+    // Reads up to n bytes; fewer only where the member's data ends.
+    auto readUpTo = [&](void *dst, uint64_t n) -> Result<uint64_t> {
+      uint64_t got = 0;
+      while (got < n) {
+        zip_int64_t r =
+            zip_fread(zf.get(), static_cast<uint8_t *>(dst) + got, n - got);
+        if (r < 0)
+          return Error{where + m +
+                       "corrupt data: " + zip_file_strerror(zf.get())};
+        if (r == 0)
+          break;
+        got += uint64_t(r);
+      }
+      return got;
+    };
+
+    // The .npy header first: the array it declares is all the member may
+    // inflate to, checked against the directory before the data is read.
+    const std::string member = what + " member " + quote(name); // as .npy
+    std::string header(format::kNpyPrefixMax, '\0');
+    TRELLIS_ASSIGN_OR_RETURN(uint64_t got,
+                             readUpTo(header.data(), header.size()));
+    TRELLIS_ASSIGN_OR_RETURN(
+        uint64_t headerBytes,
+        format::npyHeaderBytes(header.data(), got, member));
+    if (headerBytes > kMaxMemberHeaderBytes)
+      return Error{where + m + "the .npy header is " +
+                   std::to_string(headerBytes) + " bytes long, more than the " +
+                   std::to_string(kMaxMemberHeaderBytes) +
+                   " bytes an .npz member's header may have"};
+    if (headerBytes > got) {
+      header.resize(size_t(headerBytes));
+      TRELLIS_ASSIGN_OR_RETURN(
+          uint64_t rest, readUpTo(header.data() + got, headerBytes - got));
+      if (got + rest < headerBytes)
+        return Error{where + m + "the data ends after " +
+                     std::to_string(got + rest) + " bytes, inside its " +
+                     std::to_string(headerBytes) + "-byte .npy header"};
     }
+    TRELLIS_ASSIGN_OR_RETURN(
+        format::NpyLayout layout,
+        format::parseNpyHeader(header.data(), size_t(headerBytes), member));
+    const uint64_t declared = headerBytes + layout.dataBytes;
+    const std::string layoutDesc =
+        "shape " + shapeToString(layout.shape) + " of " + layout.descr + ": " +
+        std::to_string(headerBytes) + " header + " +
+        std::to_string(layout.dataBytes) + " data bytes";
+    const std::string declares = "its .npy header declares " +
+                                 std::to_string(declared) + " (" + layoutDesc +
+                                 ")";
+    if (st.size != declared)
+      return Error{where + m + "the archive's directory gives it " +
+                   std::to_string(st.size) + " bytes but " + declares};
+    HostTensor t;
+    try {
+      t = HostTensor(layout.dtype, layout.shape);
+    } catch (const std::bad_alloc &) {
+      return Error{where + m + "out of memory reading " +
+                   std::to_string(layout.dataBytes) + " bytes"};
+    }
+    // A header shorter than the 12 bytes read first (only in a malformed
+    // member) leaves data bytes in `header`.
+    uint64_t data = got > headerBytes ? got - headerBytes : 0;
+    bool longer = data > layout.dataBytes;
+    if (data && !longer)
+      std::memcpy(t.mutableRaw(), header.data() + headerBytes, size_t(data));
+    if (!longer) {
+      TRELLIS_ASSIGN_OR_RETURN(
+          uint64_t rest, readUpTo(static_cast<uint8_t *>(t.mutableRaw()) + data,
+                                  layout.dataBytes - data));
+      data += rest;
+    }
+    if (data < layout.dataBytes)
+      return Error{where + m + "the data ends after " +
+                   std::to_string(headerBytes + data) + " bytes, but " +
+                   declares};
     // One more read reaches the end of the member, where libzip checks the
-    // CRC, and shows whether there is more data than the directory says.
+    // CRC, and shows whether the stream inflates to more than declared.
     uint8_t extra;
-    zip_int64_t r = zip_fread(zf.get(), &extra, 1);
+    zip_int64_t r = longer ? 1 : zip_fread(zf.get(), &extra, 1);
     if (r < 0)
       return Error{where + m + "corrupt data: " + zip_file_strerror(zf.get())};
     if (r > 0)
-      return Error{where + m + "corrupt data: it holds more than its " +
-                   "declared " + std::to_string(len) + " bytes"};
-    auto t = parseNpy(buf.get(), len, what + " member " + quote(name));
-    if (!t)
-      return t.takeError();
-    out.emplace_back(std::move(key), std::move(t).value());
+      return Error{where + m + "the data inflates to more than the " +
+                   std::to_string(declared) +
+                   " bytes its .npy header declares (" + layoutDesc +
+                   "); reading stopped there (a corrupt member or a zip bomb)"};
+    out.emplace_back(std::move(key), std::move(t));
   }
   return out;
 }

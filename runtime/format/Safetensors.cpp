@@ -17,10 +17,13 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
 #include <cstring>
 #include <new>
 #include <set>
 #include <unordered_set>
+
+#include <unistd.h>
 
 namespace trellis {
 
@@ -197,10 +200,23 @@ bool getNonNegative(const json &j, uint64_t &out) {
 
 Result<std::shared_ptr<const SafetensorsFile>>
 SafetensorsFile::open(const std::string &path) {
-  auto mapped = format::mapFile(path);
+  auto mapped = format::mapFile(path, /*keepOpen=*/true);
   if (!mapped)
     return mapped.takeError();
-  return fromMemory(mapped->data, mapped->size, path, mapped->keepAlive);
+  auto file = fromMemory(mapped->data, mapped->size, path, mapped->keepAlive);
+  if (!file) {
+    ::close(mapped->fd);
+    return file.takeError();
+  }
+  auto *f = const_cast<SafetensorsFile *>(file->get());
+  f->fd_ = mapped->fd;
+  f->openedMtimeNs_ = mapped->stamp.mtimeNs;
+  return file;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (fd_ >= 0)
+    ::close(fd_);
 }
 
 Result<std::shared_ptr<const SafetensorsFile>>
@@ -426,6 +442,74 @@ HostTensor SafetensorsFile::tensor(const SafetensorsEntry &entry) const {
   if (reinterpret_cast<uintptr_t>(p) % dtypeSize(entry.dtype) != 0)
     return view.clone(); // misaligned (hand-made file): an aligned copy
   return view;
+}
+
+Status SafetensorsFile::checkUnchanged(const std::string &what) const {
+  auto now = format::stampOf(fd_, path_);
+  if (!now)
+    return Error{now.message() + " (" + what + ")"};
+  if (now->size != size_)
+    return Error{"'" + path_ + "' changed while in use: it was " +
+                 std::to_string(size_) + " bytes when it was opened, it is " +
+                 std::to_string(now->size) +
+                 " bytes now (truncated or rewritten); cannot read " + what};
+  if (now->mtimeNs != openedMtimeNs_)
+    return Error{"'" + path_ +
+                 "' changed while in use: it was modified after it was "
+                 "opened (same size, " +
+                 std::to_string(size_) +
+                 " bytes, new modification time), so its tensors may mix old "
+                 "and new bytes; cannot read " +
+                 what};
+  return Status::ok();
+}
+
+Status SafetensorsFile::read(const SafetensorsEntry &entry, void *dst) const {
+  assert(&entry >= entries_.data() &&
+         &entry < entries_.data() + entries_.size() &&
+         "entry does not belong to this file");
+  const uint64_t offset = dataOffset() + entry.begin, n = entry.nbytes();
+  if (fd_ < 0) {
+    if (n)
+      std::memcpy(dst, base_ + offset, size_t(n));
+    return Status::ok();
+  }
+  const std::string what = "tensor " + quote(entry.name) + " (bytes [" +
+                           std::to_string(offset) + ", " +
+                           std::to_string(offset + n) + ") of the file)";
+  TRELLIS_RETURN_IF_ERROR(checkUnchanged(what));
+  uint8_t *out = static_cast<uint8_t *>(dst);
+  for (uint64_t got = 0; got < n;) {
+    size_t chunk = size_t(std::min<uint64_t>(n - got, 1 << 30));
+    ssize_t r = ::pread(fd_, out + got, chunk, off_t(offset + got));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return Error{"cannot read '" + path_ + "': " + std::strerror(errno) +
+                   " (at byte " + std::to_string(offset + got) + ", " + what +
+                   ")"};
+    if (r == 0)
+      return Error{
+          "'" + path_ + "' changed while in use: it ends at byte " +
+          std::to_string(offset + got) + " but was " + std::to_string(size_) +
+          " bytes when it was opened (truncated); cannot read " + what};
+    got += uint64_t(r);
+  }
+  // A rewrite during the read leaves a new modification time.
+  return checkUnchanged(what);
+}
+
+Result<HostTensor> SafetensorsFile::load(const SafetensorsEntry &entry) const {
+  HostTensor t;
+  try {
+    t = HostTensor(entry.dtype, entry.shape);
+  } catch (const std::bad_alloc &) {
+    return Error{"'" + path_ + "': out of memory reading tensor " +
+                 quote(entry.name) + " (" + std::to_string(entry.nbytes()) +
+                 " bytes)"};
+  }
+  TRELLIS_RETURN_IF_ERROR(read(entry, t.mutableRaw()));
+  return t;
 }
 
 //===----------------------------------------------------------------------===//

@@ -432,6 +432,36 @@ def test_non_finite_values_are_named_errors(tiny, tmp_path):
     assert not (out / "ss_latent.npy").exists()
 
 
+@pytest.mark.parametrize(
+    "ckpt, message",
+    [
+        ("slat_flow", "stage 2's latent (slat.npy, not written) came out with NaN"),
+        ("slat_dec_gs", "the Gaussians (gaussians.ply / .npz, not written) came out with NaN"),
+    ],
+)
+def test_a_failed_generation_leaves_no_output(tiny, tmp_path, ckpt, message):
+    """A later stage fails (a NaN weight in its checkpoint only): the files
+    of the stages that finished before it (ss_latent.npy and coords.npy;
+    with a decoder, slat.npy and the mesh too) are removed, so --out holds
+    nothing of the failed run; the user's own files stay."""
+    import shutil
+
+    model, exe, _ = tiny
+    poisoned = tmp_path / "model"
+    shutil.copytree(model, poisoned)
+    path = next((poisoned / "ckpts").glob(ckpt + "*.safetensors"))
+    _poison(path, "input_layer.weight")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    r = run(exe, "--model", poisoned, "--cond", model / "cond.npy", "--out", out, *STEPS, timeout=300)
+    assert r.returncode == 1, r.stderr
+    assert message in r.stderr, r.stderr
+    # Stage 1 did finish (and its files were written before the failure).
+    assert "[1/3" in r.stderr, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
 def test_out_is_cleared_of_earlier_outputs_and_never_holds_an_input(tiny, tmp_path):
     """--out: the output files of an earlier run and dead writers' temporary
     files are removed before the run (other files stay); an input that an

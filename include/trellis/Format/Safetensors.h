@@ -8,7 +8,10 @@
 // (offsets relative to the data section) plus an optional "__metadata__"
 // string map. SafetensorsFile maps a file read-only and validates the header
 // completely before anything is handed out; tensors are zero-copy views into
-// the mapping, which stays alive as long as any view does.
+// the mapping, which stays alive as long as any view does, or owned copies
+// made with checked reads (load(), read()): what the runtime uses, since a
+// file truncated under a mapping makes every access to the lost pages a
+// SIGBUS, and a file rewritten in place changes under a view.
 //
 // writeSafetensors() writes the exact bytes Python's `safetensors` library
 // writes for the same tensors: compact JSON, tensors laid out by descending
@@ -63,6 +66,8 @@ public:
   fromMemory(const void *data, size_t size, std::string path,
              std::shared_ptr<const void> keepAlive = nullptr);
 
+  ~SafetensorsFile();
+
   const std::string &path() const { return path_; }
   /// All tensors, ordered by their position in the data section.
   const std::vector<SafetensorsEntry> &entries() const { return entries_; }
@@ -86,14 +91,34 @@ public:
   /// file.
   HostTensor tensor(const SafetensorsEntry &entry) const;
 
+  /// Copies the entry's bytes (entry.nbytes()) into `dst` with checked
+  /// reads from the file opened by open() (pread, not the mapping): a file
+  /// whose size or modification time changed since open() (truncated or
+  /// rewritten in place), or that ends before the tensor does, is an error
+  /// naming the file, the tensor and its byte range, what the file was and
+  /// what it is now. (A file replaced by a new one through a rename is
+  /// read as it was: the descriptor holds the old one.) For fromMemory()
+  /// files a plain copy. `entry` must come from this file.
+  Status read(const SafetensorsEntry &entry, void *dst) const;
+  /// An owned tensor holding the entry's bytes, read with read().
+  Result<HostTensor> load(const SafetensorsEntry &entry) const;
+
   SafetensorsFile(const SafetensorsFile &) = delete;
   SafetensorsFile &operator=(const SafetensorsFile &) = delete;
 
 private:
   SafetensorsFile() = default;
 
+  /// Whether the file still is what open() validated: its size and
+  /// modification time unchanged. `what` names the read for the message.
+  Status checkUnchanged(const std::string &what) const;
+
   std::string path_;
   std::shared_ptr<const void> keepAlive_;
+  /// open(): the descriptor kept for read(), and the file's size and
+  /// modification time (ns) when it was opened. -1 for fromMemory().
+  int fd_ = -1;
+  int64_t openedMtimeNs_ = 0;
   const uint8_t *base_ = nullptr;
   uint64_t size_ = 0;
   uint64_t headerSize_ = 0;

@@ -29,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace trellis {
 
@@ -77,7 +78,9 @@ struct GenerationRequest {
   bool debugOutputs = false;
   /// Return before this generation's files are written (trellis.exe's batch
   /// mode: the next generation computes meanwhile); collect the outcome with
-  /// Engine::finishWrites(ticket). Otherwise run() returns after the files.
+  /// Engine::finishWrites(stats). Otherwise run() returns after the files.
+  /// Either way a generation that fails leaves no file: run() waits for the
+  /// files it queued and removes them before returning the error.
   bool asyncWrites = false;
 };
 
@@ -91,6 +94,9 @@ struct GenerationStats {
   double setupSeconds = 0, downloadSeconds = 0;
   int64_t voxels = 0;
   uint64_t writeTicket = 0; // for finishWrites (asyncWrites)
+  /// Every file the generation handed to the writer (full paths): a failed
+  /// generation removes them, so it leaves no output at all.
+  std::vector<std::string> files;
 };
 
 class Engine {
@@ -113,6 +119,9 @@ public:
   /// Waits for the files of the runs up to `ticket` (GenerationStats) and
   /// returns the first write error among them.
   Status finishWrites(uint64_t ticket) { return writer_.wait(ticket); }
+  /// The same for the run that `stats` describes (with asyncWrites); when a
+  /// write failed, that run's files are removed (none of it is left).
+  Status finishWrites(const GenerationStats &stats);
   Status finishWrites() { return writer_.drain(); }
 
   /// "cuda" or "cpu": where entry function `name` runs.

@@ -46,6 +46,10 @@ public:
   Status wait(uint64_t ticket);
   /// Waits for everything submitted so far.
   Status drain() { return wait(mark()); }
+  /// Waits for the jobs before `to` and drops the errors of jobs [from, to)
+  /// (those of a failed generation, whose files are removed anyway); the
+  /// errors of earlier jobs stay for their wait().
+  void discard(uint64_t from, uint64_t to);
 
 private:
   void loop();

@@ -50,9 +50,16 @@ struct LoadedBundle {
 };
 
 /// Weights from the checkpoints a bundle's weight manifest names, relative to
-/// model directory `modelDir` (safetensors mapped, never copied whole).
+/// model directory `modelDir`. Each tensor is an owned copy made with checked
+/// reads (SafetensorsFile::load): a checkpoint truncated or rewritten while
+/// it is open is an error naming the file and the tensor, never a SIGBUS.
+/// With `shapes`, that is set to a provider over the same opened files whose
+/// tensors are views into the mappings: for checking dtypes and shapes
+/// (checkProgramWeights) without reading the bytes; nothing may read the
+/// data of its tensors.
 WeightProvider modelDirectoryWeights(const nlohmann::json &manifest,
-                                     const std::string &modelDir);
+                                     const std::string &modelDir,
+                                     WeightProvider *shapes = nullptr);
 
 /// Where the bundle's GPU functions run: on the GPU when one is usable, else
 /// on the CPU reference with a notice (Auto); always on the CPU (Off); on the

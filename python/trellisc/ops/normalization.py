@@ -1,4 +1,5 @@
 """Normalizations: ``layer_norm``, ``softmax``."""
+from .._checks import INT64_MAX, INT64_MIN, check_int
 from .._trace import as_tensor, make_op
 
 
@@ -17,7 +18,8 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, axis=-1):
         raise TrellisError("layer_norm: pass both weight and bias, or neither", user_location())
     if weight is not None:
         ins += [as_tensor(weight), as_tensor(bias)]
-    return make_op("layer_norm", ins, {"eps": float(eps), "axis": int(axis)})
+    axis = check_int("layer_norm: axis", axis, INT64_MIN, INT64_MAX)
+    return make_op("layer_norm", ins, {"eps": float(eps), "axis": axis})
 
 
 def softmax(x, axis=-1):
@@ -26,4 +28,5 @@ def softmax(x, axis=-1):
     >>> tc.softmax(tc.Tensor([0.0, 0.0])).eval()
     array([0.5, 0.5], dtype=float32)
     """
-    return make_op("softmax", [as_tensor(x)], {"axis": int(axis)})
+    axis = check_int("softmax: axis", axis, INT64_MIN, INT64_MAX)
+    return make_op("softmax", [as_tensor(x)], {"axis": axis})

@@ -1,5 +1,6 @@
 """Shape ops: ``reshape``, ``permute``, ``concat``, ``split``, ``cast``."""
 from .. import dtypes as _dt
+from .._checks import INT64_MAX, INT64_MIN, check_int, check_ints
 from .._trace import as_tensor, make_op
 
 
@@ -11,7 +12,8 @@ def reshape(x, shape):
     array([[0., 1., 2.],
            [3., 4., 5.]], dtype=float32)
     """
-    return make_op("reshape", [as_tensor(x)], {"shape": [int(d) for d in shape]})
+    shape = check_ints("reshape: shape", shape, -1, INT64_MAX, " (-1: inferred)")
+    return make_op("reshape", [as_tensor(x)], {"shape": shape})
 
 
 def permute(x, perm):
@@ -20,7 +22,8 @@ def permute(x, perm):
     >>> tc.permute(tc.Tensor(np.zeros((2, 3, 4), np.float32)), (2, 0, 1)).shape
     (4, 2, 3)
     """
-    return make_op("permute", [as_tensor(x)], {"perm": [int(p) for p in perm]})
+    perm = check_ints("permute: perm", perm, INT64_MIN, INT64_MAX)
+    return make_op("permute", [as_tensor(x)], {"perm": perm})
 
 
 def concat(tensors, axis=0):
@@ -30,7 +33,8 @@ def concat(tensors, axis=0):
     array([1., 2., 3.], dtype=float32)
     """
     tensors = [as_tensor(t) for t in tensors]
-    return make_op("concat", tensors, {"axis": int(axis)})
+    axis = check_int("concat: axis", axis, INT64_MIN, INT64_MAX)
+    return make_op("concat", tensors, {"axis": axis})
 
 
 def split(x, sizes, axis=0):
@@ -40,8 +44,9 @@ def split(x, sizes, axis=0):
     >>> b.eval()
     array([2., 3.], dtype=float32)
     """
-    sizes = [int(s) for s in sizes]
-    return make_op("split", [as_tensor(x)], {"axis": int(axis), "sizes": sizes}, n_out=len(sizes))
+    sizes = check_ints("split: sizes", sizes, 0, INT64_MAX)
+    axis = check_int("split: axis", axis, INT64_MIN, INT64_MAX)
+    return make_op("split", [as_tensor(x)], {"axis": axis, "sizes": sizes}, n_out=len(sizes))
 
 
 def cast(x, dtype):

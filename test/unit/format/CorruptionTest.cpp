@@ -359,7 +359,12 @@ TEST(Corruption, NpzCorruptMemberData) {
   size_t start = 30 + nameLen + extraLen;
   for (size_t i = 0; i < 16; ++i)
     zip[start + 200 + i] = char(0xff);
-  EXPECT_ERROR(npzError(zip), "member 'x.npy': corrupt data");
+  // (This garbage decodes to more than the member's declared bytes before
+  // the stream breaks: inflating stops at the declared size.)
+  EXPECT_ERROR(npzError(zip),
+               "member 'x.npy': the data inflates to more than the 16512 "
+               "bytes its .npy header declares",
+               "a corrupt member or a zip bomb");
 }
 
 TEST(Corruption, NpzMemberIsABadNpy) {
@@ -403,6 +408,86 @@ TEST(Corruption, NpzMemberClaimsImpossibleSize) {
                "'bad.npz': member 'x.npy': claims 1073741824 "
                "bytes from",
                "more than deflate can produce");
+}
+
+/// Sets the uncompressed size of the first member in both its local header
+/// and the central directory (the sizes libzip checks for consistency).
+void setMemberSize(std::string &zip, uint32_t size) {
+  auto setU32 = [&](size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i)
+      zip[at + i] = char(v >> (8 * i));
+  };
+  size_t cd = zip.find("PK\x01\x02");
+  ASSERT_NE(cd, std::string::npos);
+  setU32(22, size);
+  setU32(cd + 24, size);
+}
+
+TEST(Corruption, NpzMemberLargerThanItsHeaderDeclares) {
+  // A header declaring 4 floats, then 8 MiB of zeros: deflate makes ~8 KiB
+  // of it. The directory's honest size disagrees with the header, so the
+  // member is refused after its header is inflated, before the data is.
+  TempDir dir("corrupt-npz-bigger");
+  std::string bomb = validNpy() + std::string(8 << 20, '\0');
+  std::string zip = makeZip({{"x.npy", bomb}}, true, dir);
+  ASSERT_LT(zip.size(), 64u << 10);
+  const std::string directory = "the archive's directory gives it " +
+                                std::to_string(bomb.size()) + " bytes";
+  EXPECT_ERROR(npzError(zip), "'bad.npz': member 'x.npy': ", directory.c_str(),
+               "its .npy header declares 144 (shape [4] of <f4: 128 header "
+               "+ 16 data bytes)");
+}
+
+TEST(Corruption, NpzMemberInflatesPastItsDeclaredSize) {
+  // The same stream with the directory (both headers) rewritten to the
+  // declared 144 bytes: inflating must stop after 144 bytes and fail.
+  TempDir dir("corrupt-npz-inflates");
+  std::string bomb = validNpy() + std::string(8 << 20, '\0');
+  std::string zip = makeZip({{"x.npy", bomb}}, true, dir);
+  setMemberSize(zip, 144);
+  EXPECT_ERROR(npzError(zip), "'bad.npz': member 'x.npy': ",
+               "the data inflates to more than the 144 bytes its .npy header "
+               "declares (shape [4] of <f4: 128 header + 16 data bytes)",
+               "reading stopped there");
+  // Stored (not compressed) members are bounded the same way.
+  zip = makeZip({{"x.npy", validNpy() + std::string(4096, '\0')}}, false, dir);
+  size_t cd = zip.find("PK\x01\x02");
+  ASSERT_NE(cd, std::string::npos);
+  EXPECT_ERROR(npzError(zip), "'bad.npz': member 'x.npy': ",
+               "the archive's directory gives it 4240 bytes but its .npy "
+               "header declares 144");
+}
+
+TEST(Corruption, NpzMemberShorterThanItsHeaderDeclares) {
+  // A header declaring 1000 floats with only 16 bytes of data; the
+  // directory says what the header declares.
+  TempDir dir("corrupt-npz-shorter");
+  std::string shortMember =
+      npyHeader(DType::F32, {1000}).value() + std::string(16, 0x22);
+  std::string zip = makeZip({{"x.npy", shortMember}}, true, dir);
+  EXPECT_ERROR(npzError(zip), "'bad.npz': member 'x.npy': ",
+               "the archive's directory gives it 144 bytes but its .npy "
+               "header declares 4128 (shape [1000] of <f4: 128 header + 4000 "
+               "data bytes)");
+  setMemberSize(zip, 4128);
+  EXPECT_ERROR(npzError(zip), "'bad.npz': member 'x.npy': ",
+               "the data ends after 144 bytes, but its .npy header declares "
+               "4128");
+  // A member that ends inside its header.
+  zip = makeZip({{"x.npy", validNpy().substr(0, 60)}}, true, dir);
+  EXPECT_ERROR(npzError(zip), "'bad.npz': member 'x.npy': ",
+               "the data ends after 60 bytes, inside its 128-byte .npy "
+               "header");
+}
+
+TEST(Corruption, NpzMemberHeaderTooLong) {
+  // A version 2.0 header whose length field says 16 MiB.
+  TempDir dir("corrupt-npz-longheader");
+  std::string npy("\x93NUMPY\x02\x00\x00\x00\x00\x01", 12);
+  npy += std::string(4096, ' ');
+  EXPECT_ERROR(npzError(makeZip({{"x.npy", npy}}, true, dir)),
+               "'bad.npz': member 'x.npy': the .npy header is 16777228 bytes "
+               "long, more than the 1048576 bytes");
 }
 
 TEST(Corruption, ReadersNameMissingFiles) {
