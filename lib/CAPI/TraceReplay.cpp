@@ -204,10 +204,45 @@ private:
       return false;
     return true;
   }
-  bool input(const json &o, size_t i, trace::Tensor &out);
+  bool readHeader();
+  bool inputTypes(std::vector<Type> &argTypes);
+  bool declareWeights();
+  bool outputValues(std::vector<trace::Tensor> &outs);
   bool op(const json &o, size_t i);
   bool operands(const json &o, const std::string &where,
                 std::vector<trace::Tensor> &ins);
+
+  /// One traced op being replayed: its name, its place in the trace (for
+  /// messages), its attributes, its operands and the builder location.
+  struct OpCall {
+    const std::string &name;
+    const std::string &where;
+    const json &attrs;
+    const std::vector<trace::Tensor> &in;
+    trace::Where here;
+    /// Operand `i`, or an absent tensor when the op has fewer.
+    trace::Tensor opt(size_t i) const {
+      return i < in.size() ? in[i] : trace::Tensor();
+    }
+  };
+  /// Replays one op: appends its results to `out`, or fails.
+  using OpReplayFn = bool (Replayer::*)(const OpCall &,
+                                        std::vector<trace::Tensor> &);
+  bool replayOp(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool arity(const OpCall &c, size_t lo, size_t hi);
+  // The ops with attributes, one function each (replayOp's table).
+  bool linear(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool layerNorm(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool softmax(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool attention(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool reshape(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool permute(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool concat(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool split(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool cast(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool constant(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool constantValues(const OpCall &c, DType dtype,
+                      const std::vector<int64_t> &shape, HostTensor &v);
 
   trace::Tracer &t_;
   const json &trace_;
@@ -251,15 +286,33 @@ bool Replayer::op(const json &o, size_t index) {
     return false;
   const json empty = json::object();
   const json &attrs = o.contains("attrs") ? o["attrs"] : empty;
-  auto arity = [&](size_t lo, size_t hi) {
-    if (in.size() < lo || in.size() > hi)
-      return fail(where + " (" + name + "): takes " + std::to_string(lo) +
-                  (hi != lo ? ".." + std::to_string(hi) : "") +
-                  " operands, found " + std::to_string(in.size()));
-    return true;
-  };
-  auto opt = [&](size_t i) { return i < in.size() ? in[i] : trace::Tensor(); };
   std::vector<trace::Tensor> out;
+  if (!replayOp({name, where, attrs, in, trace::Where::current()}, out))
+    return false;
+  int64_t nout = 1;
+  if (o.contains("n_out") && !getInt(o, "n_out", nout, where))
+    return false;
+  if (int64_t(out.size()) != nout)
+    return fail(where + " (" + name + "): produces " +
+                std::to_string(out.size()) + " values, the trace says " +
+                std::to_string(nout));
+  values_.insert(values_.end(), out.begin(), out.end());
+  return true;
+}
+
+/// Fails unless the op has `lo`..`hi` operands.
+bool Replayer::arity(const OpCall &c, size_t lo, size_t hi) {
+  if (c.in.size() < lo || c.in.size() > hi)
+    return fail(c.where + " (" + c.name + "): takes " + std::to_string(lo) +
+                (hi != lo ? ".." + std::to_string(hi) : "") +
+                " operands, found " + std::to_string(c.in.size()));
+  return true;
+}
+
+/// Dispatches on the op name: the attribute-free elementwise ops and matmul
+/// from two tables of tracing functions, every other op from its own
+/// function.
+bool Replayer::replayOp(const OpCall &c, std::vector<trace::Tensor> &out) {
   using UnaryFn = trace::Tensor (*)(const trace::Tensor &, trace::Where);
   using BinaryFn = trace::Tensor (*)(const trace::Tensor &,
                                      const trace::Tensor &, trace::Where);
@@ -274,176 +327,226 @@ bool Replayer::op(const json &o, size_t index) {
       {"add", trace::add},         {"sub", trace::sub},
       {"mul", trace::mul},         {"div", trace::div},
       {"maximum", trace::maximum}, {"matmul", trace::matmul}};
-  trace::Where here = trace::Where::current();
-  if (auto it = unary.find(name); it != unary.end()) {
-    if (!arity(1, 1))
+  static const std::map<std::string, OpReplayFn> withAttrs = {
+      {"linear", &Replayer::linear},   {"layer_norm", &Replayer::layerNorm},
+      {"softmax", &Replayer::softmax}, {"attention", &Replayer::attention},
+      {"reshape", &Replayer::reshape}, {"permute", &Replayer::permute},
+      {"concat", &Replayer::concat},   {"split", &Replayer::split},
+      {"cast", &Replayer::cast},       {"constant", &Replayer::constant}};
+  if (auto it = unary.find(c.name); it != unary.end()) {
+    if (!arity(c, 1, 1))
       return false;
-    out.push_back(it->second(in[0], here));
-  } else if (auto it = binary.find(name); it != binary.end()) {
-    if (!arity(2, 2))
-      return false;
-    out.push_back(it->second(in[0], in[1], here));
-  } else if (name == "linear") {
-    if (!arity(2, 3))
-      return false;
-    out.push_back(trace::linear(in[0], in[1], opt(2), here));
-  } else if (name == "layer_norm") {
-    double eps = 1e-5;
-    int64_t axis = -1;
-    if (!arity(1, 3) || !getNumber(attrs, "eps", eps, where) ||
-        !getInt(attrs, "axis", axis, where))
-      return false;
-    out.push_back(trace::layerNorm(in[0], opt(1), opt(2), eps, axis, here));
-  } else if (name == "softmax") {
-    int64_t axis = -1;
-    if (!arity(1, 1) || !getInt(attrs, "axis", axis, where))
-      return false;
-    out.push_back(trace::softmax(in[0], axis, here));
-  } else if (name == "attention") {
-    double scale = 1;
-    if (!arity(3, 3) || !getNumber(attrs, "scale", scale, where))
-      return false;
-    out.push_back(trace::attention(in[0], in[1], in[2], scale, here));
-  } else if (name == "reshape") {
-    std::vector<int64_t> shape;
-    if (!arity(1, 1) || !getInts(attrs, "shape", shape, where))
-      return false;
-    if (in[0]) {
-      // -1: inferred from a static input, a bounded dynamic dim otherwise.
-      bool dynamicInput = false;
-      int64_t total = 1, known = 1, inferred = -1;
-      for (int64_t d : in[0].shape()) {
-        dynamicInput |= ShapedType::isDynamic(d);
-        total *= ShapedType::isDynamic(d) ? 1 : d;
-      }
-      for (size_t i = 0; i < shape.size(); ++i) {
-        if (shape[i] == -1 && inferred < 0)
-          inferred = int64_t(i);
-        else
-          known *= shape[i];
-      }
-      if (inferred >= 0)
-        shape[size_t(inferred)] =
-            dynamicInput
-                ? ShapedType::kDynamic
-                : (known > 0 && total % known == 0 ? total / known : -1);
-    }
-    bool valid = true;
-    for (int64_t d : shape)
-      valid &= d >= 0 || ShapedType::isDynamic(d);
-    if (!valid) {
-      t_.error("reshape: the shape may hold one -1 (inferred) and sizes "
-               ">= 0 only",
-               here);
-      out.push_back(trace::Tensor());
-    } else {
-      out.push_back(trace::reshape(in[0], shape, here));
-    }
-  } else if (name == "permute") {
-    std::vector<int64_t> perm;
-    if (!arity(1, 1) || !getInts(attrs, "perm", perm, where))
-      return false;
-    out.push_back(trace::permute(in[0], perm, here));
-  } else if (name == "concat") {
-    int64_t axis = 0;
-    if (!arity(1, 1u << 20) || !getInt(attrs, "axis", axis, where))
-      return false;
-    out.push_back(trace::concat(in, axis, here));
-  } else if (name == "split") {
-    int64_t axis = 0;
-    std::vector<int64_t> sizes;
-    if (!arity(1, 1) || !getInt(attrs, "axis", axis, where) ||
-        !getInts(attrs, "sizes", sizes, where))
-      return false;
-    out = trace::split(in[0], axis, sizes, here);
-    if (out.empty()) // absent input or a failed op: absent results
-      out.resize(sizes.size());
-  } else if (name == "cast") {
-    DType to;
-    if (!arity(1, 1) || !getDType(attrs, to, where))
-      return false;
-    out.push_back(trace::cast(in[0], to, here));
-  } else if (name == "constant") {
-    DType dtype;
-    std::vector<int64_t> shape;
-    if (!arity(0, 0) || !getDType(attrs, dtype, where) ||
-        !getInts(attrs, "shape", shape, where))
-      return false;
-    for (int64_t d : shape)
-      if (d < 0)
-        return fail(where + ": negative dimension in 'shape'");
-    auto values = attrs.find("values");
-    if (values == attrs.end() || !values->is_array() ||
-        int64_t(values->size()) != numElements(shape))
-      return fail(where + ": 'values' must list one number per element");
-    bool isInt = dtype == DType::I32;
-    HostTensor v(isInt ? DType::I32 : DType::F32, shape);
-    for (size_t i = 0; i < values->size(); ++i) {
-      const json &x = (*values)[i];
-      if (!x.is_number())
-        return fail(where + ": 'values' must be numbers");
-      if (isInt)
-        v.mutableData<int32_t>()[i] = int32_t(x.get<int64_t>());
-      else
-        v.mutableData<float>()[i] = float(x.get<double>());
-    }
-    // Equal constants are one value (at the first one's location): the
-    // folder would merge them and drop both locations.
-    std::string key =
-        attrs.dump(-1, ' ', false, json::error_handler_t::replace);
-    auto cached = constants_.find(key);
-    if (cached != constants_.end()) {
-      out.push_back(cached->second);
-    } else {
-      trace::Tensor c = trace::constant(t_, v, here);
-      if (!isInt && dtype != DType::F32)
-        c = trace::cast(c, dtype, here);
-      constants_[key] = c;
-      out.push_back(c);
-    }
-  } else {
-    return fail(where + ": unknown op '" + name + "'");
+    out.push_back(it->second(c.in[0], c.here));
+    return true;
   }
-  int64_t nout = 1;
-  if (o.contains("n_out") && !getInt(o, "n_out", nout, where))
+  if (auto it = binary.find(c.name); it != binary.end()) {
+    if (!arity(c, 2, 2))
+      return false;
+    out.push_back(it->second(c.in[0], c.in[1], c.here));
+    return true;
+  }
+  if (auto it = withAttrs.find(c.name); it != withAttrs.end())
+    return (this->*it->second)(c, out);
+  return fail(c.where + ": unknown op '" + c.name + "'");
+}
+
+bool Replayer::linear(const OpCall &c, std::vector<trace::Tensor> &out) {
+  if (!arity(c, 2, 3))
     return false;
-  if (int64_t(out.size()) != nout)
-    return fail(where + " (" + name + "): produces " +
-                std::to_string(out.size()) + " values, the trace says " +
-                std::to_string(nout));
-  values_.insert(values_.end(), out.begin(), out.end());
+  out.push_back(trace::linear(c.in[0], c.in[1], c.opt(2), c.here));
   return true;
 }
 
-ReplayResult Replayer::run() {
+bool Replayer::layerNorm(const OpCall &c, std::vector<trace::Tensor> &out) {
+  double eps = 1e-5;
+  int64_t axis = -1;
+  if (!arity(c, 1, 3) || !getNumber(c.attrs, "eps", eps, c.where) ||
+      !getInt(c.attrs, "axis", axis, c.where))
+    return false;
+  out.push_back(
+      trace::layerNorm(c.in[0], c.opt(1), c.opt(2), eps, axis, c.here));
+  return true;
+}
+
+bool Replayer::softmax(const OpCall &c, std::vector<trace::Tensor> &out) {
+  int64_t axis = -1;
+  if (!arity(c, 1, 1) || !getInt(c.attrs, "axis", axis, c.where))
+    return false;
+  out.push_back(trace::softmax(c.in[0], axis, c.here));
+  return true;
+}
+
+bool Replayer::attention(const OpCall &c, std::vector<trace::Tensor> &out) {
+  double scale = 1;
+  if (!arity(c, 3, 3) || !getNumber(c.attrs, "scale", scale, c.where))
+    return false;
+  out.push_back(trace::attention(c.in[0], c.in[1], c.in[2], scale, c.here));
+  return true;
+}
+
+/// Resolves the first -1 of a reshape's target `shape` for input `x`: from
+/// the element count of a static input, a bounded dynamic dim otherwise (-1
+/// stays when the sizes do not divide).
+void inferReshapeDim(const trace::Tensor &x, std::vector<int64_t> &shape) {
+  bool dynamicInput = false;
+  int64_t total = 1, known = 1, inferred = -1;
+  for (int64_t d : x.shape()) {
+    dynamicInput |= ShapedType::isDynamic(d);
+    total *= ShapedType::isDynamic(d) ? 1 : d;
+  }
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1 && inferred < 0)
+      inferred = int64_t(i);
+    else
+      known *= shape[i];
+  }
+  if (inferred >= 0)
+    shape[size_t(inferred)] =
+        dynamicInput ? ShapedType::kDynamic
+                     : (known > 0 && total % known == 0 ? total / known : -1);
+}
+
+bool Replayer::reshape(const OpCall &c, std::vector<trace::Tensor> &out) {
+  std::vector<int64_t> shape;
+  if (!arity(c, 1, 1) || !getInts(c.attrs, "shape", shape, c.where))
+    return false;
+  if (c.in[0])
+    inferReshapeDim(c.in[0], shape);
+  bool valid = true;
+  for (int64_t d : shape)
+    valid &= d >= 0 || ShapedType::isDynamic(d);
+  if (!valid) {
+    t_.error("reshape: the shape may hold one -1 (inferred) and sizes "
+             ">= 0 only",
+             c.here);
+    out.push_back(trace::Tensor());
+  } else {
+    out.push_back(trace::reshape(c.in[0], shape, c.here));
+  }
+  return true;
+}
+
+bool Replayer::permute(const OpCall &c, std::vector<trace::Tensor> &out) {
+  std::vector<int64_t> perm;
+  if (!arity(c, 1, 1) || !getInts(c.attrs, "perm", perm, c.where))
+    return false;
+  out.push_back(trace::permute(c.in[0], perm, c.here));
+  return true;
+}
+
+bool Replayer::concat(const OpCall &c, std::vector<trace::Tensor> &out) {
+  int64_t axis = 0;
+  if (!arity(c, 1, 1u << 20) || !getInt(c.attrs, "axis", axis, c.where))
+    return false;
+  out.push_back(trace::concat(c.in, axis, c.here));
+  return true;
+}
+
+bool Replayer::split(const OpCall &c, std::vector<trace::Tensor> &out) {
+  int64_t axis = 0;
+  std::vector<int64_t> sizes;
+  if (!arity(c, 1, 1) || !getInt(c.attrs, "axis", axis, c.where) ||
+      !getInts(c.attrs, "sizes", sizes, c.where))
+    return false;
+  out = trace::split(c.in[0], axis, sizes, c.here);
+  if (out.empty()) // absent input or a failed op: absent results
+    out.resize(sizes.size());
+  return true;
+}
+
+bool Replayer::cast(const OpCall &c, std::vector<trace::Tensor> &out) {
+  DType to;
+  if (!arity(c, 1, 1) || !getDType(c.attrs, to, c.where))
+    return false;
+  out.push_back(trace::cast(c.in[0], to, c.here));
+  return true;
+}
+
+/// Reads a constant's "values" (one number per element of `shape`) into `v`:
+/// I32 for an i32 constant, F32 otherwise.
+bool Replayer::constantValues(const OpCall &c, DType dtype,
+                              const std::vector<int64_t> &shape,
+                              HostTensor &v) {
+  auto values = c.attrs.find("values");
+  if (values == c.attrs.end() || !values->is_array() ||
+      int64_t(values->size()) != numElements(shape))
+    return fail(c.where + ": 'values' must list one number per element");
+  bool isInt = dtype == DType::I32;
+  v = HostTensor(isInt ? DType::I32 : DType::F32, shape);
+  for (size_t i = 0; i < values->size(); ++i) {
+    const json &x = (*values)[i];
+    if (!x.is_number())
+      return fail(c.where + ": 'values' must be numbers");
+    if (isInt)
+      v.mutableData<int32_t>()[i] = int32_t(x.get<int64_t>());
+    else
+      v.mutableData<float>()[i] = float(x.get<double>());
+  }
+  return true;
+}
+
+bool Replayer::constant(const OpCall &c, std::vector<trace::Tensor> &out) {
+  DType dtype;
+  std::vector<int64_t> shape;
+  if (!arity(c, 0, 0) || !getDType(c.attrs, dtype, c.where) ||
+      !getInts(c.attrs, "shape", shape, c.where))
+    return false;
+  for (int64_t d : shape)
+    if (d < 0)
+      return fail(c.where + ": negative dimension in 'shape'");
+  HostTensor v;
+  if (!constantValues(c, dtype, shape, v))
+    return false;
+  // Equal constants are one value (at the first one's location): the
+  // folder would merge them and drop both locations.
+  std::string key =
+      c.attrs.dump(-1, ' ', false, json::error_handler_t::replace);
+  auto cached = constants_.find(key);
+  if (cached != constants_.end()) {
+    out.push_back(cached->second);
+  } else {
+    trace::Tensor t = trace::constant(t_, v, c.here);
+    if (dtype != DType::I32 && dtype != DType::F32)
+      t = trace::cast(t, dtype, c.here);
+    constants_[key] = t;
+    out.push_back(t);
+  }
+  return true;
+}
+
+/// The trace's header: format and version, the optional name, source and
+/// location table, and the four lists a trace must have.
+bool Replayer::readHeader() {
   if (!trace_.is_object())
-    return fail("the trace is not a JSON object"), result_;
+    return fail("the trace is not a JSON object");
   std::string format;
   int64_t version = 0;
   if (!getString(trace_, "format", format, "trace") ||
       !getInt(trace_, "version", version, "trace"))
-    return result_;
+    return false;
   if (format != "trellisc-trace" || version != 1)
     return fail("expected format 'trellisc-trace' version 1, found '" + format +
-                "' version " + std::to_string(version)),
-           result_;
+                "' version " + std::to_string(version));
   if (trace_.contains("name") &&
       !getString(trace_, "name", result_.function, "trace"))
-    return result_;
+    return false;
   if (trace_.contains("source") &&
       !getString(trace_, "source", result_.source, "trace"))
-    return result_;
+    return false;
   if (trace_.contains("locs")) {
     if (!trace_["locs"].is_array())
-      return fail("'locs' must be a list"), result_;
+      return fail("'locs' must be a list");
     locs_ = trace_["locs"];
   }
   for (const char *key : {"inputs", "weights", "ops", "outputs"})
     if (!trace_.contains(key) || !trace_[key].is_array())
-      return fail(std::string("'") + key + "' must be a list"), result_;
+      return fail(std::string("'") + key + "' must be a list");
+  return true;
+}
 
-  // Input types.
-  std::vector<Type> argTypes;
+/// The function's argument types, from "inputs" (-1: a dynamic dimension,
+/// one bound each).
+bool Replayer::inputTypes(std::vector<Type> &argTypes) {
   size_t i = 0;
   for (const json &in : trace_["inputs"]) {
     std::string where = "inputs[" + std::to_string(i++) + "]";
@@ -451,9 +554,9 @@ ReplayResult Replayer::run() {
     std::vector<int64_t> shape, bounds;
     if (!in.is_object() || !getDType(in, dtype, where) ||
         !getInts(in, "shape", shape, where))
-      return result_;
+      return false;
     if (in.contains("bounds") && !getInts(in, "bounds", bounds, where))
-      return result_;
+      return false;
     size_t dynamic = 0;
     for (int64_t &d : shape)
       if (d < 0) {
@@ -462,21 +565,18 @@ ReplayResult Replayer::run() {
       }
     for (int64_t b : bounds)
       if (b < 1)
-        return fail(where + ": bounds must be >= 1"), result_;
+        return fail(where + ": bounds must be >= 1");
     if (dynamic != bounds.size())
-      return fail(where + ": one bound per dynamic (-1) dimension"), result_;
+      return fail(where + ": one bound per dynamic (-1) dimension");
     argTypes.push_back(t_.tensorType(shape, dtype, bounds));
   }
-  // The function is where the user compiled it (the trace's "loc").
-  if (!setOrigin(trace_, "trace"))
-    return result_;
-  std::vector<trace::Tensor> args =
-      t_.beginFunction(result_.function, argTypes);
-  t_.setUserOrigin(std::nullopt);
-  values_.assign(args.begin(), args.end());
+  return true;
+}
 
-  // Parameters: trellis.weight ops of model "params", bound at run time.
-  i = 0;
+/// Parameters: trellis.weight ops of model "params", bound at run time; their
+/// values follow the arguments.
+bool Replayer::declareWeights() {
+  size_t i = 0;
   for (const json &w : trace_["weights"]) {
     std::string where = "weights[" + std::to_string(i++) + "]";
     std::string name;
@@ -484,10 +584,10 @@ ReplayResult Replayer::run() {
     std::vector<int64_t> shape;
     if (!w.is_object() || !getString(w, "name", name, where) ||
         !getDType(w, dtype, where) || !getInts(w, "shape", shape, where))
-      return result_;
+      return false;
     for (int64_t d : shape)
       if (d < 0)
-        return fail(where + ": negative dimension in 'shape'"), result_;
+        return fail(where + ": negative dimension in 'shape'");
     weights_[name] = trace::WeightInfo{dtype, shape};
   }
   t_.setModel("params", std::nullopt);
@@ -503,25 +603,48 @@ ReplayResult Replayer::run() {
   for (const json &w : trace_["weights"]) {
     std::string where = "weights[" + std::to_string(i++) + "]";
     if (!setOrigin(w, where))
-      return result_;
+      return false;
     const trace::WeightInfo &info = weights_[w["name"].get<std::string>()];
     values_.push_back(
         t_.weight(w["name"].get<std::string>(), info.shape, info.dtype));
   }
   t_.setModel("", std::nullopt);
+  return true;
+}
 
-  i = 0;
+/// The function's results, from "outputs" (value ids).
+bool Replayer::outputValues(std::vector<trace::Tensor> &outs) {
+  for (const json &id : trace_["outputs"]) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        size_t(id.get<int64_t>()) >= values_.size())
+      return fail("'outputs' must list defined values");
+    outs.push_back(values_[size_t(id.get<int64_t>())]);
+  }
+  return true;
+}
+
+ReplayResult Replayer::run() {
+  std::vector<Type> argTypes;
+  if (!readHeader() || !inputTypes(argTypes))
+    return result_;
+  // The function is where the user compiled it (the trace's "loc").
+  if (!setOrigin(trace_, "trace"))
+    return result_;
+  std::vector<trace::Tensor> args =
+      t_.beginFunction(result_.function, argTypes);
+  t_.setUserOrigin(std::nullopt);
+  values_.assign(args.begin(), args.end());
+  if (!declareWeights())
+    return result_;
+
+  size_t i = 0;
   for (const json &o : trace_["ops"])
     if (!op(o, i++))
       return result_;
 
   std::vector<trace::Tensor> outs;
-  for (const json &id : trace_["outputs"]) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-        size_t(id.get<int64_t>()) >= values_.size())
-      return fail("'outputs' must list defined values"), result_;
-    outs.push_back(values_[size_t(id.get<int64_t>())]);
-  }
+  if (!outputValues(outs))
+    return result_;
   if (trace_.contains("loc") && !setOrigin(trace_, "trace"))
     return result_;
   t_.endFunction(outs);

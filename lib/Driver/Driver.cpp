@@ -451,7 +451,18 @@ int emitBundle(ModuleOp module, EmitKind emit, const CompiledInput &in,
   return 0;
 }
 
-int run() {
+/// What the command line asks for, checked before any work: the phases to
+/// run and what to write.
+struct CompilePlan {
+  Phase start = Phase::Config; // the input's phase
+  Phase finalPhase = Phase::Bundle;
+  EmitKind emit = EmitKind::Default;
+  Target tgt = Target::CPU;
+};
+
+/// --compile-to and the kind of input: where compilation ends and starts.
+/// Returns the exit code of a usage error, 0 when they fit.
+int planPhases(CompilePlan &plan) {
   std::optional<Phase> finalPhase = parsePhase(compileTo);
   if (!finalPhase) {
     std::string names;
@@ -460,51 +471,62 @@ int run() {
     return usageError("unknown phase '" + compileTo +
                       "' for --compile-to; the phases are: " + names);
   }
+  plan.finalPhase = *finalPhase;
 
   // The input decides where compilation starts.
   llvm::StringRef ext = llvm::sys::path::extension(inputFilename);
-  Phase start;
   if (ext == ".json")
-    start = Phase::Config;
+    plan.start = Phase::Config;
   else if (ext == ".mlir")
-    start = Phase::Trellis;
+    plan.start = Phase::Trellis;
   else
     return usageError("cannot tell the kind of input '" + inputFilename +
                       "': expected a pipeline.json (.json) or trellis IR "
                       "(.mlir)");
-  if (*finalPhase < start)
+  if (plan.finalPhase < plan.start)
     return usageError("--compile-to=" + compileTo +
                       " comes before the input's "
                       "phase '" +
-                      getPhaseInfo(start).name + "': nothing to do");
+                      getPhaseInfo(plan.start).name + "': nothing to do");
+  return 0;
+}
 
-  const PhaseInfo &final = getPhaseInfo(*finalPhase);
-  EmitKind emit = emitKind;
-  if (emit == EmitKind::Default)
-    emit = final.producesMLIR ? EmitKind::MLIR : EmitKind::Exe;
-  if (*finalPhase == Phase::Config)
-    emit = EmitKind::MLIR; // the config phase prints a summary
-  else if (emit == EmitKind::MLIR && !final.producesMLIR)
+/// --emit, its default taken from the final phase, checked against it.
+/// Returns the exit code of a usage error, 0 when it fits.
+int planEmit(CompilePlan &plan) {
+  const PhaseInfo &final = getPhaseInfo(plan.finalPhase);
+  plan.emit = emitKind;
+  if (plan.emit == EmitKind::Default)
+    plan.emit = final.producesMLIR ? EmitKind::MLIR : EmitKind::Exe;
+  if (plan.finalPhase == Phase::Config)
+    plan.emit = EmitKind::MLIR; // the config phase prints a summary
+  else if (plan.emit == EmitKind::MLIR && !final.producesMLIR)
     return usageError("--emit=mlir needs an IR phase; '" + final.name +
                       "' does not produce MLIR");
-  if (emit == EmitKind::PTX && *finalPhase < Phase::Codegen)
+  if (plan.emit == EmitKind::PTX && plan.finalPhase < Phase::Codegen)
     return usageError("--emit=ptx needs --compile-to=codegen or later");
-  if ((emit == EmitKind::Bundle || emit == EmitKind::Exe) &&
-      *finalPhase != Phase::Bundle)
+  if ((plan.emit == EmitKind::Bundle || plan.emit == EmitKind::Exe) &&
+      plan.finalPhase != Phase::Bundle)
     return usageError("--emit=bundle and --emit=exe need --compile-to=bundle");
+  return 0;
+}
 
-  // Refuse up front, before any work, if a phase on the way is not built.
-  Target tgt = target;
+/// Refuses up front, before any work, a final phase the target does not have
+/// or a phase on the way that this build does not implement for it. Returns
+/// the exit code, 0 when every phase is there.
+int checkPhasesBuilt(const CompilePlan &plan) {
+  const Target tgt = plan.tgt;
+  const PhaseInfo &final = getPhaseInfo(plan.finalPhase);
   llvm::StringRef targetName = tgt == Target::CPU ? "cpu" : "cuda";
   if (!final.appliesTo(tgt))
     return usageError("phase '" + final.name +
                       "' exists only for GPU "
                       "targets; --target=cpu runs the trellis ops as they are");
   for (const PhaseInfo &info : allPhases()) {
-    if (info.phase < start || info.phase > *finalPhase ||
+    if (info.phase < plan.start || info.phase > plan.finalPhase ||
         !info.appliesTo(tgt) || info.builtFor(tgt))
       continue;
-    Phase reach = lastReachablePhase(start, tgt);
+    Phase reach = lastReachablePhase(plan.start, tgt);
     return compileError(
         "phase '" + info.name + "' (" + info.summary +
         ") is not implemented yet for --target=" + targetName +
@@ -516,6 +538,129 @@ int run() {
              : "") +
         ")");
   }
+  return 0;
+}
+
+/// The input as trellis IR: a pipeline.json traced (config and trace
+/// phases), or a .mlir file parsed (its errors go through `sourceMgr`).
+/// Returns null when the compile stops here, with `exitCode` (0 after the
+/// config phase's summary).
+OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
+                                llvm::SourceMgr &sourceMgr,
+                                const CompilePlan &plan,
+                                CompiledInput &compiled, int &exitCode) {
+  if (plan.start == Phase::Config)
+    return tracePipeline(context, plan.finalPhase, compiled, exitCode);
+  exitCode = 1;
+  std::string error;
+  auto input = openInputFile(inputFilename, &error);
+  if (!input) {
+    compileError(error);
+    return nullptr;
+  }
+  // A hostile nesting depth would overflow the parser's stack.
+  if (::trellis::Status deep =
+          ::trellis::checkNestingDepth(input->getBuffer(), inputFilename);
+      !deep) {
+    llvm::errs() << deep.message() << "\n";
+    return nullptr;
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return nullptr; // the parser reported the error with its location
+  compiled.entries.push_back(kEntryFunction.str());
+  compiled.inputFiles.push_back(inputFilename);
+  return module;
+}
+
+/// The path -o names or, for a bundle or an executable, its default.
+std::string outputPathFor(EmitKind emit) {
+  std::string outPath = outputFilename;
+  if (outPath.empty() && emit == EmitKind::Exe)
+    outPath = "trellis.exe";
+  else if (outPath.empty() && emit == EmitKind::Bundle)
+    outPath = "trellis.bundle";
+  return outPath;
+}
+
+/// --dump-phases-to: writes the IR after `phase` when it produces IR.
+LogicalResult dumpPhaseIR(Phase phase, ModuleOp module) {
+  const PhaseInfo &info = getPhaseInfo(phase);
+  if (dumpPhasesTo.empty() || !info.producesMLIR)
+    return success();
+  std::string name = llvm::formatv("{0:d2}-{1}.mlir", int(phase), info.name);
+  return dumpFile(dumpPhasesTo, name,
+                  [&](llvm::raw_ostream &os) { module.print(os); });
+}
+
+/// --dump-phases-to: writes the generated PTX (after codegen).
+LogicalResult dumpKernels(const codegen::GeneratedKernels &kernels) {
+  if (dumpPhasesTo.empty())
+    return success();
+  for (auto [name, ptx] : {std::pair{"kernels.sm_90a.ptx", &kernels.ptxSm90a},
+                           {"kernels.compute_75.ptx", &kernels.ptxCompute75}})
+    if (!ptx->empty() &&
+        failed(dumpFile(dumpPhasesTo, name,
+                        [&](llvm::raw_ostream &os) { os << *ptx; })))
+      return failure();
+  return success();
+}
+
+/// The phases after the input's, one at a time (codegen also fills
+/// `kernels`); with --dump-phases-to the IR after each (the input's own
+/// first) and the PTX. Returns the exit code, 0 when all ran.
+int runPhases(ModuleOp module, const CompilePlan &plan,
+              const CompiledInput &compiled,
+              codegen::GeneratedKernels &kernels) {
+  if (!dumpPhasesTo.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(dumpPhasesTo))
+      return compileError("--dump-phases-to: cannot create '" + dumpPhasesTo +
+                          "': " + ec.message());
+  if (failed(dumpPhaseIR(plan.start == Phase::Config
+                             ? std::min(plan.finalPhase, Phase::Trellis)
+                             : plan.start,
+                         module)))
+    return 1;
+  // A pipeline's GPU stages; an MLIR program's entry runs on the GPU whole.
+  std::vector<std::string> gpuEntries =
+      plan.start == Phase::Config ? kGpuEntries : compiled.entries;
+  for (const PhaseInfo &info : allPhases()) {
+    // (A pipeline's trace is its trellis IR: the front made both.)
+    if (info.phase <= std::max(plan.start, Phase::Trellis) ||
+        info.phase > plan.finalPhase || !info.appliesTo(plan.tgt))
+      continue;
+    if (failed(runPhase(info.phase, module, gpuEntries, kernels)) ||
+        failed(dumpPhaseIR(info.phase, module)))
+      return 1;
+    if (info.phase == Phase::Codegen && failed(dumpKernels(kernels)))
+      return 1;
+  }
+  return 0;
+}
+
+/// --emit=mlir and --emit=ptx: writes the text to -o (stdout by default).
+int writeTextOutput(llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  std::string error;
+  std::string outPath =
+      outputFilename.empty() ? std::string("-") : outputFilename.getValue();
+  auto output = openOutputFile(outPath, &error);
+  if (!output)
+    return compileError(error);
+  write(output->os());
+  output->keep();
+  return 0;
+}
+
+int run() {
+  CompilePlan plan;
+  plan.tgt = target;
+  if (int rc = planPhases(plan))
+    return rc;
+  if (int rc = planEmit(plan))
+    return rc;
+  if (int rc = checkPhasesBuilt(plan))
+    return rc;
 
   DialectRegistry registry;
   registry.insert<::mlir::trellis::TrellisDialect, func::FuncDialect>();
@@ -527,104 +672,25 @@ int run() {
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
   CompiledInput compiled;
-  OwningOpRef<ModuleOp> module;
-  if (start == Phase::Config) {
-    int exitCode;
-    module = tracePipeline(context, *finalPhase, compiled, exitCode);
-    if (!module)
-      return exitCode;
-  } else {
-    std::string error;
-    auto input = openInputFile(inputFilename, &error);
-    if (!input)
-      return compileError(error);
-    // A hostile nesting depth would overflow the parser's stack.
-    if (::trellis::Status deep =
-            ::trellis::checkNestingDepth(input->getBuffer(), inputFilename);
-        !deep) {
-      llvm::errs() << deep.message() << "\n";
-      return 1;
-    }
-    sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
-    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-    if (!module)
-      return 1; // the parser reported the error with its location
-    compiled.entries.push_back(kEntryFunction.str());
-    compiled.inputFiles.push_back(inputFilename);
-  }
+  int exitCode = 0;
+  OwningOpRef<ModuleOp> module =
+      loadInput(context, sourceMgr, plan, compiled, exitCode);
+  if (!module)
+    return exitCode;
   // Before any phase runs: -o must not name an input (or the runtime).
-  std::string outPath = outputFilename;
-  if (outPath.empty() && emit == EmitKind::Exe)
-    outPath = "trellis.exe";
-  else if (outPath.empty() && emit == EmitKind::Bundle)
-    outPath = "trellis.bundle";
-  if (failed(checkOutputIsNoInput(outPath, compiled.inputFiles)))
+  if (failed(
+          checkOutputIsNoInput(outputPathFor(plan.emit), compiled.inputFiles)))
     return 1;
 
-  // The phases after the input's, one at a time; with --dump-phases-to the
-  // IR after each (the input's own first) and the PTX.
-  if (!dumpPhasesTo.empty())
-    if (std::error_code ec = llvm::sys::fs::create_directories(dumpPhasesTo))
-      return compileError("--dump-phases-to: cannot create '" + dumpPhasesTo +
-                          "': " + ec.message());
-  auto dumpPhase = [&](Phase phase) -> LogicalResult {
-    const PhaseInfo &info = getPhaseInfo(phase);
-    if (dumpPhasesTo.empty() || !info.producesMLIR)
-      return success();
-    std::string name = llvm::formatv("{0:d2}-{1}.mlir", int(phase), info.name);
-    return dumpFile(dumpPhasesTo, name,
-                    [&](llvm::raw_ostream &os) { module->print(os); });
-  };
-  if (failed(dumpPhase(start == Phase::Config
-                           ? std::min(*finalPhase, Phase::Trellis)
-                           : start)))
-    return 1;
   codegen::GeneratedKernels kernels;
-  // A pipeline's GPU stages; an MLIR program's entry runs on the GPU whole.
-  std::vector<std::string> gpuEntries =
-      start == Phase::Config ? kGpuEntries : compiled.entries;
-  for (const PhaseInfo &info : allPhases()) {
-    // (A pipeline's trace is its trellis IR: the front made both.)
-    if (info.phase <= std::max(start, Phase::Trellis) ||
-        info.phase > *finalPhase || !info.appliesTo(tgt))
-      continue;
-    if (failed(runPhase(info.phase, *module, gpuEntries, kernels)) ||
-        failed(dumpPhase(info.phase)))
-      return 1;
-    if (info.phase == Phase::Codegen && !dumpPhasesTo.empty())
-      for (auto [name, ptx] :
-           {std::pair{"kernels.sm_90a.ptx", &kernels.ptxSm90a},
-            {"kernels.compute_75.ptx", &kernels.ptxCompute75}})
-        if (!ptx->empty() &&
-            failed(dumpFile(dumpPhasesTo, name,
-                            [&](llvm::raw_ostream &os) { os << *ptx; })))
-          return 1;
-  }
-
-  if (emit == EmitKind::PTX) {
-    std::string error;
-    std::string outPath =
-        outputFilename.empty() ? std::string("-") : outputFilename.getValue();
-    auto output = openOutputFile(outPath, &error);
-    if (!output)
-      return compileError(error);
-    output->os() << kernels.ptxSm90a;
-    output->keep();
-    return 0;
-  }
-
-  if (emit == EmitKind::MLIR) {
-    std::string error;
-    std::string outPath =
-        outputFilename.empty() ? std::string("-") : outputFilename.getValue();
-    auto output = openOutputFile(outPath, &error);
-    if (!output)
-      return compileError(error);
-    module->print(output->os());
-    output->keep();
-    return 0;
-  }
-  return emitBundle(*module, emit, compiled, tgt, kernels);
+  if (int rc = runPhases(*module, plan, compiled, kernels))
+    return rc;
+  if (plan.emit == EmitKind::PTX)
+    return writeTextOutput(
+        [&](llvm::raw_ostream &os) { os << kernels.ptxSm90a; });
+  if (plan.emit == EmitKind::MLIR)
+    return writeTextOutput([&](llvm::raw_ostream &os) { module->print(os); });
+  return emitBundle(*module, plan.emit, compiled, plan.tgt, kernels);
 }
 
 } // namespace

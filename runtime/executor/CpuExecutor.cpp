@@ -243,165 +243,248 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
 // The sampler (spec §3.2, §3.3, §2.3)
 //===----------------------------------------------------------------------===//
 
+/// Runs one trellis.flow_sample op: reads its settings, then takes the Euler
+/// steps of the flow from the noise, evaluating the velocity model's
+/// region(s) in the caller's frame. Failures of the op itself name it; a
+/// failure inside the velocity model comes as its op reported it.
+class CpuExecutor::FlowSampler {
+public:
+  FlowSampler(CpuExecutor &executor, Frame &frame, const Instr &instr)
+      : ex_(executor), frame_(frame), instr_(instr) {}
+  Status run();
+
+private:
+  Error fail(const std::string &m) const { return ex_.opError(instr_, m); }
+  Status readAttributes();
+  Status readRegions();
+  Result<HostTensor> evalRegion(const Region &region, const HostTensor &x,
+                                float tau, const HostTensor *c);
+  Result<HostTensor> evalBody(const HostTensor &x, float tau,
+                              const HostTensor &c, bool conditional);
+  Result<HostTensor> multiDiffusionVelocity(const HostTensor &x, float tau);
+  Result<HostTensor> oneImageVelocity(const HostTensor &x, float tau,
+                                      int64_t i);
+  Status step(HostTensor &x, int64_t i);
+
+  CpuExecutor &ex_;
+  Frame &frame_;
+  const Instr &instr_;
+  // The attributes, with the run's overrides.
+  int64_t steps_ = 0;
+  double cfgStrength_ = 0, rescaleT_ = 0;
+  std::vector<double> interval_;
+  std::string mode_ = "none"; // the multi-image mode
+  // The regions: see readRegions.
+  bool specialized_ = false;
+  const Region *shared_ = nullptr;
+  size_t numShared_ = 0;
+  int64_t batch_ = 0; // the model batch B
+  // The operands: cond [images, ...] and neg_cond repeated to the batch.
+  HostTensor cond_, negB_;
+  int64_t images_ = 0;
+  std::vector<double> grid_; // the time grid, steps + 1 times
+  // The shared values of the step being evaluated (empty: not yet computed
+  // for this step's x).
+  std::vector<RtValue> sharedValues_;
+};
+
 Status CpuExecutor::runFlowSample(Frame &frame, const Instr &instr) {
-  Operands in{instr, frame.slots};
-  auto fail = [&](const std::string &m) -> Status { return opError(instr, m); };
+  return FlowSampler(*this, frame, instr).run();
+}
+
+/// Steps, rescale_t, cfg_strength and cfg_interval (the run's overrides
+/// replace steps and the guidance strength) and the multi-image mode.
+Status CpuExecutor::FlowSampler::readAttributes() {
+  auto stepsAttr = instr_.intAttr("steps");
+  auto rescale = instr_.floatAttr("rescale_t");
+  auto cfg = instr_.floatAttr("cfg_strength");
+  auto interval = instr_.floatArrayAttr("cfg_interval");
+  if (!stepsAttr || !rescale || !cfg || !interval || interval->size() != 2)
+    return fail("malformed sampler attributes");
+  steps_ = *stepsAttr;
+  cfgStrength_ = *cfg;
+  if (auto it = ex_.overrides_.find(ex_.entry_); it != ex_.overrides_.end()) {
+    steps_ = it->second.steps.value_or(steps_);
+    cfgStrength_ = it->second.cfgStrength.value_or(cfgStrength_);
+  }
+  if (steps_ < 1)
+    return fail("steps must be >= 1, found " + std::to_string(steps_));
+  rescaleT_ = *rescale;
+  interval_ = *interval;
+  if (auto m = instr_.stringAttr("multi_image")) {
+    for (const char *known : {"multidiffusion", "stochastic"})
+      if (m->find(known) != std::string::npos)
+        mode_ = known;
+  }
+  return Status::ok();
+}
+
+/// One region (x, τ, c), or the two-region form of
+/// trellis-specialize-guidance: (x, τ) -> v_c and (x, τ) -> v_u with the
+/// conditions used from above (already in their slots); with a third region
+/// (trellis-share-guidance-prefix) (x, τ) -> the shared values, which the
+/// other two take after (x, τ).
+Status CpuExecutor::FlowSampler::readRegions() {
+  const std::vector<Region> &regions = instr_.regions;
+  specialized_ = regions.size() >= 2;
+  shared_ = regions.size() == 3 ? &regions[2] : nullptr;
+  numShared_ = shared_ ? shared_->yield.size() : 0;
+  if (regions.empty() || regions.size() > 3 ||
+      (specialized_ && mode_ != "none"))
+    return fail("malformed sampler body");
+  for (size_t r = 0; r < regions.size(); ++r) {
+    size_t numArgs = !specialized_ ? 3 : r == 2 ? 2 : 2 + numShared_;
+    if (regions[r].argTypes.size() != numArgs ||
+        regions[r].argTypes[1].shape.size() != 1)
+      return fail("malformed sampler body");
+  }
+  // The model batch B: the body's τ argument is tensor<B×f32>.
+  batch_ = regions[0].argTypes[1].shape[0];
+  return Status::ok();
+}
+
+/// Runs `region` on (x, τ, c) (c: null for a specialized region), first the
+/// shared region when there is one and it has not run for this x; returns
+/// the velocity it yields.
+Result<HostTensor> CpuExecutor::FlowSampler::evalRegion(const Region &region,
+                                                        const HostTensor &x,
+                                                        float tau,
+                                                        const HostTensor *c) {
+  HostTensor tauT(DType::F32, {batch_});
+  for (int64_t i = 0; i < batch_; ++i)
+    tauT.mutableData<float>()[i] = tau;
+  if (shared_ && sharedValues_.empty()) {
+    frame_.slots[shared_->args.at(0)] = x;
+    frame_.slots[shared_->args.at(1)] = tauT;
+    TRELLIS_RETURN_IF_ERROR(ex_.runBody(frame_, shared_->body));
+    for (int y : shared_->yield)
+      sharedValues_.push_back(frame_.slots[y]);
+  }
+  frame_.slots[region.args.at(0)] = x;
+  frame_.slots[region.args.at(1)] = tauT;
+  if (c)
+    frame_.slots[region.args.at(2)] = *c;
+  for (size_t i = 0; i < numShared_; ++i)
+    frame_.slots[region.args.at(2 + i)] = sharedValues_[i];
+  TRELLIS_RETURN_IF_ERROR(ex_.runBody(frame_, region.body));
+  if (auto *v = std::get_if<HostTensor>(&frame_.slots[region.yield.at(0)]))
+    return *v;
+  return Error{"the velocity model yielded no tensor"};
+}
+
+/// v(x, τ, c) for c = cond_i or neg_cond (`conditional` says which).
+Result<HostTensor> CpuExecutor::FlowSampler::evalBody(const HostTensor &x,
+                                                      float tau,
+                                                      const HostTensor &c,
+                                                      bool conditional) {
+  if (!specialized_)
+    return evalRegion(instr_.regions[0], x, tau, &c);
+  return evalRegion(instr_.regions[conditional ? 0 : 1], x, tau, nullptr);
+}
+
+/// Multidiffusion: v_c = mean over the images of v(x, τ, cond_j).
+Result<HostTensor>
+CpuExecutor::FlowSampler::multiDiffusionVelocity(const HostTensor &x,
+                                                 float tau) {
+  HostTensor sum;
+  for (int64_t j = 0; j < images_; ++j) {
+    auto cj = row(cond_, j);
+    if (!cj)
+      return fail(cj.message());
+    auto cb = repeatBatch(*cj, batch_);
+    if (!cb)
+      return fail(cb.message());
+    auto v = evalBody(x, tau, *cb, true);
+    if (!v)
+      return Error{v.message()};
+    if (j == 0) {
+      sum = *v;
+    } else {
+      auto s = ref::add(sum, *v);
+      if (!s)
+        return fail(s.message());
+      sum = *s;
+    }
+  }
+  HostTensor inv(DType::F32, {1});
+  inv.mutableData<float>()[0] = 1.0f / float(images_);
+  auto mean = ref::mul(sum, inv);
+  if (!mean)
+    return fail(mean.message());
+  return mean;
+}
+
+/// v_c of step `i` from one condition: all of cond, or with the stochastic
+/// mode its image i mod images.
+Result<HostTensor>
+CpuExecutor::FlowSampler::oneImageVelocity(const HostTensor &x, float tau,
+                                           int64_t i) {
+  HostTensor c = cond_;
+  if (mode_ == "stochastic") {
+    auto cj = row(cond_, i % images_);
+    if (!cj)
+      return fail(cj.message());
+    c = *cj;
+  }
+  auto cb = repeatBatch(c, batch_);
+  if (!cb)
+    return fail(cb.message());
+  return evalBody(x, tau, *cb, true);
+}
+
+/// Step `i`: from grid time t_i to t_{i+1}, the conditional velocity, with
+/// classifier-free guidance where t_i is inside the interval, then the Euler
+/// update of `x`.
+Status CpuExecutor::FlowSampler::step(HostTensor &x, int64_t i) {
+  double t = grid_[size_t(i)], tPrev = grid_[size_t(i + 1)];
+  float tau = ref::modelTime(t);
+  sharedValues_.clear(); // a new x: the shared region runs again
+  Result<HostTensor> vc = mode_ == "multidiffusion"
+                              ? multiDiffusionVelocity(x, tau)
+                              : oneImageVelocity(x, tau, i);
+  if (!vc)
+    return vc.takeError();
+  HostTensor v = *vc;
+  if (ref::isGuidedStep(t, interval_[0], interval_[1])) {
+    auto vu = evalBody(x, tau, negB_, false);
+    if (!vu)
+      return Error{vu.message()};
+    auto combined = ref::cfgCombine(*vc, *vu, cfgStrength_);
+    if (!combined)
+      return fail(combined.message());
+    v = *combined;
+  }
+  auto next = ref::eulerUpdate(x, v, t - tPrev);
+  if (!next)
+    return fail(next.message());
+  x = *next;
+  if (ex_.checkFinite_ && !allFinite(x))
+    return fail("the sample has a non-finite value after step " +
+                std::to_string(i + 1) + " (--check-finite)");
+  if (ex_.onStep_)
+    ex_.onStep_(ex_.entry_, i + 1, steps_);
+  return Status::ok();
+}
+
+Status CpuExecutor::FlowSampler::run() {
+  Operands in{instr_, frame_.slots};
   auto noise = in.tensor(0), cond = in.tensor(1), neg = in.tensor(2);
   if (!noise || !cond || !neg)
     return fail("operands must be tensors");
-  auto stepsAttr = instr.intAttr("steps");
-  auto rescale = instr.floatAttr("rescale_t");
-  auto cfg = instr.floatAttr("cfg_strength");
-  auto interval = instr.floatArrayAttr("cfg_interval");
-  if (!stepsAttr || !rescale || !cfg || !interval || interval->size() != 2)
-    return fail("malformed sampler attributes");
-  int64_t steps = *stepsAttr;
-  double w = *cfg;
-  if (auto it = overrides_.find(entry_); it != overrides_.end()) {
-    steps = it->second.steps.value_or(steps);
-    w = it->second.cfgStrength.value_or(w);
-  }
-  if (steps < 1)
-    return fail("steps must be >= 1, found " + std::to_string(steps));
-  std::string mode = "none";
-  if (auto m = instr.stringAttr("multi_image")) {
-    for (const char *known : {"multidiffusion", "stochastic"})
-      if (m->find(known) != std::string::npos)
-        mode = known;
-  }
-  // One region (x, τ, c), or the two-region form of
-  // trellis-specialize-guidance: (x, τ) -> v_c and (x, τ) -> v_u with the
-  // conditions used from above (already in their slots); with a third
-  // region (trellis-share-guidance-prefix) (x, τ) -> the shared values, which
-  // the other two take after (x, τ).
-  bool specialized = instr.regions.size() >= 2;
-  const Region *shared =
-      instr.regions.size() == 3 ? &instr.regions[2] : nullptr;
-  size_t numShared = shared ? shared->yield.size() : 0;
-  if (instr.regions.empty() || instr.regions.size() > 3 ||
-      (specialized && mode != "none"))
-    return fail("malformed sampler body");
-  for (size_t r = 0; r < instr.regions.size(); ++r) {
-    size_t numArgs = !specialized ? 3 : r == 2 ? 2 : 2 + numShared;
-    if (instr.regions[r].argTypes.size() != numArgs ||
-        instr.regions[r].argTypes[1].shape.size() != 1)
-      return fail("malformed sampler body");
-  }
-  const Region &body = instr.regions[0];
-  // The model batch B: the body's τ argument is tensor<B×f32>.
-  int64_t batch = body.argTypes[1].shape[0];
-  int64_t images = cond->dim(0);
-
-  // The shared values of the step being evaluated (empty: not yet computed
-  // for this step's x).
-  std::vector<RtValue> sharedValues;
-  auto evalRegion = [&](const Region &region, const HostTensor &x, float tau,
-                        const HostTensor *c) -> Result<HostTensor> {
-    HostTensor tauT(DType::F32, {batch});
-    for (int64_t i = 0; i < batch; ++i)
-      tauT.mutableData<float>()[i] = tau;
-    if (shared && sharedValues.empty()) {
-      frame.slots[shared->args.at(0)] = x;
-      frame.slots[shared->args.at(1)] = tauT;
-      TRELLIS_RETURN_IF_ERROR(runBody(frame, shared->body));
-      for (int y : shared->yield)
-        sharedValues.push_back(frame.slots[y]);
-    }
-    frame.slots[region.args.at(0)] = x;
-    frame.slots[region.args.at(1)] = tauT;
-    if (c)
-      frame.slots[region.args.at(2)] = *c;
-    for (size_t i = 0; i < numShared; ++i)
-      frame.slots[region.args.at(2 + i)] = sharedValues[i];
-    TRELLIS_RETURN_IF_ERROR(runBody(frame, region.body));
-    if (auto *v = std::get_if<HostTensor>(&frame.slots[region.yield.at(0)]))
-      return *v;
-    return Error{"the velocity model yielded no tensor"};
-  };
-  // v(x, τ, c) for c = cond_i or neg_cond (`conditional` says which).
-  auto evalBody = [&](const HostTensor &x, float tau, const HostTensor &c,
-                      bool conditional) -> Result<HostTensor> {
-    if (!specialized)
-      return evalRegion(body, x, tau, &c);
-    return evalRegion(instr.regions[conditional ? 0 : 1], x, tau, nullptr);
-  };
-
-  std::vector<double> grid = ref::timeGrid(int(steps), *rescale);
+  TRELLIS_RETURN_IF_ERROR(readAttributes());
+  TRELLIS_RETURN_IF_ERROR(readRegions());
+  cond_ = std::move(*cond);
+  images_ = cond_.dim(0);
+  grid_ = ref::timeGrid(int(steps_), rescaleT_);
   HostTensor x =
       noise->dtype() == DType::F32 ? noise->clone() : noise->toFloat32();
-  auto negB = repeatBatch(*neg, batch);
+  auto negB = repeatBatch(*neg, batch_);
   if (!negB)
     return fail(negB.message());
-  for (int64_t i = 0; i < steps; ++i) {
-    double t = grid[size_t(i)], tPrev = grid[size_t(i + 1)];
-    float tau = ref::modelTime(t);
-    sharedValues.clear(); // a new x: the shared region runs again
-    HostTensor vc;
-    if (mode == "multidiffusion") {
-      // v_c = mean over the images of v(x, t, cond_j).
-      HostTensor sum;
-      for (int64_t j = 0; j < images; ++j) {
-        auto cj = row(*cond, j);
-        if (!cj)
-          return fail(cj.message());
-        auto cb = repeatBatch(*cj, batch);
-        if (!cb)
-          return fail(cb.message());
-        auto v = evalBody(x, tau, *cb, true);
-        if (!v)
-          return Error{v.message()};
-        if (j == 0) {
-          sum = *v;
-        } else {
-          auto s = ref::add(sum, *v);
-          if (!s)
-            return fail(s.message());
-          sum = *s;
-        }
-      }
-      HostTensor inv(DType::F32, {1});
-      inv.mutableData<float>()[0] = 1.0f / float(images);
-      auto mean = ref::mul(sum, inv);
-      if (!mean)
-        return fail(mean.message());
-      vc = *mean;
-    } else {
-      HostTensor c = *cond;
-      if (mode == "stochastic") {
-        auto cj = row(*cond, i % images);
-        if (!cj)
-          return fail(cj.message());
-        c = *cj;
-      }
-      auto cb = repeatBatch(c, batch);
-      if (!cb)
-        return fail(cb.message());
-      auto v = evalBody(x, tau, *cb, true);
-      if (!v)
-        return Error{v.message()};
-      vc = *v;
-    }
-    HostTensor v = vc;
-    if (ref::isGuidedStep(t, (*interval)[0], (*interval)[1])) {
-      auto vu = evalBody(x, tau, *negB, false);
-      if (!vu)
-        return Error{vu.message()};
-      auto combined = ref::cfgCombine(vc, *vu, w);
-      if (!combined)
-        return fail(combined.message());
-      v = *combined;
-    }
-    auto next = ref::eulerUpdate(x, v, t - tPrev);
-    if (!next)
-      return fail(next.message());
-    x = *next;
-    if (checkFinite_ && !allFinite(x))
-      return fail("the sample has a non-finite value after step " +
-                  std::to_string(i + 1) + " (--check-finite)");
-    if (onStep_)
-      onStep_(entry_, i + 1, steps);
-  }
-  frame.slots[instr.out.at(0)] = std::move(x);
+  negB_ = std::move(*negB);
+  for (int64_t i = 0; i < steps_; ++i)
+    TRELLIS_RETURN_IF_ERROR(step(x, i));
+  frame_.slots[instr_.out.at(0)] = std::move(x);
   return Status::ok();
 }
 

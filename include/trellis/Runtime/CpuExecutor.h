@@ -64,6 +64,7 @@ public:
 
 private:
   struct Frame;
+  class FlowSampler; // runs trellis.flow_sample (CpuExecutor.cpp)
   Result<std::vector<RtValue>> call(const Function &fn,
                                     std::vector<RtValue> args);
   Status runBody(Frame &frame, const std::vector<Instr> &body);
