@@ -19,10 +19,9 @@ Status checkImageSize(int64_t width, int64_t height, const std::string &what) {
     return Error{what + ": the image is " + size +
                  " pixels (an empty image); expected at least 1 x 1"};
   if (width > kMaxImageSide || height > kMaxImageSide)
-    return Error{what + ": the image is " + size +
-                 " pixels, larger than the limit of " +
-                 std::to_string(kMaxImageSide) +
-                 " pixels a side; resize it first"};
+    return Error{
+        what + ": the image is " + size + " pixels, larger than the limit of " +
+        std::to_string(kMaxImageSide) + " pixels a side; resize it first"};
   if (width * height > kMaxImagePixels)
     return Error{what + ": the image is " + size + " pixels (" +
                  std::to_string(width * height) +

@@ -11,11 +11,10 @@
 //===----------------------------------------------------------------------===//
 #include "trellis/Image/Image.h"
 
-#include <cstdio>
-// clang-format off: jpeglib.h needs <cstdio> first
-#include <jpeglib.h>
+#include <cstdio> // before jpeglib.h, which uses FILE
+
 #include <jerror.h>
-// clang-format on
+#include <jpeglib.h>
 
 #include <csetjmp>
 #include <cstring>
@@ -105,11 +104,11 @@ bool acceptHeader(const JpegHeader &header, void *context) {
   auto *ctx = static_cast<DecodeContext *>(context);
   const std::string &what = *ctx->what;
   if (header.colorSpace == JCS_CMYK || header.colorSpace == JCS_YCCK) {
-    ctx->headerStatus = Error{
-        what + ": a " +
-        (header.colorSpace == JCS_CMYK ? std::string("CMYK")
-                                       : std::string("YCCK")) +
-        " JPEG, which is not supported; save the image as RGB"};
+    ctx->headerStatus =
+        Error{what + ": a " +
+              (header.colorSpace == JCS_CMYK ? std::string("CMYK")
+                                             : std::string("YCCK")) +
+              " JPEG, which is not supported; save the image as RGB"};
     return false;
   }
   ctx->headerStatus = checkImageSize(header.width, header.height, what);

@@ -13,8 +13,7 @@ HostTensor normalizeImage(const uint8_t *rgb, int64_t size) {
   // static_cast from the double, as torch.as_tensor(list, float32) rounds.
   const float mean[3] = {static_cast<float>(0.485), static_cast<float>(0.456),
                          static_cast<float>(0.406)};
-  const float stdDev[3] = {static_cast<float>(0.229),
-                           static_cast<float>(0.224),
+  const float stdDev[3] = {static_cast<float>(0.229), static_cast<float>(0.224),
                            static_cast<float>(0.225)};
   HostTensor out(DType::F32, {3, size, size});
   float *dst = out.mutableData<float>();

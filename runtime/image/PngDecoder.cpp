@@ -60,8 +60,8 @@ uint32_t bigEndian32(const unsigned char *p) {
 /// state.message set on a libpng error.
 bool runLibpng(const unsigned char *data, size_t size, png_bytep *rows,
                size_t rowBytes, PngErrorState &state) {
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &state,
-                                           onError, onWarning);
+  png_structp png =
+      png_create_read_struct(PNG_LIBPNG_VER_STRING, &state, onError, onWarning);
   if (!png) {
     std::snprintf(state.message, sizeof(state.message), "out of memory");
     return false;

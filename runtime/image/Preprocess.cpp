@@ -49,9 +49,8 @@ Result<RgbaImage> opaqueForNoBackgroundRemoval(const RgbaImage &image,
   int64_t nw = int64_t(double(w) * s), nh = int64_t(double(h) * s);
   if (nw < 1 || nh < 1)
     return Error{what + ": the image is " + std::to_string(w) + " x " +
-                 std::to_string(h) +
-                 " pixels; TRELLIS would resize it to " + std::to_string(nw) +
-                 " x " + std::to_string(nh) +
+                 std::to_string(h) + " pixels; TRELLIS would resize it to " +
+                 std::to_string(nw) + " x " + std::to_string(nh) +
                  " before background removal, which Pillow refuses (an "
                  "empty image)"};
   // Pillow resizes the RGB image (no alpha, no premultiplication).
@@ -104,9 +103,10 @@ Result<CropBox> foregroundCropBox(const RgbaImage &image,
     }
   }
   if (x1 < 0)
-    return Error{what + ": no foreground: no pixel has alpha >= 205 (TRELLIS "
-                        "keeps alpha > 0.8 * 255 as the object), the largest "
-                        "alpha is " +
+    return Error{what +
+                 ": no foreground: no pixel has alpha >= 205 (TRELLIS "
+                 "keeps alpha > 0.8 * 255 as the object), the largest "
+                 "alpha is " +
                  std::to_string(maxAlpha) +
                  ", so there is nothing to crop around (TRELLIS fails on "
                  "such an image)"};
@@ -197,8 +197,7 @@ Result<PreprocessedImage> preprocessImage(const RgbaImage &image,
           "whose alpha channel marks the object (RGBA PNG with a transparent "
           "background), or pass --no-background-removal to use the image "
           "as it is (the whole image is the object)"};
-    TRELLIS_ASSIGN_OR_RETURN(opaque,
-                             opaqueForNoBackgroundRemoval(image, what));
+    TRELLIS_ASSIGN_OR_RETURN(opaque, opaqueForNoBackgroundRemoval(image, what));
     source = &opaque;
   }
   result.sourceWidth = source->width;

@@ -165,7 +165,9 @@ def cases():
     )
     add(
         "rgb_over_1024",
-        lambda r: np.concatenate([_blob(r, 700, 1300, 650, 350, 600, 300)[:, :, :3], np.full((700, 1300, 1), 255, np.uint8)], 2),
+        lambda r: np.concatenate(
+            [_blob(r, 700, 1300, 650, 350, 600, 300)[:, :, :3], np.full((700, 1300, 1), 255, np.uint8)], 2
+        ),
         RGB,
         "1300 x 700 RGB: with --no-background-removal, TRELLIS's 1024 cap first (1024 x 551)",
     )

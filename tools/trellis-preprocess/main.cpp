@@ -101,8 +101,8 @@ int main(int argc, char **argv) {
     } else if (input.empty()) {
       input = arg;
     } else {
-      return usage("one image at a time: found \"" + input + "\" and \"" +
-                   arg + "\"");
+      return usage("one image at a time: found \"" + input + "\" and \"" + arg +
+                   "\"");
     }
   }
   if (input.empty())
@@ -117,16 +117,15 @@ int main(int argc, char **argv) {
   if (!pre)
     return fail(pre.message());
   if (verbose)
-    std::fprintf(stderr,
-                 "%s: %lld x %lld, %s; crop %lld x %lld at (%lld, %lld) of "
-                 "%lld x %lld\n",
-                 input.c_str(), (long long)image->width,
-                 (long long)image->height,
-                 pre->alphaTrusted ? "alpha used"
-                                   : "no usable alpha (whole image)",
-                 (long long)pre->crop.width, (long long)pre->crop.height,
-                 (long long)pre->crop.left, (long long)pre->crop.top,
-                 (long long)pre->sourceWidth, (long long)pre->sourceHeight);
+    std::fprintf(
+        stderr,
+        "%s: %lld x %lld, %s; crop %lld x %lld at (%lld, %lld) of "
+        "%lld x %lld\n",
+        input.c_str(), (long long)image->width, (long long)image->height,
+        pre->alphaTrusted ? "alpha used" : "no usable alpha (whole image)",
+        (long long)pre->crop.width, (long long)pre->crop.height,
+        (long long)pre->crop.left, (long long)pre->crop.top,
+        (long long)pre->sourceWidth, (long long)pre->sourceHeight);
 
   const int64_t s = kCondImageSize;
   if (!outRgb.empty()) {

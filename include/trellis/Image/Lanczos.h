@@ -1,4 +1,5 @@
-//===- Lanczos.h - Pillow's 8-bit LANCZOS resize ---------------------------===//
+//===- Lanczos.h - Pillow's 8-bit LANCZOS resize
+//---------------------------===//
 //
 // Pillow's Image.resize(size, LANCZOS) on 8-bit images, bit for bit
 // (shared/spec/TRELLIS-v1-image-conditioning.md §5.2): per axis, Lanczos-3
