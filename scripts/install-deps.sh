@@ -12,6 +12,8 @@ PACKAGES=(
   # C++ libraries
   nlohmann-json3-dev libgtest-dev libgmock-dev zlib1g-dev libzip-dev
   libtinygltf-dev libmeshoptimizer-dev
+  # Image decoding (runtime/image)
+  libpng-dev libjpeg62-turbo-dev
   # Python (Debian's /usr/bin/python3; PyPI is not reachable)
   python3 python3-numpy python3-pytest
   # Fuzzing (libFuzzer from Debian's clang)
@@ -19,8 +21,9 @@ PACKAGES=(
 )
 # Heavier packages only the tests need (open3d reads our PLY/GLB output).
 if [[ "${1:-}" == "--test" ]]; then
-  # open3d: the mesh checks; clang-format-14, black, codespell: scripts/check-format.sh
-  PACKAGES+=(python3-open3d clang-format-14 black codespell)
+  # open3d: the mesh checks; pil: Pillow, the image preprocessing cross-check;
+  # clang-format-14, black, codespell: scripts/check-format.sh
+  PACKAGES+=(python3-open3d python3-pil clang-format-14 black codespell)
 fi
 
 missing=()
