@@ -292,6 +292,11 @@ def Trellis_GeluOp : Trellis_UnaryOp<"gelu", "GELU (tanh approximation)",
     gelu(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), i.e. PyTorch's
     `gelu(approximate="tanh")`: the only GELU of TRELLIS (every FFN, dense
     and sparse; spec §3.6, §8.1), not the erf form.}]>;
+def Trellis_GeluErfOp : Trellis_UnaryOp<"gelu_erf", "GELU (exact erf form)",
+    [{The **exact** form gelu(x) = 0.5·x·(1 + erf(x/√2)), PyTorch's default
+    `gelu` (approximate="none"): the MLP of the image-conditioning model
+    (DINOv2, image conditioning spec §2.4). Never fused into a cuBLASLt
+    epilogue, whose GELU is the tanh form.}]>;
 def Trellis_SigmoidOp : Trellis_UnaryOp<"sigmoid", "1 / (1 + exp(−x))">;
 def Trellis_TanhOp : Trellis_UnaryOp<"tanh", "tanh(x)">;
 def Trellis_SoftplusOp : Trellis_UnaryOp<"softplus", "softplus log(1 + exp(x))",

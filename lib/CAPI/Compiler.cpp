@@ -12,6 +12,7 @@
 #include "dialect/TrellisDialect.h"
 #include "dialect/TrellisTypes.h"
 #include "lib/CAPI/TraceReplay.h"
+#include "lib/Session/Backend.h"
 #include "lib/Session/PipelineFront.h"
 #include "lib/Target/HostProgram.h"
 #include "lib/Transforms/Passes.h"
@@ -188,35 +189,38 @@ DiagRecord plain(std::string message) {
   return r;
 }
 
-/// The graph phase (lib/Session, as trellisc runs it).
-LogicalResult runGraphPhase(ModuleOp module) {
-  PassManager pm(module.getContext());
-  session::addGraphPhasePasses(pm);
-  return pm.run(module);
-}
-
-/// Graph phase, then the IR text or the CPU bundle.
+/// Graph phase (lib/Session, as trellisc runs it), then the IR text or the
+/// CPU bundle.
 int finish(ModuleOp module, const CompileOptions &o,
            const std::vector<std::string> &entries, json meta,
            const std::string &weightManifest, trellisc_result &r) {
   if (failed(mlir::verify(module)))
     return TRELLISC_COMPILE_ERROR;
-  if (o.compileTo != "trellis" && failed(runGraphPhase(module)))
+  session::BackendOptions backend;
+  codegen::GeneratedKernels noKernels; // the CPU target generates none
+  if (o.compileTo != "trellis" &&
+      failed(session::runPhase(Phase::Graph, module, backend, noKernels)))
     return TRELLISC_COMPILE_ERROR;
   if (o.emit == "mlir") {
     llvm::raw_string_ostream os(r.ir);
     module.print(os);
     return TRELLISC_OK;
   }
-  FailureOr<SerializedProgram> program = serializeHostProgram(module, entries);
-  if (failed(program))
+  session::BundleContents contents;
+  contents.entries = entries;
+  contents.weightManifest = weightManifest;
+  contents.compiler = meta.value("compiler", "");
+  contents.inputName = meta.value("input", "");
+  for (const auto &[key, value] : meta.items())
+    if (key != "compiler" && key != "input" && key != "target")
+      contents.extraMeta[key] = value;
+  Result<Bundle> bundle =
+      session::assembleBundle(module, Target::CPU, contents, noKernels);
+  if (!bundle) {
+    r.diags.push_back(plain(bundle.message()));
     return TRELLISC_COMPILE_ERROR;
-  Bundle bundle;
-  bundle.set("program", std::move(program->program));
-  bundle.set("locations", std::move(program->locations));
-  bundle.set("weights", weightManifest);
-  bundle.set("meta", safeDump(meta));
-  r.bundle = bundle.serialize();
+  }
+  r.bundle = bundle->serialize();
   return TRELLISC_OK;
 }
 

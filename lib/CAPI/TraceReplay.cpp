@@ -317,12 +317,13 @@ bool Replayer::replayOp(const OpCall &c, std::vector<trace::Tensor> &out) {
   using BinaryFn = trace::Tensor (*)(const trace::Tensor &,
                                      const trace::Tensor &, trace::Where);
   static const std::map<std::string, UnaryFn> unary = {
-      {"silu", trace::silu},         {"gelu", trace::gelu},
-      {"sigmoid", trace::sigmoid},   {"tanh", trace::tanh},
-      {"softplus", trace::softplus}, {"exp", trace::exp},
-      {"log", trace::log},           {"sin", trace::sin},
-      {"cos", trace::cos},           {"neg", trace::neg},
-      {"sqrt", trace::sqrt},         {"abs", trace::abs}};
+      {"silu", trace::silu},        {"gelu", trace::gelu},
+      {"gelu_erf", trace::geluErf}, {"sigmoid", trace::sigmoid},
+      {"tanh", trace::tanh},        {"softplus", trace::softplus},
+      {"exp", trace::exp},          {"log", trace::log},
+      {"sin", trace::sin},          {"cos", trace::cos},
+      {"neg", trace::neg},          {"sqrt", trace::sqrt},
+      {"abs", trace::abs}};
   static const std::map<std::string, BinaryFn> binary = {
       {"add", trace::add},         {"sub", trace::sub},
       {"mul", trace::mul},         {"div", trace::div},

@@ -172,6 +172,16 @@ Value unaryF32(KernelBuilder &kb, StringRef name, Value x) {
     return arith::MulFOp::create(b, loc, h,
                                  arith::AddFOp::create(b, loc, one(), th));
   }
+  if (name == "gelu_erf") {
+    // 0.5·x·(1 + erf(x·(1/√2))), in the reference's order.
+    Value e = math::ErfOp::create(
+        b, loc,
+        arith::MulFOp::create(
+            b, loc, x, kb.f32(double(float(0.70710678118654752440)), t)));
+    Value h = arith::MulFOp::create(b, loc, kb.f32(0.5, t), x);
+    return arith::MulFOp::create(b, loc, h,
+                                 arith::AddFOp::create(b, loc, one(), e));
+  }
   if (name == "tanh")
     return math::TanhOp::create(b, loc, x);
   if (name == "softplus") {
@@ -200,9 +210,9 @@ Value unaryF32(KernelBuilder &kb, StringRef name, Value x) {
 }
 
 bool isUnaryName(StringRef n) {
-  return llvm::is_contained({"silu", "gelu", "sigmoid", "tanh", "softplus",
-                             "atanh", "exp", "log", "sin", "cos", "neg", "sqrt",
-                             "abs"},
+  return llvm::is_contained({"silu", "gelu", "gelu_erf", "sigmoid", "tanh",
+                             "softplus", "atanh", "exp", "log", "sin", "cos",
+                             "neg", "sqrt", "abs"},
                             n);
 }
 

@@ -10,7 +10,8 @@
 #include "trellis/Conversion/Partition.h"
 
 #include "dialect/TrellisDialect.h"
-#include "lib/Driver/Phases.h"
+#include "lib/Session/Backend.h"
+#include "lib/Session/Phases.h"
 #include "lib/Session/PipelineFront.h"
 #include "lib/Target/HostProgram.h"
 #include "lib/Transforms/Passes.h"
@@ -48,9 +49,6 @@ using namespace mlir;
 namespace cl = llvm::cl;
 
 namespace trellis {
-/// The attention kernel images compiled at build time (runtime/kernels,
-/// cmake/EmbedFiles.cmake); empty when built without the CUDA toolkit.
-std::string_view embeddedImage(std::string_view name);
 namespace {
 
 /// The function a compiled program starts at.
@@ -148,6 +146,13 @@ cl::opt<std::string> precision(
     cl::desc("trellis: fp16 where TRELLIS stores fp16 (spec §11); fp32: "
              "everything in f32 (a debugging aid, not TRELLIS's numbers)"));
 
+cl::opt<std::string> imageModel(
+    "image-model", cl::cat(pipelineCategory), cl::value_desc("dir"),
+    cl::desc("The image-conditioning model (Hugging Face's "
+             "dinov2-with-registers folder: config.json, model.safetensors); "
+             "default <model dir>/image_cond_model when it exists. With it "
+             "the program takes images (trellis.exe --image)"));
+
 cl::opt<unsigned> mlpChunkTokens(
     "mlp-chunk-tokens", cl::cat(category), cl::init(0),
     cl::desc("GPU, tiling phase: run each MLP over this many tokens at a "
@@ -198,31 +203,6 @@ Phase lastReachablePhase(Phase start, Target t) {
   return last;
 }
 
-/// The functions that run on the GPU with --target=cuda (ss_stage first):
-/// the dense stage and the sparse stages (dynamic rows, issue 6).
-const std::vector<std::string> kGpuEntries = {
-    "ss_stage", "slat_stage", "decode_gs", "decode_rf", "decode_mesh"};
-
-/// The passes of one IR phase (the partition and codegen phases are run by
-/// runPhase: codegen produces PTX besides the IR).
-void addPhasePasses(Phase phase, PassManager &pm) {
-  switch (phase) {
-  case Phase::Graph:
-    session::addGraphPhasePasses(pm);
-    break;
-  case Phase::Fusion:
-    ::mlir::trellis::buildFusionPipeline(pm);
-    break;
-  case Phase::Tiling:
-    ::mlir::trellis::buildTilingPipeline(pm, {int64_t(mlpChunkTokens),
-                                              int64_t(mlpHiddenMiB) << 20,
-                                              int64_t(tileForSms)});
-    break;
-  default:
-    break;
-  }
-}
-
 /// Writes `text` to `dir`/`name` (--dump-phases-to).
 LogicalResult dumpFile(llvm::StringRef dir, llvm::StringRef name,
                        llvm::function_ref<void(llvm::raw_ostream &)> write) {
@@ -237,30 +217,6 @@ LogicalResult dumpFile(llvm::StringRef dir, llvm::StringRef name,
   write(out->os());
   out->keep();
   return success();
-}
-
-/// Runs one phase on `module`: its passes, or for --target=cuda partition
-/// and codegen (which also produces `kernels`).
-LogicalResult runPhase(Phase phase, ModuleOp module,
-                       llvm::ArrayRef<std::string> gpuEntries,
-                       codegen::GeneratedKernels &kernels) {
-  if (phase == Phase::Partition)
-    return partitionForCuda(module, gpuEntries);
-  if (phase == Phase::Codegen) {
-    FailureOr<codegen::GeneratedKernels> generated =
-        codegen::generateKernels(module, codegen::CodegenOptions());
-    if (failed(generated))
-      return failure();
-    kernels = std::move(*generated);
-    return success();
-  }
-  PassManager pm(module.getContext());
-  if (failed(applyPassManagerCLOptions(pm))) {
-    usageError("invalid pass manager options");
-    return failure();
-  }
-  addPhasePasses(phase, pm);
-  return pm.run(module);
 }
 
 /// The runtime executable that --emit=exe copies: $TRELLIS_RUNTIME, else
@@ -329,6 +285,7 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
   request.condTokens = condTokens;
   request.images = numImages;
   request.multiImage = multiImage;
+  request.imageModelDir = imageModel;
   if (std::string bad =
           session::checkRequest(request, session::OptionNames::CommandLine);
       !bad.empty()) {
@@ -389,48 +346,18 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
 /// the generated PTX and the attention kernel images.
 int emitBundle(ModuleOp module, EmitKind emit, const CompiledInput &in,
                Target tgt, const codegen::GeneratedKernels &kernels) {
-  FailureOr<SerializedProgram> program =
-      serializeHostProgram(module, in.entries);
-  if (failed(program))
-    return 1;
-  Bundle bundle;
-  bundle.set("program", std::move(program->program));
-  bundle.set("locations", std::move(program->locations));
-  bundle.set("weights", in.weightManifest);
-  nlohmann::json meta = {
-      {"compiler", "trellisc " TRELLISC_VERSION},
-      {"target", tgt == Target::CUDA ? "cuda" : "cpu"},
-      {"input", llvm::sys::path::filename(inputFilename).str()}};
-  if (tgt == Target::CUDA) {
-    // The GPU entries are the functions partition marked.
-    nlohmann::json entries = nlohmann::json::array();
-    for (const std::string &e : in.entries)
-      if (auto fn = module.lookupSymbol<func::FuncOp>(e);
-          fn && fn->hasAttr("trellis.device"))
-        entries.push_back(e);
-    meta["gpu_entries"] = entries;
-    meta["generated_kernels"] = kernels.numKernels;
-    bundle.set("ptx.sm_90a", kernels.ptxSm90a);
-    if (!kernels.cubinSm90a.empty())
-      bundle.set("cubin.sm_90a", kernels.cubinSm90a);
-    if (!kernels.ptxCompute75.empty())
-      bundle.set("ptx.compute_75", kernels.ptxCompute75);
-    for (const char *image :
-         {"attn.sm_90a", "attn.compute_80", "attn.compute_75"}) {
-      std::string key = image;
-      std::replace(key.begin(), key.end(), '.', '_');
-      std::string_view bytes = embeddedImage(key);
-      if (bytes.empty())
-        return compileError("this trellisc was built without the attention "
-                            "kernels (no CUDA toolkit at build time): "
-                            "--target=cuda is unavailable");
-      // NUL-terminated: the driver reads PTX as a C string.
-      bundle.set(image, std::string(bytes) + '\0');
-    }
-  }
+  session::BundleContents contents;
+  contents.entries = in.entries;
+  contents.weightManifest = in.weightManifest;
+  contents.inputName = llvm::sys::path::filename(inputFilename).str();
+  contents.compiler = "trellisc " TRELLISC_VERSION;
   if (in.slatResolution)
-    meta["slat_resolution"] = in.slatResolution;
-  bundle.set("meta", meta.dump());
+    contents.extraMeta["slat_resolution"] = in.slatResolution;
+  Result<Bundle> assembled =
+      session::assembleBundle(module, tgt, contents, kernels);
+  if (!assembled)
+    return compileError(assembled.message());
+  Bundle &bundle = *assembled;
   std::string outPath = outputFilename;
   if (emit == EmitKind::Bundle) {
     if (outPath.empty())
@@ -622,15 +549,23 @@ int runPhases(ModuleOp module, const CompilePlan &plan,
                              : plan.start,
                          module)))
     return 1;
+  session::BackendOptions options;
+  options.target = plan.tgt;
   // A pipeline's GPU stages; an MLIR program's entry runs on the GPU whole.
-  std::vector<std::string> gpuEntries =
-      plan.start == Phase::Config ? kGpuEntries : compiled.entries;
+  options.gpuEntries = plan.start == Phase::Config
+                           ? session::kPipelineGpuEntries
+                           : compiled.entries;
+  if (tileForSms < 1)
+    return usageError("--tile-for-sms must be at least 1, found " +
+                      std::to_string(tileForSms));
+  options.tiling = {int64_t(mlpChunkTokens), int64_t(mlpHiddenMiB) << 20,
+                    int64_t(tileForSms)};
   for (const PhaseInfo &info : allPhases()) {
     // (A pipeline's trace is its trellis IR: the front made both.)
     if (info.phase <= std::max(plan.start, Phase::Trellis) ||
         info.phase > plan.finalPhase || !info.appliesTo(plan.tgt))
       continue;
-    if (failed(runPhase(info.phase, module, gpuEntries, kernels)) ||
+    if (failed(session::runPhase(info.phase, module, options, kernels)) ||
         failed(dumpPhaseIR(info.phase, module)))
       return 1;
     if (info.phase == Phase::Codegen && failed(dumpKernels(kernels)))

@@ -224,6 +224,30 @@ struct Stages {
     t.endFunction({trivec, parts[1], fdc});
   }
 
+  /// image_stage: the normalized images through the image-conditioning
+  /// model, whose tokens must be what the flows were compiled to take.
+  void imageStage() {
+    if (!o.imageCond)
+      return;
+    const config::ImageCondArgs &a = *o.imageCond;
+    t.setModel(kImageCondModelKey, std::nullopt);
+    const ModelRef *flow = ref(config::kSparseStructureFlowKey);
+    if (flow && *flow->config->ssFlow()->condChannels != *a.hiddenSize) {
+      Tracer::Scope scope(t, "", a.hiddenSize.pos);
+      t.error("the image-conditioning model gives " +
+              std::to_string(*a.hiddenSize) +
+              "-channel tokens, the flow models take cond_channels " +
+              std::to_string(*flow->config->ssFlow()->condChannels));
+      return;
+    }
+    buildImageCondModel(t, kImageCondModelKey, a, o.images);
+    const int64_t s = *a.imageSize;
+    auto args = t.beginFunction(
+        "image_stage", {t.tensorType({o.images, 3, s, s}, DType::F32)});
+    auto cond = call(t, kImageCondModelKey, {args[0]});
+    t.endFunction({cond.empty() ? Tensor() : cond.front()});
+  }
+
   /// Mesh decoder: the 101-channel fields at 4× the resolution.
   void decodeMesh() {
     const ModelRef *m = ref(config::kMeshDecoderKey);
@@ -242,9 +266,12 @@ struct Stages {
 void buildPipeline(Tracer &t, const config::PipelineConfig &pipeline,
                    const PipelineOptions &options) {
   bool text = pipeline.pipelineClass == config::PipelineClass::TextTo3D;
-  TraceSizes sizes{options.batch, options.condTokens
-                                      ? options.condTokens
-                                      : (text ? int64_t(77) : int64_t(1374))};
+  // Conditioning tokens: asked for, else the image model's, else the class's.
+  int64_t condTokens = options.condTokens;
+  if (!condTokens)
+    condTokens = options.imageCond ? options.imageCond->tokens()
+                                   : (text ? int64_t(77) : int64_t(1374));
+  TraceSizes sizes{options.batch, condTokens};
   // The networks, one function per model key.
   for (const ModelRef &m : pipeline.models) {
     if (!m.config)
@@ -266,6 +293,7 @@ void buildPipeline(Tracer &t, const config::PipelineConfig &pipeline,
     }
   }
   Stages stages{t, pipeline, options, sizes, text};
+  stages.imageStage();
   stages.ssStage();
   stages.slatStage();
   stages.decodeGaussians();

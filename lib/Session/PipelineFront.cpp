@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <nlohmann/json.hpp>
 
@@ -80,6 +81,53 @@ PipelineFront tracePipeline(mlir::MLIRContext &context,
     }
     files[m.key] = *file;
   }
+  std::optional<config::ImageCondArgs> imageCond;
+  if (p.pipelineClass == config::PipelineClass::ImageTo3D) {
+    const bool asked = !request.imageModelDir.empty();
+    const std::string dir = asked ? request.imageModelDir
+                                  : p.dir + "/" + config::kImageCondModelDir;
+    const std::string cfgPath = dir + "/config.json",
+                      weightsPath = dir + "/model.safetensors";
+    if (asked || llvm::sys::fs::exists(cfgPath)) {
+      Result<config::ImageCondArgs> args =
+          config::readImageCondConfig(cfgPath, &front.configDiagnostics);
+      if (!args) {
+        front.outcome = Outcome::ConfigFailed;
+        front.configError = "the image-conditioning model: " + args.message();
+        return front;
+      }
+      if (request.condTokens && request.condTokens != args->tokens()) {
+        config::Diagnostic note;
+        note.severity = config::Diagnostic::Severity::Warning;
+        note.pos.file = cfgPath;
+        note.message = "the image-conditioning model gives " +
+                       std::to_string(args->tokens()) +
+                       " tokens and --cond-tokens asks for " +
+                       std::to_string(request.condTokens) +
+                       ": the program takes conditioning tokens only (no "
+                       "image_stage)";
+        front.configDiagnostics.push_back(std::move(note));
+      } else {
+        imageCond = std::move(*args);
+        front.inputFiles.insert(front.inputFiles.end(), {cfgPath, weightsPath});
+        std::string rel = weightsPath;
+        if (llvm::StringRef(rel).starts_with(p.dir + "/"))
+          rel = rel.substr(p.dir.size() + 1);
+        weights[models::kImageCondModelKey] = rel;
+        if (!request.configOnly) {
+          Result<std::shared_ptr<const SafetensorsFile>> file =
+              SafetensorsFile::open(weightsPath);
+          if (!file) {
+            front.outcome = Outcome::ConfigFailed;
+            front.configError =
+                "the image-conditioning model: " + file.message();
+            return front;
+          }
+          files[models::kImageCondModelKey] = *file;
+        }
+      }
+    }
+  }
   // (Paths need not be UTF-8: replace what JSON cannot hold.)
   front.weightManifest =
       weights.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -97,6 +145,7 @@ PipelineFront tracePipeline(mlir::MLIRContext &context,
   options.condTokens = request.condTokens;
   options.images = request.images;
   options.multiImage = request.multiImage;
+  options.imageCond = std::move(imageCond);
   options.ssOverrides.origin = options.slatOverrides.origin =
       "trellisc options";
   models::buildPipeline(tracer, p, options);

@@ -33,6 +33,10 @@ struct PipelineRequest {
   bool allFp32 = false; ///< --precision=fp32
   int64_t batch = 1, condTokens = 0, images = 1;
   std::string multiImage;
+  /// The image-conditioning model's folder (config.json + model.safetensors,
+  /// Hugging Face's layout): "" = <pipeline dir>/image_cond_model when it
+  /// has a config.json (then the program also takes images).
+  std::string imageModelDir;
 };
 
 /// What the config and trace phases produced, and their diagnostics.

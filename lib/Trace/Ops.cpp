@@ -134,6 +134,7 @@ TRELLIS_BINARY(maximum, MaximumOp)
   Tensor FN(const Tensor &x, Where where) { return sameType<td::OP>(x, where); }
 TRELLIS_UNARY(silu, SiluOp)
 TRELLIS_UNARY(gelu, GeluOp)
+TRELLIS_UNARY(geluErf, GeluErfOp)
 TRELLIS_UNARY(sigmoid, SigmoidOp)
 TRELLIS_UNARY(tanh, TanhOp)
 TRELLIS_UNARY(softplus, SoftplusOp)

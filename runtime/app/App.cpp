@@ -10,6 +10,8 @@
 #include "trellis/Runtime/App.h"
 
 #include "trellis/Format/Npy.h"
+#include "trellis/Image/Image.h"
+#include "trellis/Image/Preprocess.h"
 #include "trellis/Reference/Parallel.h"
 #include "trellis/Runtime/Bundle.h"
 #include "trellis/Runtime/Engine.h"
@@ -41,7 +43,8 @@ using json = nlohmann::json;
 const char *const kUsage =
     R"(trellis.exe: the TRELLIS image-to-3D pipeline, compiled by trellisc
 
-usage: trellis.exe --model DIR --cond FILE [--cond FILE ...] --out DIR [options]
+usage: trellis.exe --model DIR --image FILE [--image FILE ...] --out DIR [options]
+       trellis.exe --model DIR --cond FILE [--cond FILE ...] --out DIR [options]
        trellis.exe --model DIR --inputs MANIFEST.jsonl --out DIR [options]
        trellis.exe --inspect
 
@@ -51,6 +54,19 @@ time and voxel count.
 
   --model DIR          TRELLIS model directory (its ckpts/*.safetensors are
                        mapped, never copied whole)
+  --image FILE         an RGBA image (PNG or JPEG) whose alpha marks the
+                       object, preprocessed as TRELLIS does and encoded by
+                       the compiled image-conditioning model; several
+                       --image: one generation conditioned on them all
+                       (a program compiled with --images N and
+                       --multi-image); docs/guide/images.md
+  --no-background-removal
+                       accept an image without a usable alpha channel as it
+                       is (TRELLIS would cut the background out with rembg,
+                       which we do not ship): the whole image is the object
+  --save-cond          also write cond_tokens.npy (the conditioning tokens)
+                       and, with --image, cond_image.npy (the preprocessed
+                       518 x 518 uint8 RGB images)
   --cond FILE          conditioning tokens, .npy or .npz (first array),
                        f32 [images, Lc, Cc] (post-LayerNorm DINOv2 tokens).
                        Repeat it for several generations: outputs go to
@@ -125,6 +141,8 @@ outputs: ss_latent.npy coords.npy slat.npy gaussians.ply gaussians.npz
 struct Options {
   std::string model, negCond, out, ssNoise, slatNoise, coords, bundle;
   std::vector<std::string> conds;
+  std::vector<std::string> images; // --image (one generation of them all)
+  bool noBackgroundRemoval = false, saveCond = false;
   std::string inputs; // --inputs manifest
   int64_t repeat = 1;
   bool debugOutputs = false;
@@ -380,7 +398,15 @@ Result<Options> parseArgs(int argc, char **argv) {
       std::string c;
       s = r.str(c);
       o.conds.push_back(c);
-    } else if (a == "--seed")
+    } else if (a == "--image") {
+      std::string c;
+      s = r.str(c);
+      o.images.push_back(c);
+    } else if (a == "--no-background-removal")
+      o.noBackgroundRemoval = true;
+    else if (a == "--save-cond")
+      o.saveCond = true;
+    else if (a == "--seed")
       s = r.unsigned64(o.seed);
     else if (a == "--threads") {
       int64_t n = 0;
@@ -416,6 +442,12 @@ int fail(const std::string &message) {
   return 1;
 }
 
+/// A usage error (options that do not fit together): exit status 2.
+int usageFail(const std::string &message) {
+  std::cerr << "trellis.exe: error: " << message << "\n";
+  return 2;
+}
+
 /// Progress on stderr, as trellis.exe always printed it.
 class StderrObserver : public PipelineObserver {
 public:
@@ -446,6 +478,34 @@ Status checkNotAnOutput(const std::string &path, const std::string &what,
   return Status::ok();
 }
 
+/// The images of one generation, preprocessed as TRELLIS does
+/// (trellis/Image/Preprocess.h) and normalized: f32 [N, 3, 518, 518].
+Result<NamedTensor> readImages(const std::vector<std::string> &paths,
+                               const Options &o, GenerationRequest &req,
+                               const GenerationSpec &g) {
+  const int64_t s = kCondImageSize, n = int64_t(paths.size());
+  HostTensor stacked(DType::F32, {n, 3, s, s});
+  HostTensor rgb(DType::U8, {n, s, s, 3}); // for --save-cond
+  PreprocessOptions options;
+  options.noBackgroundRemoval = o.noBackgroundRemoval;
+  for (int64_t i = 0; i < n; ++i) {
+    TRELLIS_RETURN_IF_ERROR(checkNotAnOutput(paths[i], "--image", g.outDir));
+    TRELLIS_ASSIGN_OR_RETURN(RgbaImage image, readImageFile(paths[i]));
+    TRELLIS_ASSIGN_OR_RETURN(PreprocessedImage pre,
+                             preprocessImage(image, options, paths[i]));
+    HostTensor x = normalizeImage(pre.rgb.data(), s);
+    std::memcpy(stacked.mutableData<float>() + i * 3 * s * s, x.data<float>(),
+                x.nbytes());
+    std::memcpy(rgb.mutableData<uint8_t>() + i * s * s * 3, pre.rgb.data(),
+                pre.rgb.size());
+  }
+  req.condImages = std::move(rgb);
+  std::string what = "--image " + paths.front();
+  if (n > 1)
+    what += " (and " + std::to_string(n - 1) + " more)";
+  return NamedTensor{std::move(stacked), what};
+}
+
 Result<GenerationRequest> makeRequest(const Options &o,
                                       const GenerationSpec &g) {
   for (auto [path, what] : {std::pair{g.cond, "--cond"},
@@ -455,10 +515,15 @@ Result<GenerationRequest> makeRequest(const Options &o,
                             {o.negCond, "--neg-cond"}})
     TRELLIS_RETURN_IF_ERROR(checkNotAnOutput(path, what, g.outDir));
   GenerationRequest req;
-  auto cond = readArray(g.cond, "--cond");
-  if (!cond)
-    return Error{cond.message()};
-  req.cond = {*cond, "--cond " + g.cond};
+  if (!g.images.empty()) {
+    TRELLIS_ASSIGN_OR_RETURN(req.images, readImages(g.images, o, req, g));
+  } else {
+    auto cond = readArray(g.cond, "--cond");
+    if (!cond)
+      return Error{cond.message()};
+    req.cond = {*cond, "--cond " + g.cond};
+  }
+  req.saveCond = o.saveCond;
   auto optional = [](const std::string &path, const char *what,
                      std::optional<NamedTensor> &dst) -> Status {
     if (path.empty())
@@ -585,6 +650,7 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
   eo.checkFinite = opts.checkFinite;
   eo.modelDir = opts.model;
   eo.lastStage = opts.lastStage; // --stop-after: the later models may be absent
+  eo.images = !opts.images.empty();
   eo.notice = [&](const std::string &line) { observer.message(line); };
   auto engine = Engine::create(loaded, std::move(eo));
   if (!engine)
@@ -690,14 +756,18 @@ int runtimeMainImpl(int argc, char **argv) {
   if (opts->inspect)
     return inspect(loaded->bundle, loaded->program, loaded->meta, source,
                    opts->coords);
-  if (opts->model.empty() || (opts->conds.empty() && opts->inputs.empty()) ||
+  if (opts->model.empty() ||
+      (opts->conds.empty() && opts->images.empty() && opts->inputs.empty()) ||
       opts->out.empty()) {
     std::cerr << kUsage;
-    return fail("--model, --cond (or --inputs) and --out are required");
+    return usageFail("--model, --image or --cond (or --inputs) and --out are "
+                     "required");
   }
-  if (!opts->conds.empty() && !opts->inputs.empty())
-    return fail("--cond and --inputs exclude each other (list every "
-                "generation in the manifest)");
+  if (!opts->conds.empty() + !opts->images.empty() + !opts->inputs.empty() > 1)
+    return usageFail(
+        "--image, --cond and --inputs exclude each other (--image: "
+        "the images of one generation; --cond: one generation each; "
+        "--inputs: every generation in the manifest)");
   if (opts->benchStage1 && opts->coords.empty() && opts->inputs.empty())
     return fail("--bench-stage1 replaces stage 1's voxels by --coords (or a "
                 "manifest's \"coords\"): give them");
@@ -710,6 +780,15 @@ int runtimeMainImpl(int argc, char **argv) {
     if (!read)
       return fail(read.message());
     generations = std::move(*read);
+  } else if (!opts->images.empty()) {
+    GenerationSpec g;
+    g.id = "0";
+    g.images = opts->images;
+    g.coords = opts->coords;
+    g.seed = opts->seed;
+    g.outDir = opts->out;
+    g.origin = "--image " + opts->images.front();
+    generations.push_back(std::move(g));
   } else {
     generations =
         generationsFromConds(opts->conds, opts->coords, opts->seed, opts->out);

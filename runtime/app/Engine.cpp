@@ -18,13 +18,16 @@
 namespace trellis {
 
 int pipelineStageOf(const std::string &function) {
+  if (function == "image_stage")
+    return 0;
   if (function == "ss_stage")
     return 1;
   return function == "slat_stage" ? 2 : 3;
 }
 
 Status checkProgramWeights(const Program &program,
-                           const WeightProvider &weights, int lastStage) {
+                           const WeightProvider &weights, int lastStage,
+                           bool images) {
   std::set<std::pair<std::string, std::string>> seen;
   std::function<Status(const std::vector<Instr> &)> walk =
       [&](const std::vector<Instr> &body) -> Status {
@@ -52,7 +55,8 @@ Status checkProgramWeights(const Program &program,
     return Status::ok();
   };
   for (const Function &fn : program.functions())
-    if (pipelineStageOf(fn.name) <= lastStage)
+    if (int stage = pipelineStageOf(fn.name);
+        stage <= lastStage && (stage > 0 || images))
       TRELLIS_RETURN_IF_ERROR(walk(fn.body));
   return Status::ok();
 }
@@ -78,7 +82,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const LoadedBundle &bundle,
     return Error{"the engine's last stage must be 1, 2 or 3, found " +
                  std::to_string(options.lastStage)};
   if (Status s = checkProgramWeights(bundle.program, shapes ? shapes : weights,
-                                     options.lastStage);
+                                     options.lastStage, options.images);
       !s)
     return Error{"weights: " + s.message()};
   SessionOptions so;

@@ -195,6 +195,8 @@ private:
   stage(const char *name, const char *title, std::vector<RtValue> args,
         const std::vector<bool> *deviceOnly = nullptr);
   Result<std::vector<RtValue>> condArguments();
+  /// cond from req_.images through the program's image_stage.
+  Result<HostTensor> imageConditioning();
   Status sparseStructure(const std::vector<RtValue> &condArgs, NormalRng &rng,
                          PipelineResult &res);
   Status structuredLatent(const std::vector<RtValue> &condArgs, NormalRng &rng,
@@ -276,6 +278,22 @@ Generation::stage(const char *name, const char *title,
   return r;
 }
 
+Result<HostTensor> Generation::imageConditioning() {
+  const Function *image = b_.program.find("image_stage");
+  if (!image)
+    return Error{"this program takes conditioning tokens only (--cond): it "
+                 "was compiled without the image-conditioning model (compile "
+                 "with <model dir>/image_cond_model/config.json and "
+                 "model.safetensors present, or trellisc --image-model DIR)"};
+  TRELLIS_RETURN_IF_ERROR(expectInputType(
+      req_.images->tensor, image->argTypes[0], req_.images->what));
+  auto r =
+      stage("image_stage", "0/3 image conditioning", {req_.images->tensor});
+  if (!r)
+    return r.takeError();
+  return tensorAt(*r, 0);
+}
+
 Result<std::vector<RtValue>> Generation::condArguments() {
   const Function *slat = b_.program.find("slat_stage");
   if (!slat)
@@ -287,11 +305,17 @@ Result<std::vector<RtValue>> Generation::condArguments() {
                      s += (s.empty() ? "" : ", ") + e;
                    return s;
                  }()};
-  const HostTensor &condIn = req_.cond.tensor;
-  HostTensor condT = condIn.dtype() == DType::F32 ? condIn : condIn.toFloat32();
-  TRELLIS_RETURN_IF_ERROR(
-      expectInputType(condT, slat->argTypes[1], req_.cond.what));
-  TRELLIS_RETURN_IF_ERROR(requireFinite(condT, req_.cond.what, true));
+  HostTensor condT;
+  std::string condWhat = req_.cond.what;
+  if (req_.images) {
+    TRELLIS_ASSIGN_OR_RETURN(condT, imageConditioning());
+    condWhat = "the image-conditioning model's tokens";
+  } else {
+    const HostTensor &condIn = req_.cond.tensor;
+    condT = condIn.dtype() == DType::F32 ? condIn : condIn.toFloat32();
+  }
+  TRELLIS_RETURN_IF_ERROR(expectInputType(condT, slat->argTypes[1], condWhat));
+  TRELLIS_RETURN_IF_ERROR(requireFinite(condT, condWhat, true));
   std::vector<RtValue> condArgs = {condT};
   if (slat->argTypes.size() ==
       4) { // a text pipeline: (coords, cond, neg, noise)
@@ -388,6 +412,7 @@ Status Generation::structuredLatent(const std::vector<RtValue> &condArgs,
 }
 
 Result<PipelineResult> Generation::run() {
+  // The inputs first: a bad one leaves no output directory behind.
   auto condArgs = condArguments();
   if (!condArgs)
     return Error{condArgs.message()};
@@ -398,6 +423,11 @@ Result<PipelineResult> Generation::run() {
       return Error{"cannot create the output directory '" + req_.outDir +
                    "': " + ec.message()};
     TRELLIS_RETURN_IF_ERROR(clearEarlierOutputs(req_.outDir));
+  }
+  if (req_.saveCond) {
+    writeArray("cond_tokens.npy", std::get<HostTensor>(condArgs->front()));
+    if (req_.condImages)
+      writeArray("cond_image.npy", *req_.condImages);
   }
   NormalRng rng(req_.seed);
   PipelineResult res;
@@ -612,7 +642,8 @@ Status Generation::extractMesh(PipelineResult &res) {
 
 bool isGenerationOutputName(const std::string &name) {
   static const std::regex outputs(
-      "(ss_latent|coords|slat)\\.npy|(gaussians(_[0-9]+)?\\.(ply|npz))|"
+      "(ss_latent|coords|slat|cond_tokens|cond_image)\\.npy|(gaussians(_[0-9]+)"
+      "?\\.(ply|npz))|"
       "(radiance_field(_[0-9]+)?\\.npz)|(mesh(_[0-9]+)?\\.(ply|glb))|"
       "(mesh_fields(_[0-9]+)?\\.npz)");
   return std::regex_match(name, outputs);

@@ -21,9 +21,10 @@
 namespace trellis {
 
 struct GenerationSpec {
-  std::string id;     // names the generation in messages
-  std::string cond;   // conditioning file
-  std::string coords; // optional: skip stage 1
+  std::string id;                  // names the generation in messages
+  std::string cond;                // conditioning file
+  std::vector<std::string> images; // or images (--image), one generation
+  std::string coords;              // optional: skip stage 1
   uint64_t seed = 42;
   std::string outDir;
   std::string origin; // "--cond 2" or "manifest.jsonl:3" (messages)

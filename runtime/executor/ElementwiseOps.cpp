@@ -99,6 +99,7 @@ void registerElementwiseOps(OpTable &table) {
   static const std::pair<const char *, ref::UnaryKind> unaries[] = {
       {"trellis.silu", ref::UnaryKind::Silu},
       {"trellis.gelu", ref::UnaryKind::Gelu},
+      {"trellis.gelu_erf", ref::UnaryKind::GeluErf},
       {"trellis.sigmoid", ref::UnaryKind::Sigmoid},
       {"trellis.tanh", ref::UnaryKind::Tanh},
       {"trellis.softplus", ref::UnaryKind::Softplus},

@@ -23,6 +23,9 @@ float unaryScalar(UnaryKind kind, float x) {
     float inner = kBeta * (x + kKappa * x * x * x);
     return 0.5f * x * (1.0f + std::tanh(inner));
   }
+  case UnaryKind::GeluErf:
+    // Image conditioning spec §2.4: nn.GELU() default, the erf form.
+    return 0.5f * x * (1.0f + std::erf(x * float(0.70710678118654752440)));
   case UnaryKind::Sigmoid:
     return 1.0f / (1.0f + std::exp(-x));
   case UnaryKind::Tanh:

@@ -2,10 +2,12 @@
 
 #include "tools/trellis-mkmodel/MkModel.h"
 
+#include "trellis/Config/ImageCondConfig.h"
 #include "trellis/Format/Npy.h"
 #include "trellis/Format/Safetensors.h"
 #include "trellis/Support/AtomicFile.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -52,8 +54,16 @@ Result<std::vector<WrittenFile>> writeModelDirectory(const Options &options) {
     return Error{"no output directory given (--out DIR)"};
   PresetPlan plan = planPreset(options.preset);
 
+  const ImageCondModelPlan imagePlan = imageCondModelPlan(options.preset);
+  const bool withImageModel =
+      imagePlan.layers > 0 &&
+      (options.only.empty() ||
+       std::find(options.only.begin(), options.only.end(),
+                 config::kImageCondModelDir) != options.only.end());
   std::vector<const CheckpointPlan *> selected;
   for (const std::string &key : options.only) {
+    if (imagePlan.layers > 0 && key == config::kImageCondModelDir)
+      continue;
     bool found = false;
     for (const CheckpointPlan &c : plan.checkpoints)
       found |= c.key == key;
@@ -61,6 +71,8 @@ Result<std::vector<WrittenFile>> writeModelDirectory(const Options &options) {
       std::string keys;
       for (const CheckpointPlan &c : plan.checkpoints)
         keys += (keys.empty() ? "" : ", ") + c.key;
+      if (imagePlan.layers > 0)
+        keys += std::string(", ") + config::kImageCondModelDir;
       return Error{"--only: expected a model key of the " +
                    std::string(presetName(options.preset)) + " preset (" +
                    keys + "), found \"" + key + "\""};
@@ -79,6 +91,11 @@ Result<std::vector<WrittenFile>> writeModelDirectory(const Options &options) {
                                       joinPath(options.outDir, "cond.npy")};
   if (plan.writeNegCond)
     targets.push_back(joinPath(options.outDir, "neg_cond.npy"));
+  const std::string imageDir =
+      joinPath(options.outDir, config::kImageCondModelDir);
+  if (withImageModel)
+    targets.insert(targets.end(), {joinPath(imageDir, "config.json"),
+                                   joinPath(imageDir, "model.safetensors")});
   for (const CheckpointPlan *c : selected) {
     targets.push_back(joinPath(options.outDir, c->relativeBase + ".json"));
     targets.push_back(
@@ -140,6 +157,17 @@ Result<std::vector<WrittenFile>> writeModelDirectory(const Options &options) {
     say(label + ": " + std::to_string(manifest.tensors.size()) + " tensors, " +
             std::to_string(bytes) + " bytes",
         false);
+  }
+
+  if (withImageModel) {
+    TRELLIS_ASSIGN_OR_RETURN(
+        std::vector<WrittenFile> files,
+        writeImageCondModel(imageDir, imagePlan, options.seed));
+    say(std::string(config::kImageCondModelDir) + "/model.safetensors: " +
+            std::to_string(imageCondTensors(imagePlan).size()) + " tensors, " +
+            std::to_string(files.back().bytes) + " bytes",
+        false);
+    written.insert(written.end(), files.begin(), files.end());
   }
 
   std::string pipelinePath = joinPath(options.outDir, "pipeline.json");

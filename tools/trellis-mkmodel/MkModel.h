@@ -37,6 +37,7 @@
 #define TRELLIS_TOOLS_MKMODEL_MKMODEL_H
 
 #include "trellis/Config/ModelConfig.h"
+#include "trellis/Format/Safetensors.h"
 #include "trellis/Models/Manifest.h"
 #include "trellis/Support/HostTensor.h"
 #include "trellis/Support/Result.h"
@@ -144,7 +145,8 @@ struct Options {
   uint64_t seed = 0;
   std::string outDir;
   bool force = false;
-  /// Only these model keys (empty: all).
+  /// Only these model keys (empty: all; "image_cond_model" names the
+  /// image-conditioning model).
   std::vector<std::string> only;
   /// Progress lines ("" never); `sameLine` when the line may be redrawn.
   std::function<void(const std::string &line, bool sameLine)> progress;
@@ -158,6 +160,20 @@ struct WrittenFile {
 /// Writes the directory; returns the files written. Refuses to overwrite
 /// existing files unless `force`.
 Result<std::vector<WrittenFile>> writeModelDirectory(const Options &options);
+
+/// The image-conditioning model an image preset writes (0 layers: none).
+struct ImageCondModelPlan {
+  int64_t hiddenSize = 0, layers = 0, heads = 0;
+};
+ImageCondModelPlan imageCondModelPlan(Preset preset);
+/// Its config.json (Hugging Face's keys) and tensors (spec §3.2 names).
+std::string imageCondConfigJson(const ImageCondModelPlan &plan);
+std::vector<TensorSpec> imageCondTensors(const ImageCondModelPlan &plan);
+
+/// Writes `dir`/config.json and `dir`/model.safetensors (seeded).
+Result<std::vector<WrittenFile>>
+writeImageCondModel(const std::string &dir, const ImageCondModelPlan &plan,
+                    uint64_t seed);
 
 } // namespace trellis::mkmodel
 

@@ -8,6 +8,7 @@
 #ifndef TRELLIS_MODELS_BUILDERS_H
 #define TRELLIS_MODELS_BUILDERS_H
 
+#include "trellis/Config/ImageCondConfig.h"
 #include "trellis/Config/ModelConfig.h"
 #include "trellis/Config/PipelineConfig.h"
 #include "trellis/Format/Safetensors.h"
@@ -48,6 +49,11 @@ void buildSLatDecoder(trace::Tracer &t, const std::string &name,
                       const config::SLatDecoderArgs &args,
                       const TraceSizes &sizes);
 
+/// func @name(image [N,3,S,S] f32) -> cond [N, 1+R+G², C] f32: the
+/// image-conditioning model (image conditioning spec §2), N images.
+void buildImageCondModel(trace::Tracer &t, const std::string &name,
+                         const config::ImageCondArgs &args, int64_t images);
+
 /// Upper bound of the voxel count of a coordinate set at `resolution`.
 int64_t voxelBound(int64_t resolution, const TraceSizes &sizes);
 
@@ -58,6 +64,9 @@ struct PipelineOptions {
   int64_t condTokens = 0; // Lc; 0 = the pipeline class's (1374 / 77)
   std::string multiImage = "none";
   config::SamplerOverrides ssOverrides, slatOverrides;
+  /// The image-conditioning model, when the model directory has one: the
+  /// program then also exports image_stage.
+  std::optional<config::ImageCondArgs> imageCond;
 };
 
 /// The stage functions a pipeline program exports, in run order. Each takes
@@ -70,8 +79,14 @@ struct PipelineOptions {
 ///   decode_rf(coords, slat)   -> (trivec, density, features_dc) (§7.3)
 ///   decode_mesh(coords, slat) -> (coords at 4R, fields [64N, 101]) (§7.4)
 /// Text pipelines take neg_cond after cond (CLIP("") is not zeros).
-inline constexpr const char *kStageFunctions[] = {
-    "ss_stage", "slat_stage", "decode_gs", "decode_rf", "decode_mesh"};
+/// With an image-conditioning model, first:
+///   image_stage(image [N,3,S,S] normalized) -> cond [N, Lc, C]
+inline constexpr const char *kStageFunctions[] = {"image_stage", "ss_stage",
+                                                  "slat_stage",  "decode_gs",
+                                                  "decode_rf",   "decode_mesh"};
+
+/// The model key of the image-conditioning model's function and weights.
+inline constexpr const char *kImageCondModelKey = "image_cond_model";
 
 /// Checks every traced weight against the mapped checkpoints `files` (model
 /// key -> safetensors) and makes a mismatch name the config values that imply

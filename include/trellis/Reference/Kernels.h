@@ -76,7 +76,8 @@ Result<HostTensor> maximum(const HostTensor &a, const HostTensor &b);
 
 enum class UnaryKind {
   Silu,     ///< x·sigmoid(x)
-  Gelu,     ///< tanh approximation (§3.6), never the erf form
+  Gelu,     ///< tanh approximation (§3.6), TRELLIS's own models
+  GeluErf,  ///< exact 0.5·x·(1 + erf(x/√2)): DINOv2 (image spec §2.4)
   Sigmoid,  ///< 1/(1+e^-x)
   Tanh,     ///<
   Softplus, ///< PyTorch's: x if x > 20 else log1p(e^x)

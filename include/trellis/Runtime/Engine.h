@@ -48,11 +48,23 @@ struct EngineOptions {
   /// 2: structured latent, 3: decoders): setup checks only those stages'
   /// checkpoints, so `--stop-after ss` needs only the stage-1 models.
   int lastStage = 3;
+  /// Runs will take images (--image): the image-conditioning model's
+  /// checkpoint is checked at setup too.
+  bool images = false;
 };
 
 /// One generation's inputs and what to produce.
 struct GenerationRequest {
-  NamedTensor cond;                   // f32 [images, Lc, Cc]
+  NamedTensor cond; // f32 [images, Lc, Cc]
+  /// Instead of `cond`: the preprocessed, normalized images f32 [N, 3, S, S]
+  /// (trellis/Image/Preprocess.h), which the program's image_stage (the
+  /// image-conditioning model) turns into the conditioning tokens.
+  std::optional<NamedTensor> images;
+  /// Also write cond_tokens.npy: the conditioning tokens the run used, and
+  /// cond_image.npy: `condImages` when set (u8 [N, S, S, 3], the images as
+  /// preprocessed).
+  bool saveCond = false;
+  std::optional<HostTensor> condImages;
   std::optional<NamedTensor> negCond; // text pipelines
   std::optional<NamedTensor> ssNoise, slatNoise, coords;
   uint64_t seed = 42;
@@ -141,15 +153,16 @@ private:
   std::atomic<bool> busy_{false};
 };
 
-/// The pipeline stage (1, 2 or 3) an entry function belongs to: ss_stage 1,
-/// slat_stage 2, the decoders 3.
+/// The pipeline stage (0 to 3) an entry function belongs to: image_stage 0,
+/// ss_stage 1, slat_stage 2, the decoders 3.
 int pipelineStageOf(const std::string &function);
 
-/// Checks that `weights` has every tensor the functions of stages up to
-/// `lastStage` read, with the dtype and shape they expect; the error names
-/// the model, tensor, expected and found.
+/// Checks that `weights` has every tensor the functions of stages 1 up to
+/// `lastStage` read (and image_stage's with `images`), with the dtype and
+/// shape they expect; the error names the model, tensor, expected and found.
 Status checkProgramWeights(const Program &program,
-                           const WeightProvider &weights, int lastStage = 3);
+                           const WeightProvider &weights, int lastStage = 3,
+                           bool images = false);
 
 } // namespace trellis
 

@@ -58,6 +58,8 @@ Tensor maximum(const Tensor &a, const Tensor &b,
 Tensor silu(const Tensor &x, Where where = Where::current());
 /// GELU, tanh approximation (TRELLIS's everywhere).
 Tensor gelu(const Tensor &x, Where where = Where::current());
+/// GELU, exact erf form (DINOv2's MLP).
+Tensor geluErf(const Tensor &x, Where where = Where::current());
 Tensor sigmoid(const Tensor &x, Where where = Where::current());
 Tensor tanh(const Tensor &x, Where where = Where::current());
 Tensor softplus(const Tensor &x, Where where = Where::current());

@@ -1,5 +1,6 @@
 // RUN: trellis-opt --trellis-gpu-codegen=dump-kernels %s | FileCheck %s
 // RUN: trellis-opt --trellis-gpu-codegen %s | FileCheck %s --check-prefix=ANN
+// RUN: trellis-opt --trellis-gpu-codegen=dump-kernels %s | FileCheck %s --check-prefix=ERF
 
 // Elementwise kernels: groups of V elements (16-byte vector accesses), one
 // per thread, four per thread (a quarter of the tensor apart, every load
@@ -109,7 +110,18 @@ func.func @elementwise(%x: tensor<2x4096x1024xf32>, %a: tensor<1x512x128xf16>, %
   return
 }
 
+// gelu_erf (DINOv2's MLP) is the exact form: 0.5·x·(1 + erf(x/√2)), no tanh.
+// ERF-LABEL: gpu.func @gelu_erf_f32_1x1374x4096_k{{[0-9]+}}
+// ERF: math.erf {{.*}} : vector<4xf32>
+// ERF-NOT: math.tanh
+// ERF: gpu.return
+func.func @exact_gelu(%x: tensor<1x1374x4096xf32>) attributes {trellis.device = "cuda"} {
+  %0 = trellis.gelu_erf %x : tensor<1x1374x4096xf32>
+  return
+}
+
 func.func @not_cuda(%x: tensor<4xf32>) -> tensor<4xf16> {
   %0 = trellis.cast %x : (tensor<4xf32>) -> tensor<4xf16>
   return %0 : tensor<4xf16>
 }
+

@@ -96,3 +96,11 @@ func.func @modulate_rows(%x: tensor<?x128xf16, #trellis.bounds<[32768]>>, %s: te
   %g = trellis.gated_residual %x, %m, %s : (tensor<?x128xf16, #trellis.bounds<[32768]>>, tensor<?x128xf16, #trellis.bounds<[32768]>>, tensor<?x128xf16, #trellis.bounds<[32768]>>) -> tensor<?x128xf16, #trellis.bounds<[32768]>>
   return
 }
+
+// The exact GELU of the image-conditioning model (its doc example).
+// CHECK-LABEL: func.func @gelu_erf
+// CHECK: trellis.gelu_erf %{{.*}} : tensor<4x8xf16>
+func.func @gelu_erf(%x: tensor<4x8xf16>) -> tensor<4x8xf16> {
+  %y = trellis.gelu_erf %x : tensor<4x8xf16>
+  return %y : tensor<4x8xf16>
+}

@@ -1,4 +1,4 @@
-//===- Phases.h - The named compile phases of trellisc ----------*- C++ -*-===//
+//===- Phases.h - The named compile phases ----------------------*- C++ -*-===//
 //
 // DESIGN.md §2: the compiler is a sequence of named phases, and
 // `--compile-to=PHASE` stops after any of them (IREE style). This table is
@@ -6,8 +6,8 @@
 // built yet, and docs/ARCHITECTURE.md all follow it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TRELLIS_DRIVER_PHASES_H
-#define TRELLIS_DRIVER_PHASES_H
+#ifndef TRELLIS_LIB_SESSION_PHASES_H
+#define TRELLIS_LIB_SESSION_PHASES_H
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -57,4 +57,4 @@ std::optional<Phase> parsePhase(llvm::StringRef name);
 
 } // namespace trellis
 
-#endif // TRELLIS_DRIVER_PHASES_H
+#endif // TRELLIS_LIB_SESSION_PHASES_H

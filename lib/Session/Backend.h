@@ -1,0 +1,73 @@
+//===- Backend.h - The phases after the trace, shared -----------*- C++ -*-===//
+//
+// The back of one compile, shared by trellisc (lib/Driver) and
+// libtrellisc.so (lib/CAPI) as lib/Session/PipelineFront.h shares the front:
+// each IR phase after the trace (graph, fusion, tiling, partition, codegen)
+// and the bundle a compiled module becomes (program, locations, weights,
+// meta and, for CUDA, the generated PTX and the attention kernel images).
+// Diagnostics go to the MLIR context's handler, as the caller installed it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRELLIS_LIB_SESSION_BACKEND_H
+#define TRELLIS_LIB_SESSION_BACKEND_H
+
+#include "lib/Session/Phases.h"
+#include "lib/Transforms/Passes.h"
+#include "trellis/Codegen/Codegen.h"
+#include "trellis/Runtime/Bundle.h"
+#include "trellis/Support/Result.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace trellis::session {
+
+/// The pipeline's functions that run on the GPU with --target=cuda (the
+/// dense stage, the sparse stages and the decoders; image_stage runs on the
+/// CPU reference for now).
+extern const std::vector<std::string> kPipelineGpuEntries;
+
+/// What the phases after the trace depend on.
+struct BackendOptions {
+  Target target = Target::CPU;
+  /// The functions partition marks for the GPU (kPipelineGpuEntries, or an
+  /// MLIR program's entry).
+  std::vector<std::string> gpuEntries;
+  mlir::trellis::TilingOptions tiling;
+};
+
+/// The passes of IR phase `phase` (graph, fusion, tiling) added to `pm`;
+/// nothing for the others.
+void addPhasePasses(Phase phase, mlir::PassManager &pm,
+                    const BackendOptions &options);
+
+/// Runs phase `phase` on `module`: its passes, or partition and codegen
+/// (which fills `kernels`). Errors are reported to the context.
+mlir::LogicalResult runPhase(Phase phase, mlir::ModuleOp module,
+                             const BackendOptions &options,
+                             codegen::GeneratedKernels &kernels);
+
+/// What a bundle records besides the module's program.
+struct BundleContents {
+  std::vector<std::string> entries; ///< the exported functions, in order
+  std::string weightManifest = "{}";
+  std::string inputName; ///< the input file's name (meta "input")
+  std::string compiler;  ///< "trellisc <version>"
+  /// More meta keys (e.g. "slat_resolution").
+  nlohmann::json extraMeta = nlohmann::json::object();
+};
+
+/// The bundle of a compiled `module` for `target` (with the CUDA target,
+/// `kernels` from codegen and the attention kernel images).
+Result<Bundle> assembleBundle(mlir::ModuleOp module, Target target,
+                              const BundleContents &contents,
+                              const codegen::GeneratedKernels &kernels);
+
+} // namespace trellis::session
+
+#endif // TRELLIS_LIB_SESSION_BACKEND_H

@@ -1,0 +1,98 @@
+"""trellis.exe --image on the tiny preset (CPU reference): the image is preprocessed bit for bit as the NumPy golden
+does it (test/golden/image_preprocess_np.py), and the compiled image-conditioning model's tokens match an
+independent NumPy float64 forward (test/golden/dinov2_np.py) on the same synthetic weights."""
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from _tc_env import BUILD, run
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden")
+sys.path.insert(0, GOLDEN)
+
+import dinov2_np  # noqa: E402
+import image_cases as C  # noqa: E402
+import image_preprocess_np as G  # noqa: E402
+
+
+def read_safetensors(path):
+    """A minimal reader (independent of our C++ one)."""
+    data = open(path, "rb").read()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n])
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = e["data_offsets"]
+        dt = {"F16": np.float16, "F32": np.float32}[e["dtype"]]
+        out[name] = np.frombuffer(data[8 + n + a : 8 + n + b], dtype=dt).reshape(e["shape"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("image")
+    model, exe = d / "tiny", d / "tiny.exe"
+    r = run(BUILD / "bin/trellis-mkmodel", "--preset", "tiny", "--seed", "3", "--out", model, "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert (model / "image_cond_model" / "config.json").exists()
+    r = run(BUILD / "bin/trellisc", model / "pipeline.json", "--target=cpu", "-o", exe)
+    assert r.returncode == 0, r.stderr
+    return model, exe, d
+
+
+def write_image(path, rgba):
+    path.write_bytes(C.png_bytes(rgba))
+
+
+def test_image_to_tokens_matches_the_numpy_forward(tiny, tmp_path):
+    model, exe, _ = tiny
+    rgba = C.cases()["a333x517_blob"][0]  # a soft-edged object, downsampled to 518
+    image = tmp_path / "object.png"
+    write_image(image, rgba)
+    out = tmp_path / "out"
+    r = run(exe, "--model", model, "--image", image, "--out", out, "--save-cond", "--stop-after", "ss",
+            "--steps-ss", "1", timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "image_stage" in r.stderr
+    # The preprocessed image, bit for bit.
+    golden_rgb = G.preprocess(rgba)
+    got_rgb = np.load(out / "cond_image.npy")
+    assert got_rgb.shape == (1, 518, 518, 3) and got_rgb.dtype == np.uint8
+    assert np.array_equal(got_rgb[0], golden_rgb)
+    # The tokens against the float64 NumPy forward of the same weights.
+    cfg = json.loads((model / "image_cond_model" / "config.json").read_text())
+    weights = read_safetensors(model / "image_cond_model" / "model.safetensors")
+    want = dinov2_np.forward(weights, cfg, G.normalize(golden_rgb)[None])
+    got = np.load(out / "cond_tokens.npy")
+    assert got.shape == want.shape == (1, 1374, 128)
+    rel = np.linalg.norm(got - want) / np.linalg.norm(want)
+    print(f"image_stage vs NumPy float64: relative L2 = {rel:.3g}")
+    assert rel < 1e-4
+    assert (out / "coords.npy").exists()
+
+
+def test_image_errors_are_named(tiny, tmp_path):
+    model, exe, d = tiny
+    opaque = tmp_path / "opaque.png"
+    write_image(opaque, np.full((40, 30, 4), 255, np.uint8))
+    r = run(exe, "--model", model, "--image", opaque, "--out", tmp_path / "o1", "--stop-after", "ss")
+    assert r.returncode != 0
+    assert "--no-background-removal" in r.stderr, r.stderr
+    # --image and --cond exclude each other.
+    r = run(exe, "--model", model, "--image", opaque, "--cond", model / "cond.npy", "--out", tmp_path / "o2")
+    assert r.returncode == 2 and "exclude each other" in r.stderr, r.stderr
+    # A program compiled for tokens only (its --cond-tokens differ from the image model's) names why.
+    tokens_exe = d / "tokens.exe"
+    r = run(BUILD / "bin/trellisc", model / "pipeline.json", "--target=cpu", "--cond-tokens", "21", "-o", tokens_exe)
+    assert r.returncode == 0, r.stderr
+    assert "no image_stage" in r.stderr, r.stderr
+    r = run(tokens_exe, "--model", model, "--image", opaque, "--no-background-removal", "--out", tmp_path / "o3",
+            "--stop-after", "ss")
+    assert r.returncode == 1
+    assert "compiled without the image-conditioning model" in r.stderr, r.stderr
