@@ -17,7 +17,7 @@ cp "$BUILD/bin/trellis-mkmodel" "$BUILD/bin/trellis-ss-bench" "$BUILD/bin/trelli
 "$BUILD/bin/trellisc" /tmp/large/pipeline.json --target=cuda -o "$G/large.exe"
 python3 "$ROOT/test/gpu/codegen/gen_cases.py" --trellis-opt "$BUILD/bin/trellis-opt" --out "$G/codegen"
 cp "$BUILD/lib/libtrellis_rt.so" "$G/lib/"  # the C ABI, for the launcher step
-for lib in libzip.so.4 libtinygltf.so.2d libmeshoptimizer.so.2d libstb.so.0; do
+for lib in libzip.so.4 libtinygltf.so.2d libmeshoptimizer.so.2d libstb.so.0 libpng16.so.16 libjpeg.so.62; do
   cp -L "/lib/x86_64-linux-gnu/$lib" "$G/lib/"
 done
 du -sh "$G"

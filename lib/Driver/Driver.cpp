@@ -551,6 +551,7 @@ int runPhases(ModuleOp module, const CompilePlan &plan,
     return 1;
   session::BackendOptions options;
   options.target = plan.tgt;
+  options.passManagerCommandLine = true;
   // A pipeline's GPU stages; an MLIR program's entry runs on the GPU whole.
   options.gpuEntries = plan.start == Phase::Config
                            ? session::kPipelineGpuEntries

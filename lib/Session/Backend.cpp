@@ -51,7 +51,8 @@ mlir::LogicalResult runPhase(Phase phase, mlir::ModuleOp module,
     return mlir::success();
   }
   mlir::PassManager pm(module.getContext());
-  if (mlir::failed(mlir::applyPassManagerCLOptions(pm)))
+  if (options.passManagerCommandLine &&
+      mlir::failed(mlir::applyPassManagerCLOptions(pm)))
     return module.emitError("invalid pass manager options");
   addPhasePasses(phase, pm, options);
   return pm.run(module);

@@ -39,6 +39,9 @@ struct BackendOptions {
   /// MLIR program's entry).
   std::vector<std::string> gpuEntries;
   mlir::trellis::TilingOptions tiling;
+  /// Apply MLIR's pass-manager command-line options (trellisc registers
+  /// them; the C API does not).
+  bool passManagerCommandLine = false;
 };
 
 /// The passes of IR phase `phase` (graph, fusion, tiling) added to `pm`;

@@ -25,7 +25,7 @@ def make_synthetic_model(out_dir, preset="tiny", seed=1):
     >>> import pathlib, tempfile
     >>> model = tc.trellis.make_synthetic_model(pathlib.Path(tempfile.mkdtemp()) / "tiny")
     >>> sorted(p.name for p in model.iterdir())
-    ['ckpts', 'cond.npy', 'pipeline.json']
+    ['ckpts', 'cond.npy', 'image_cond_model', 'pipeline.json']
     """
     import subprocess
 

@@ -40,6 +40,8 @@ def test_image_large_compiles_every_stage(tmp_path):
             "slat_decoder_gs",
             "slat_decoder_rf",
             "slat_decoder_mesh",
+            "image_cond_model",
+            "image_stage",
             "ss_stage",
             "slat_stage",
             "decode_gs",
@@ -62,6 +64,7 @@ def test_image_large_compiles_every_stage(tmp_path):
         )
         assert r.returncode == 0, r.stderr
         r = subprocess.run([exe, "--inspect"], capture_output=True, text=True)
-        assert "entries: ss_stage slat_stage decode_gs decode_rf decode_mesh" in r.stdout
+        # The image-conditioning model (image_cond_model/, written by trellis-mkmodel) comes first.
+        assert "entries: image_stage ss_stage slat_stage decode_gs decode_rf decode_mesh" in r.stdout
     finally:
         shutil.rmtree(model, ignore_errors=True)

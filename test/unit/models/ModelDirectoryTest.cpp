@@ -91,7 +91,11 @@ TEST(TinyPreset, WritesLoadsAndChecksClean) {
   TempDir dir("mk-tiny");
   auto written = writeTiny(dir.path());
   ASSERT_TRUE(written) << written.message();
-  EXPECT_EQ(written->size(), 14u); // 6 × (json, safetensors), pipeline, cond
+  // 6 × (json, safetensors), the image-conditioning model's config.json and
+  // model.safetensors, pipeline, cond.
+  EXPECT_EQ(written->size(), 16u);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() +
+                                      "/image_cond_model/model.safetensors"));
 
   auto cfg = loadPipeline(dir.path());
   ASSERT_TRUE(cfg) << cfg.message();
