@@ -17,21 +17,29 @@ using namespace detail;
 namespace {
 
 /// Keys of Hugging Face's config that inference does not read.
-constexpr const char *kIgnoredKeys[] = {
-    "architectures",     "model_type",
-    "torch_dtype",       "transformers_version",
-    "initializer_range", "hidden_dropout_prob",
-    "attention_probs_dropout_prob", "drop_path_rate",
-    "layerscale_value",  "out_features",
-    "out_indices",       "stage_names",
-    "apply_layernorm",   "reshape_hidden_states",
-    "_name_or_path",     "interpolate_antialias",
-    "interpolate_offset"};
+constexpr const char *kIgnoredKeys[] = {"architectures",
+                                        "model_type",
+                                        "torch_dtype",
+                                        "transformers_version",
+                                        "initializer_range",
+                                        "hidden_dropout_prob",
+                                        "attention_probs_dropout_prob",
+                                        "drop_path_rate",
+                                        "layerscale_value",
+                                        "out_features",
+                                        "out_indices",
+                                        "stage_names",
+                                        "apply_layernorm",
+                                        "reshape_hidden_states",
+                                        "_name_or_path",
+                                        "interpolate_antialias",
+                                        "interpolate_offset"};
 
 } // namespace
 
-Result<ImageCondArgs> parseImageCondConfig(const JsonDocument &doc,
-                                           std::vector<Diagnostic> *diagnostics) {
+Result<ImageCondArgs>
+parseImageCondConfig(const JsonDocument &doc,
+                     std::vector<Diagnostic> *diagnostics) {
   Diagnostics diags;
   ImageCondArgs a;
   a.file = doc.file;
@@ -83,10 +91,9 @@ Result<ImageCondArgs> parseImageCondConfig(const JsonDocument &doc,
   if (r.good({"hidden_size", "num_attention_heads"}) &&
       *a.hiddenSize % *a.numHeads != 0)
     diags.error(a.numHeads.pos, "expected a divisor of hidden_size " +
-                                    std::to_string(*a.hiddenSize) +
-                                    ", found " + std::to_string(*a.numHeads));
-  if (r.good({"image_size", "patch_size"}) &&
-      *a.imageSize % *a.patchSize != 0)
+                                    std::to_string(*a.hiddenSize) + ", found " +
+                                    std::to_string(*a.numHeads));
+  if (r.good({"image_size", "patch_size"}) && *a.imageSize % *a.patchSize != 0)
     diags.error(a.patchSize.pos,
                 "expected a divisor of image_size " +
                     std::to_string(*a.imageSize) + " (TRELLIS feeds " +

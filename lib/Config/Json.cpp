@@ -706,7 +706,7 @@ Result<JsonDocument> readJsonFile(const std::string &path) {
     return Error{path + ": cannot read the file"};
   if (uint64_t(size) > kMaxJsonFileSize)
     return Error{path + ": expected a config file of at most " +
-                 std::to_string(kMaxJsonFileSize >> 20) + " MB, found " +
+                 std::to_string(kMaxJsonFileSize) + " bytes (1 MiB), found " +
                  std::to_string(size) + " bytes"};
   in.seekg(0);
   std::string text(size_t(size), '\0');

@@ -47,8 +47,8 @@ struct ImageCondBuilder {
     Tensor patches = reshape(x, {n, 3, g, p, g, p});
     patches = permute(patches, {0, 2, 4, 1, 3, 5}); // [N, G, G, 3, P, P]
     patches = reshape(patches, {n, g * g, 3 * p * p});
-    Tensor weight = reshape(w("projection.weight", {c(), 3, p, p}),
-                            {c(), 3 * p * p});
+    Tensor weight =
+        reshape(w("projection.weight", {c(), 3, p, p}), {c(), 3 * p * p});
     return linear(patches, weight, w("projection.bias", {c()}));
   }
 
@@ -72,7 +72,8 @@ struct ImageCondBuilder {
   /// [N, L, C] → [N, L, H, d] of one projection.
   Tensor projectHeads(const Tensor &h, const std::string &name) {
     const int64_t heads = *a.numHeads;
-    Tensor y = linear(h, w(name + ".weight", {c(), c()}), w(name + ".bias", {c()}));
+    Tensor y =
+        linear(h, w(name + ".weight", {c(), c()}), w(name + ".bias", {c()}));
     return reshape(y, {images, a.tokens(), heads, a.headDim()});
   }
 
@@ -80,8 +81,8 @@ struct ImageCondBuilder {
   Tensor block(const Tensor &x, int64_t i) {
     Tracer::Scope scope(t, "encoder.layer." + std::to_string(i));
     const double eps = *a.layerNormEps;
-    Tensor h = layerNorm(x, w("norm1.weight", {c()}), w("norm1.bias", {c()}),
-                         eps);
+    Tensor h =
+        layerNorm(x, w("norm1.weight", {c()}), w("norm1.bias", {c()}), eps);
     Tensor attn;
     {
       Tracer::Scope s(t, "attention.attention");
@@ -112,7 +113,8 @@ struct ImageCondBuilder {
 void buildImageCondModel(Tracer &t, const std::string &name,
                          const config::ImageCondArgs &args, int64_t images) {
   const int64_t s = *args.imageSize;
-  auto in = t.beginFunction(name, {t.tensorType({images, 3, s, s}, DType::F32)});
+  auto in =
+      t.beginFunction(name, {t.tensorType({images, 3, s, s}, DType::F32)});
   ImageCondBuilder b{t, args, images};
   Tensor x = b.tokens(b.patchEmbed(in[0]));
   for (int64_t i = 0; i < *args.numLayers && x; ++i)

@@ -37,7 +37,9 @@ def forward(weights, config, image):
     patches += w["embeddings.patch_embeddings.projection.bias"]
     pos = w["embeddings.position_embeddings"][0]
     cls = np.broadcast_to(w["embeddings.cls_token"][0] + pos[:1], (n, 1, c))
-    reg = np.broadcast_to(w["embeddings.register_tokens"][0], (n,) + w["embeddings.register_tokens"].shape[1:])
+    reg = np.broadcast_to(
+        w["embeddings.register_tokens"][0], (n,) + w["embeddings.register_tokens"].shape[1:]
+    )
     h = np.concatenate([cls, reg, patches + pos[1:]], axis=1)  # §2.3.3: registers get no position
     d = c // heads
     for i in range(config["num_hidden_layers"]):

@@ -56,8 +56,21 @@ def test_image_to_tokens_matches_the_numpy_forward(tiny, tmp_path):
     image = tmp_path / "object.png"
     write_image(image, rgba)
     out = tmp_path / "out"
-    r = run(exe, "--model", model, "--image", image, "--out", out, "--save-cond", "--stop-after", "ss",
-            "--steps-ss", "1", timeout=600)
+    r = run(
+        exe,
+        "--model",
+        model,
+        "--image",
+        image,
+        "--out",
+        out,
+        "--save-cond",
+        "--stop-after",
+        "ss",
+        "--steps-ss",
+        "1",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert "image_stage" in r.stderr
     # The preprocessed image, bit for bit.
@@ -89,10 +102,28 @@ def test_image_errors_are_named(tiny, tmp_path):
     assert r.returncode == 2 and "exclude each other" in r.stderr, r.stderr
     # A program compiled for tokens only (its --cond-tokens differ from the image model's) names why.
     tokens_exe = d / "tokens.exe"
-    r = run(BUILD / "bin/trellisc", model / "pipeline.json", "--target=cpu", "--cond-tokens", "21", "-o", tokens_exe)
+    r = run(
+        BUILD / "bin/trellisc",
+        model / "pipeline.json",
+        "--target=cpu",
+        "--cond-tokens",
+        "21",
+        "-o",
+        tokens_exe,
+    )
     assert r.returncode == 0, r.stderr
     assert "no image_stage" in r.stderr, r.stderr
-    r = run(tokens_exe, "--model", model, "--image", opaque, "--no-background-removal", "--out", tmp_path / "o3",
-            "--stop-after", "ss")
+    r = run(
+        tokens_exe,
+        "--model",
+        model,
+        "--image",
+        opaque,
+        "--no-background-removal",
+        "--out",
+        tmp_path / "o3",
+        "--stop-after",
+        "ss",
+    )
     assert r.returncode == 1
     assert "compiled without the image-conditioning model" in r.stderr, r.stderr

@@ -54,23 +54,22 @@ ImageCondModelPlan imageCondModelPlan(Preset preset) {
 }
 
 std::string imageCondConfigJson(const ImageCondModelPlan &p) {
-  nlohmann::ordered_json j = {
-      {"architectures", {"Dinov2WithRegistersModel"}},
-      {"model_type", "dinov2_with_registers"},
-      {"hidden_size", p.hiddenSize},
-      {"num_hidden_layers", p.layers},
-      {"num_attention_heads", p.heads},
-      {"mlp_ratio", 4},
-      {"hidden_act", "gelu"},
-      {"layer_norm_eps", 1e-6},
-      {"image_size", 518},
-      {"patch_size", 14},
-      {"num_channels", 3},
-      {"num_register_tokens", 4},
-      {"qkv_bias", true},
-      {"use_swiglu_ffn", false},
-      {"layerscale_value", 1.0},
-      {"torch_dtype", "float32"}};
+  nlohmann::ordered_json j = {{"architectures", {"Dinov2WithRegistersModel"}},
+                              {"model_type", "dinov2_with_registers"},
+                              {"hidden_size", p.hiddenSize},
+                              {"num_hidden_layers", p.layers},
+                              {"num_attention_heads", p.heads},
+                              {"mlp_ratio", 4},
+                              {"hidden_act", "gelu"},
+                              {"layer_norm_eps", 1e-6},
+                              {"image_size", 518},
+                              {"patch_size", 14},
+                              {"num_channels", 3},
+                              {"num_register_tokens", 4},
+                              {"qkv_bias", true},
+                              {"use_swiglu_ffn", false},
+                              {"layerscale_value", 1.0},
+                              {"torch_dtype", "float32"}};
   return j.dump(2) + "\n";
 }
 
@@ -92,7 +91,8 @@ std::vector<TensorSpec> imageCondTensors(const ImageCondModelPlan &p) {
       t.push_back({l + n + ".bias", DType::F32, {c}});
     }
     for (const char *n : {"query", "key", "value"}) {
-      t.push_back({l + "attention.attention." + n + ".weight", DType::F32, {c, c}});
+      t.push_back(
+          {l + "attention.attention." + n + ".weight", DType::F32, {c, c}});
       t.push_back({l + "attention.attention." + n + ".bias", DType::F32, {c}});
     }
     t.push_back({l + "attention.output.dense.weight", DType::F32, {c, c}});

@@ -1,4 +1,5 @@
-//===- ImageCondConfig.h - The image-conditioning model's config -*- C++ -*-===//
+//===- ImageCondConfig.h - The image-conditioning model's config -*- C++
+//-*-===//
 //
 // TRELLIS conditions on DINOv2 ViT-L/14 with 4 registers (image conditioning
 // spec §2). We read its architecture from Hugging Face's `config.json` of

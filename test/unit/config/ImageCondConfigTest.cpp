@@ -85,9 +85,8 @@ TEST(ImageCondConfig, WhatWouldChangeTheMathIsRefusedAtItsLine) {
   for (const Case &c : cases) {
     auto a = parse(swap(kLarge, c.from, c.to));
     ASSERT_FALSE(a.isOk()) << c.to;
-    EXPECT_NE(a.message().find(c.message), std::string::npos)
-        << c.to << "\n"
-        << a.message();
+    EXPECT_NE(a.message().find(c.message), std::string::npos) << c.to << "\n"
+                                                              << a.message();
   }
   auto notObject = parse("[1, 2]");
   ASSERT_FALSE(notObject.isOk());

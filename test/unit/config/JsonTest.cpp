@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 using namespace trellis;
 using namespace trellis::config;
 using trellis::testutil::lineCol;
@@ -158,6 +160,28 @@ TEST(Json, ReadJsonFileNamesTheFile) {
   auto missing = readJsonFile("/nonexistent/dir/pipeline.json");
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.message().rfind("/nonexistent/dir/pipeline.json: ", 0), 0u);
+}
+
+// The size bound that keeps a parsed config's memory small (the tree is
+// 15-30 times the text): one byte past 1 MiB is refused unread, naming the
+// file and both sizes; 1 MiB itself is parsed.
+TEST(Json, ReadJsonFileBoundsTheSize) {
+  std::string path = ::testing::TempDir() + "/big_pipeline.json";
+  auto write = [&](size_t bytes) {
+    std::string text = "[" + std::string(bytes - 2, ' ') + "]";
+    FILE *f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  };
+  write(kMaxJsonFileSize);
+  EXPECT_TRUE(readJsonFile(path)) << "1 MiB must still be read";
+  write(kMaxJsonFileSize + 1);
+  auto big = readJsonFile(path);
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.message(), path + ": expected a config file of at most 1048576 "
+                                  "bytes (1 MiB), found 1048577 bytes");
+  std::remove(path.c_str());
 }
 
 } // namespace
