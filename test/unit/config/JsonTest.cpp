@@ -168,7 +168,9 @@ TEST(Json, ReadJsonFileNamesTheFile) {
 TEST(Json, ReadJsonFileBoundsTheSize) {
   std::string path = ::testing::TempDir() + "/big_pipeline.json";
   auto write = [&](size_t bytes) {
-    std::string text = "[" + std::string(bytes - 2, ' ') + "]";
+    std::string text(bytes, ' '); // "[   ...   ]"
+    text.front() = '[';
+    text.back() = ']';
     FILE *f = std::fopen(path.c_str(), "wb");
     ASSERT_NE(f, nullptr);
     std::fwrite(text.data(), 1, text.size(), f);
