@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -73,7 +74,9 @@ time and voxel count.
                        OUT/0, OUT/1, ... (one --cond: OUT itself)
   --inputs FILE        a manifest, one JSON object a line:
                        {"id": "chair", "cond": "chair.npy", "seed": 7}
-                       (optional "coords": FILE); outputs go to OUT/<id>;
+                       or {"id": "chair", "image": "chair.png", "seed": 7}
+                       ("image": a list for a multi-image generation;
+                       optional "coords": FILE); outputs go to OUT/<id>;
                        relative paths are relative to the manifest
   --repeat N           run each generation N times (benchmarking; the
                        files are rewritten)
@@ -650,7 +653,9 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
   eo.checkFinite = opts.checkFinite;
   eo.modelDir = opts.model;
   eo.lastStage = opts.lastStage; // --stop-after: the later models may be absent
-  eo.images = !opts.images.empty();
+  eo.images =
+      std::any_of(generations.begin(), generations.end(),
+                  [](const GenerationSpec &g) { return !g.images.empty(); });
   eo.notice = [&](const std::string &line) { observer.message(line); };
   auto engine = Engine::create(loaded, std::move(eo));
   if (!engine)

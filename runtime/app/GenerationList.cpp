@@ -57,9 +57,10 @@ readGenerationManifest(const std::string &path, const std::string &outDir) {
       return Error{where + ": expected one JSON object per line, found '" +
                    line.substr(0, 80) + "'"};
     for (const auto &[key, value] : j.items())
-      if (key != "id" && key != "cond" && key != "seed" && key != "coords")
+      if (key != "id" && key != "cond" && key != "image" && key != "seed" &&
+          key != "coords")
         return Error{where + ": unknown field '" + key +
-                     "' (expected id, cond, seed, coords)"};
+                     "' (expected id, cond or image, seed, coords)"};
     GenerationSpec g;
     g.origin = where;
     if (!j.contains("id") || !j["id"].is_string() ||
@@ -72,11 +73,35 @@ readGenerationManifest(const std::string &path, const std::string &outDir) {
     g.id = j["id"].get<std::string>();
     if (!ids.insert(g.id).second)
       return Error{where + ": id '" + g.id + "' appears twice"};
-    if (!j.contains("cond") || !j["cond"].is_string() ||
-        j["cond"].get<std::string>().empty())
-      return Error{where + ": field 'cond' must be a file path, found " +
-                   (j.contains("cond") ? j["cond"].dump() : "nothing")};
-    g.cond = resolve(base, j["cond"].get<std::string>());
+    if (j.contains("image")) {
+      // One picture, or the pictures of one multi-image generation.
+      const json &image = j["image"];
+      if (j.contains("cond"))
+        return Error{where + ": fields 'cond' and 'image' exclude each other "
+                             "(tokens, or the pictures to encode)"};
+      std::vector<json> items = image.is_array()
+                                    ? image.get<std::vector<json>>()
+                                    : std::vector<json>{image};
+      for (const json &item : items) {
+        if (!item.is_string() || item.get<std::string>().empty())
+          return Error{where +
+                       ": field 'image' must be an image path or a non-empty "
+                       "list of them, found " +
+                       image.dump()};
+        g.images.push_back(resolve(base, item.get<std::string>()));
+      }
+      if (g.images.empty())
+        return Error{where + ": field 'image' must be an image path or a "
+                             "non-empty list of them, found []"};
+    } else {
+      if (!j.contains("cond") || !j["cond"].is_string() ||
+          j["cond"].get<std::string>().empty())
+        return Error{where +
+                     ": field 'cond' (or 'image') must be a file path, "
+                     "found " +
+                     (j.contains("cond") ? j["cond"].dump() : "nothing")};
+      g.cond = resolve(base, j["cond"].get<std::string>());
+    }
     if (!j.contains("seed") || !j["seed"].is_number_unsigned())
       return Error{where +
                    ": field 'seed' must be an integer in 0..2^64-1, "

@@ -127,3 +127,38 @@ def test_image_errors_are_named(tiny, tmp_path):
     )
     assert r.returncode == 1
     assert "compiled without the image-conditioning model" in r.stderr, r.stderr
+
+
+def test_manifest_mixes_images_and_tokens(tiny, tmp_path):
+    """--inputs lines take "image" (a path or a list) or "cond"; each generation gets its own folder."""
+    model, exe, _ = tiny
+    write_image(tmp_path / "a.png", C.cases()["transparent_border"][0])
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_text(
+        json.dumps({"id": "pic", "image": "a.png", "seed": 1})
+        + "\n"
+        + json.dumps({"id": "tokens", "cond": str(model / "cond_1374.npy"), "seed": 1})
+        + "\n"
+    )
+    np.save(
+        model / "cond_1374.npy", np.random.default_rng(0).standard_normal((1, 1374, 128)).astype(np.float32)
+    )
+    out = tmp_path / "out"
+    r = run(
+        exe,
+        "--model",
+        model,
+        "--inputs",
+        manifest,
+        "--out",
+        out,
+        "--stop-after",
+        "ss",
+        "--steps-ss",
+        "1",
+        "--save-cond",
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    assert (out / "pic" / "cond_image.npy").exists() and (out / "pic" / "coords.npy").exists()
+    assert (out / "tokens" / "coords.npy").exists() and not (out / "tokens" / "cond_image.npy").exists()

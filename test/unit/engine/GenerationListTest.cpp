@@ -47,7 +47,38 @@ TEST(GenerationList, ManifestLinesBecomeGenerations) {
   EXPECT_EQ((*r)[1].origin, path + ":3");
 }
 
+// "image": one picture or the pictures of one multi-image generation,
+// relative to the manifest like the other paths.
+TEST(GenerationList, ManifestImages) {
+  std::string path = writeManifest(
+      "images.jsonl",
+      "{\"id\": \"one\", \"image\": \"pics/a.png\", \"seed\": 1}\n"
+      "{\"id\": \"three\", \"image\": [\"a.png\", \"/abs/b.jpg\", "
+      "\"c.png\"], \"seed\": 2}\n");
+  auto r = readGenerationManifest(path, "/out");
+  ASSERT_TRUE(bool(r)) << r.message();
+  ASSERT_EQ(r->size(), 2u);
+  const fs::path base = fs::path(path).parent_path();
+  EXPECT_TRUE((*r)[0].cond.empty());
+  EXPECT_EQ((*r)[0].images,
+            std::vector<std::string>{(base / "pics/a.png").string()});
+  EXPECT_EQ((*r)[1].images.size(), 3u);
+  EXPECT_EQ((*r)[1].images[1], "/abs/b.jpg");
+}
+
 TEST(GenerationList, ManifestErrorsNameTheLineAndField) {
+  EXPECT_NE(errorOf("{\"id\": \"a\", \"cond\": \"a.npy\", \"image\": "
+                    "\"a.png\", \"seed\": 1}")
+                .find("bad.jsonl:1: fields 'cond' and 'image' exclude each "
+                      "other"),
+            std::string::npos);
+  EXPECT_NE(errorOf("{\"id\": \"a\", \"image\": [], \"seed\": 1}")
+                .find("field 'image' must be an image path or a non-empty "
+                      "list of them, found []"),
+            std::string::npos);
+  EXPECT_NE(errorOf("{\"id\": \"a\", \"image\": [3], \"seed\": 1}")
+                .find("field 'image' must be an image path"),
+            std::string::npos);
   EXPECT_NE(errorOf("{\"id\": \"a\", \"cond\": \"a.npy\", \"seed\": 1}\n"
                     "not json\n")
                 .find("bad.jsonl:2: expected one JSON object"),
