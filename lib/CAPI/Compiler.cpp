@@ -12,8 +12,8 @@
 #include "dialect/TrellisDialect.h"
 #include "dialect/TrellisTypes.h"
 #include "lib/CAPI/TraceReplay.h"
-#include "lib/Session/Backend.h"
-#include "lib/Session/PipelineFront.h"
+#include "lib/Compile/Backend.h"
+#include "lib/Compile/PipelineFront.h"
 #include "lib/Target/HostProgram.h"
 #include "lib/Transforms/Passes.h"
 #include "trellis/Config/PipelineConfig.h"
@@ -189,24 +189,24 @@ DiagRecord plain(std::string message) {
   return r;
 }
 
-/// Graph phase (lib/Session, as trellisc runs it), then the IR text or the
+/// Graph phase (lib/Compile, as trellisc runs it), then the IR text or the
 /// CPU bundle.
 int finish(ModuleOp module, const CompileOptions &o,
            const std::vector<std::string> &entries, json meta,
            const std::string &weightManifest, trellisc_result &r) {
   if (failed(mlir::verify(module)))
     return TRELLISC_COMPILE_ERROR;
-  session::BackendOptions backend;
+  compile::BackendOptions backend;
   codegen::GeneratedKernels noKernels; // the CPU target generates none
   if (o.compileTo != "trellis" &&
-      failed(session::runPhase(Phase::Graph, module, backend, noKernels)))
+      failed(compile::runPhase(Phase::Graph, module, backend, noKernels)))
     return TRELLISC_COMPILE_ERROR;
   if (o.emit == "mlir") {
     llvm::raw_string_ostream os(r.ir);
     module.print(os);
     return TRELLISC_OK;
   }
-  session::BundleContents contents;
+  compile::BundleContents contents;
   contents.entries = entries;
   contents.weightManifest = weightManifest;
   contents.compiler = meta.value("compiler", "");
@@ -215,7 +215,7 @@ int finish(ModuleOp module, const CompileOptions &o,
     if (key != "compiler" && key != "input" && key != "target")
       contents.extraMeta[key] = value;
   Result<Bundle> bundle =
-      session::assembleBundle(module, Target::CPU, contents, noKernels);
+      compile::assembleBundle(module, Target::CPU, contents, noKernels);
   if (!bundle) {
     r.diags.push_back(plain(bundle.message()));
     return TRELLISC_COMPILE_ERROR;
@@ -276,7 +276,7 @@ int compileTrace(const char *text, size_t size, const char *optionsJson,
   return finish(*module, o, {replay.function}, meta, safeDump(weights), r);
 }
 
-/// Config + trace phases of a pipeline.json (lib/Session, as trellisc runs
+/// Config + trace phases of a pipeline.json (lib/Compile, as trellisc runs
 /// them).
 int compilePipeline(const char *path, const char *optionsJson,
                     trellisc_result &r) {
@@ -291,8 +291,8 @@ int compilePipeline(const char *path, const char *optionsJson,
                             o.precision + "'"));
     return TRELLISC_USAGE_ERROR;
   }
-  using Outcome = session::PipelineFront::Outcome;
-  session::PipelineRequest request;
+  using Outcome = compile::PipelineFront::Outcome;
+  compile::PipelineRequest request;
   request.input = path ? path : "";
   request.allFp32 = o.precision == "fp32";
   request.batch = o.batch;
@@ -300,7 +300,7 @@ int compilePipeline(const char *path, const char *optionsJson,
   request.images = o.images;
   request.multiImage = o.multiImage;
   if (std::string bad =
-          session::checkRequest(request, session::OptionNames::Json);
+          compile::checkRequest(request, compile::OptionNames::Json);
       !bad.empty()) {
     r.diags.push_back(plain(bad));
     return TRELLISC_USAGE_ERROR;
@@ -308,7 +308,7 @@ int compilePipeline(const char *path, const char *optionsJson,
   std::unique_ptr<MLIRContext> ctxOwner;
   MLIRContext &ctx = *newContext(ctxOwner);
   DiagCapture capture(ctx, r.diags);
-  session::PipelineFront front = session::tracePipeline(ctx, request);
+  compile::PipelineFront front = compile::tracePipeline(ctx, request);
   for (const config::Diagnostic &d : front.configDiagnostics) {
     DiagRecord rec = plain(d.message);
     rec.severity = d.severity == config::Diagnostic::Severity::Warning

@@ -10,9 +10,9 @@
 #include "trellis/Conversion/Partition.h"
 
 #include "dialect/TrellisDialect.h"
-#include "lib/Session/Backend.h"
-#include "lib/Session/Phases.h"
-#include "lib/Session/PipelineFront.h"
+#include "lib/Compile/Backend.h"
+#include "lib/Compile/Phases.h"
+#include "lib/Compile/PipelineFront.h"
 #include "lib/Target/HostProgram.h"
 #include "lib/Transforms/Passes.h"
 #include "trellis/Config/PipelineConfig.h"
@@ -264,13 +264,13 @@ LogicalResult checkOutputIsNoInput(llvm::StringRef out,
 }
 
 /// Config + trace phases: pipeline.json → validated configs → the traced
-/// pipeline (lib/Session). Prints every error (config or trace) and returns
+/// pipeline (lib/Compile). Prints every error (config or trace) and returns
 /// null on failure; stops after the config phase when asked to.
 OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
                                     CompiledInput &out, int &exitCode) {
-  using Outcome = session::PipelineFront::Outcome;
+  using Outcome = compile::PipelineFront::Outcome;
   exitCode = 1;
-  session::PipelineRequest request;
+  compile::PipelineRequest request;
   request.input = inputFilename;
   request.configOnly = finalPhase == Phase::Config;
   if (!request.configOnly && precision != "trellis" && precision != "fp32") {
@@ -287,13 +287,13 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
   request.multiImage = multiImage;
   request.imageModelDir = imageModel;
   if (std::string bad =
-          session::checkRequest(request, session::OptionNames::CommandLine);
+          compile::checkRequest(request, compile::OptionNames::CommandLine);
       !bad.empty()) {
     llvm::errs() << "trellisc: error: " << bad << "\n";
     exitCode = 2;
     return nullptr;
   }
-  session::PipelineFront front = session::tracePipeline(context, request);
+  compile::PipelineFront front = compile::tracePipeline(context, request);
   for (const config::Diagnostic &d : front.configDiagnostics)
     if (d.severity == config::Diagnostic::Severity::Warning)
       llvm::errs() << d.render() << "\n";
@@ -346,7 +346,7 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
 /// the generated PTX and the attention kernel images.
 int emitBundle(ModuleOp module, EmitKind emit, const CompiledInput &in,
                Target tgt, const codegen::GeneratedKernels &kernels) {
-  session::BundleContents contents;
+  compile::BundleContents contents;
   contents.entries = in.entries;
   contents.weightManifest = in.weightManifest;
   contents.inputName = llvm::sys::path::filename(inputFilename).str();
@@ -354,7 +354,7 @@ int emitBundle(ModuleOp module, EmitKind emit, const CompiledInput &in,
   if (in.slatResolution)
     contents.extraMeta["slat_resolution"] = in.slatResolution;
   Result<Bundle> assembled =
-      session::assembleBundle(module, tgt, contents, kernels);
+      compile::assembleBundle(module, tgt, contents, kernels);
   if (!assembled)
     return compileError(assembled.message());
   Bundle &bundle = *assembled;
@@ -549,12 +549,12 @@ int runPhases(ModuleOp module, const CompilePlan &plan,
                              : plan.start,
                          module)))
     return 1;
-  session::BackendOptions options;
+  compile::BackendOptions options;
   options.target = plan.tgt;
   options.passManagerCommandLine = true;
   // A pipeline's GPU stages; an MLIR program's entry runs on the GPU whole.
   options.gpuEntries = plan.start == Phase::Config
-                           ? session::kPipelineGpuEntries
+                           ? compile::kPipelineGpuEntries
                            : compiled.entries;
   if (tileForSms < 1)
     return usageError("--tile-for-sms must be at least 1, found " +
@@ -566,7 +566,7 @@ int runPhases(ModuleOp module, const CompilePlan &plan,
     if (info.phase <= std::max(plan.start, Phase::Trellis) ||
         info.phase > plan.finalPhase || !info.appliesTo(plan.tgt))
       continue;
-    if (failed(session::runPhase(info.phase, module, options, kernels)) ||
+    if (failed(compile::runPhase(info.phase, module, options, kernels)) ||
         failed(dumpPhaseIR(info.phase, module)))
       return 1;
     if (info.phase == Phase::Codegen && failed(dumpKernels(kernels)))

@@ -130,7 +130,7 @@ class Tensor:
             return f"tc.Tensor(<invalid>, dtype={self.dtype})"
 
     def __bool__(self):
-        raise TypeError("the truth value of a trellisc Tensor is not defined " "while tracing")
+        raise TypeError("the truth value of a trellisc Tensor is not defined while tracing")
 
     # --- operators (the functions live in trellisc/ops) -------------------
     def __matmul__(self, other):
@@ -271,7 +271,7 @@ class Trace:
         known = {id(n) for n in inputs}
         for n in found:
             if id(n) not in known:
-                raise TrellisError("the function uses an input placeholder of " "another trace", n.loc)
+                raise TrellisError("the function uses an input placeholder of another trace", n.loc)
         self.locs, self._loc_ids, self.weights = [], {}, {}
         ids = {}
         trace_inputs, trace_weights, trace_ops = [], [], []

@@ -43,7 +43,7 @@ def compile(fn, args, check_finite=False, name="main"):
     single = isinstance(out, Tensor)
     outs = [out] if single else list(out)
     if not outs or not all(isinstance(t, Tensor) for t in outs):
-        raise TrellisError("compile: the function must return a tc.Tensor or a " "tuple of them", where)
+        raise TrellisError("compile: the function must return a tc.Tensor or a tuple of them", where)
     return _compile_graph(
         outs, [p._node for p in placeholders], name=name, check_finite=check_finite, single=single, loc=where
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from _safetensors import read_safetensors
 from _tc_env import BUILD, run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,19 +17,6 @@ CONVERT = ROOT / "tools/dinov2-convert/convert_dinov2_hub.py"
 sys.path.insert(0, str(ROOT / "test/golden"))
 
 import image_cases as C  # noqa: E402
-
-
-def read(path):
-    data = Path(path).read_bytes()
-    n = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8 : 8 + n])
-    return {
-        k: np.frombuffer(
-            data[8 + n + e["data_offsets"][0] : 8 + n + e["data_offsets"][1]], np.float32
-        ).reshape(e["shape"])
-        for k, e in header.items()
-        if k != "__metadata__"
-    }
 
 
 def write(path, tensors):
@@ -76,7 +64,7 @@ def test_hub_layout_converts_to_the_same_tensors_and_tokens(tmp_path):
     r = run(BUILD / "bin/trellis-mkmodel", "--preset", "tiny", "--seed", "5", "--out", model, "--quiet")
     assert r.returncode == 0, r.stderr
     hf_dir = model / "image_cond_model"
-    hf = read(hf_dir / "model.safetensors")
+    hf = read_safetensors(hf_dir / "model.safetensors")
     write(tmp_path / "hub.safetensors", to_hub(hf))
     converted = tmp_path / "converted"
     r = subprocess.run(
@@ -85,7 +73,7 @@ def test_hub_layout_converts_to_the_same_tensors_and_tokens(tmp_path):
         text=True,
     )
     assert r.returncode == 0, r.stderr
-    back = read(converted / "model.safetensors")
+    back = read_safetensors(converted / "model.safetensors")
     assert sorted(back) == sorted(hf)
     for k in hf:
         assert np.array_equal(back[k], hf[k]), k

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from _safetensors import read_safetensors
 from _tc_env import BUILD, run
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden")
@@ -17,21 +18,6 @@ sys.path.insert(0, GOLDEN)
 import dinov2_np  # noqa: E402
 import image_cases as C  # noqa: E402
 import image_preprocess_np as G  # noqa: E402
-
-
-def read_safetensors(path):
-    """A minimal reader (independent of our C++ one)."""
-    data = open(path, "rb").read()
-    n = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8 : 8 + n])
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = e["data_offsets"]
-        dt = {"F16": np.float16, "F32": np.float32}[e["dtype"]]
-        out[name] = np.frombuffer(data[8 + n + a : 8 + n + b], dtype=dt).reshape(e["shape"])
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -195,7 +195,7 @@ def _validator():
         os.environ.get("TRELLIS_GLTF_VALIDATOR_DIR", REPO / "build-deps" / "node" / "node_modules")
     )
     if not (modules / "gltf-validator" / "package.json").is_file():
-        pytest.skip(f"gltf-validator is not installed in {modules}; " "run scripts/install-deps.sh --test")
+        pytest.skip(f"gltf-validator is not installed in {modules}; run scripts/install-deps.sh --test")
     return node, modules
 
 

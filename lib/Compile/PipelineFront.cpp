@@ -3,7 +3,7 @@
 // See PipelineFront.h.
 //
 //===----------------------------------------------------------------------===//
-#include "lib/Session/PipelineFront.h"
+#include "lib/Compile/PipelineFront.h"
 
 #include "lib/Transforms/Passes.h"
 #include "trellis/Format/Safetensors.h"
@@ -20,7 +20,7 @@
 #include <map>
 #include <memory>
 
-namespace trellis::session {
+namespace trellis::compile {
 
 std::string checkRequest(const PipelineRequest &request, OptionNames names) {
   auto outside = [&](std::string name, int64_t v, int64_t lo, int64_t hi,
@@ -167,4 +167,4 @@ void addGraphPhasePasses(mlir::PassManager &pm) {
   pm.addPass(::mlir::trellis::createTrellisVerifyLocations());
 }
 
-} // namespace trellis::session
+} // namespace trellis::compile

@@ -6,8 +6,8 @@
 // built yet, and docs/ARCHITECTURE.md all follow it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TRELLIS_LIB_SESSION_PHASES_H
-#define TRELLIS_LIB_SESSION_PHASES_H
+#ifndef TRELLIS_LIB_COMPILE_PHASES_H
+#define TRELLIS_LIB_COMPILE_PHASES_H
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -57,4 +57,4 @@ std::optional<Phase> parsePhase(llvm::StringRef name);
 
 } // namespace trellis
 
-#endif // TRELLIS_LIB_SESSION_PHASES_H
+#endif // TRELLIS_LIB_COMPILE_PHASES_H

@@ -1,17 +1,17 @@
 //===- Backend.h - The phases after the trace, shared -----------*- C++ -*-===//
 //
 // The back of one compile, shared by trellisc (lib/Driver) and
-// libtrellisc.so (lib/CAPI) as lib/Session/PipelineFront.h shares the front:
+// libtrellisc.so (lib/CAPI) as lib/Compile/PipelineFront.h shares the front:
 // each IR phase after the trace (graph, fusion, tiling, partition, codegen)
 // and the bundle a compiled module becomes (program, locations, weights,
 // meta and, for CUDA, the generated PTX and the attention kernel images).
 // Diagnostics go to the MLIR context's handler, as the caller installed it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TRELLIS_LIB_SESSION_BACKEND_H
-#define TRELLIS_LIB_SESSION_BACKEND_H
+#ifndef TRELLIS_LIB_COMPILE_BACKEND_H
+#define TRELLIS_LIB_COMPILE_BACKEND_H
 
-#include "lib/Session/Phases.h"
+#include "lib/Compile/Phases.h"
 #include "lib/Transforms/Passes.h"
 #include "trellis/Codegen/Codegen.h"
 #include "trellis/Runtime/Bundle.h"
@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-namespace trellis::session {
+namespace trellis::compile {
 
 /// The pipeline's functions that run on the GPU with --target=cuda (the
 /// dense stage, the sparse stages and the decoders; image_stage runs on the
@@ -71,6 +71,6 @@ Result<Bundle> assembleBundle(mlir::ModuleOp module, Target target,
                               const BundleContents &contents,
                               const codegen::GeneratedKernels &kernels);
 
-} // namespace trellis::session
+} // namespace trellis::compile
 
-#endif // TRELLIS_LIB_SESSION_BACKEND_H
+#endif // TRELLIS_LIB_COMPILE_BACKEND_H

@@ -1,7 +1,7 @@
 //===- Backend.cpp - The phases after the trace, shared -------------------===//
-#include "lib/Session/Backend.h"
+#include "lib/Compile/Backend.h"
 
-#include "lib/Session/PipelineFront.h"
+#include "lib/Compile/PipelineFront.h"
 #include "lib/Target/HostProgram.h"
 #include "trellis/Conversion/Partition.h"
 
@@ -15,7 +15,7 @@ namespace trellis {
 std::string_view embeddedImage(std::string_view name);
 } // namespace trellis
 
-namespace trellis::session {
+namespace trellis::compile {
 
 const std::vector<std::string> kPipelineGpuEntries = {
     "ss_stage", "slat_stage", "decode_gs", "decode_rf", "decode_mesh"};
@@ -108,4 +108,4 @@ Result<Bundle> assembleBundle(mlir::ModuleOp module, Target target,
   return bundle;
 }
 
-} // namespace trellis::session
+} // namespace trellis::compile

@@ -1,5 +1,5 @@
 //===- Phases.cpp - The named compile phases of trellisc ------------------===//
-#include "lib/Session/Phases.h"
+#include "lib/Compile/Phases.h"
 
 #include "llvm/ADT/STLExtras.h"
 

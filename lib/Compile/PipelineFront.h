@@ -8,8 +8,8 @@
 // them its own way (trellisc prints them, the C API returns records).
 //
 //===----------------------------------------------------------------------===//
-#ifndef TRELLIS_LIB_SESSION_PIPELINEFRONT_H
-#define TRELLIS_LIB_SESSION_PIPELINEFRONT_H
+#ifndef TRELLIS_LIB_COMPILE_PIPELINEFRONT_H
+#define TRELLIS_LIB_COMPILE_PIPELINEFRONT_H
 
 #include "trellis/Config/PipelineConfig.h"
 #include "trellis/Trace/Tracer.h"
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace trellis::session {
+namespace trellis::compile {
 
 /// What to trace (trellisc's pipeline options; the C API's options JSON).
 struct PipelineRequest {
@@ -86,6 +86,6 @@ PipelineFront tracePipeline(mlir::MLIRContext &context,
 /// The graph phase's passes: canonicalize, CSE, the location check.
 void addGraphPhasePasses(mlir::PassManager &pm);
 
-} // namespace trellis::session
+} // namespace trellis::compile
 
-#endif // TRELLIS_LIB_SESSION_PIPELINEFRONT_H
+#endif // TRELLIS_LIB_COMPILE_PIPELINEFRONT_H
