@@ -605,6 +605,15 @@ LogicalResult LinearOp::verify() {
       act && *act != "gelu_tanh")
     return emitOpError("activation must be \"gelu_tanh\", found \"")
            << *act << "\"";
+  if (std::optional<StringRef> precision = getPrecision()) {
+    if (*precision != "tf32")
+      return emitOpError("precision must be \"tf32\", found \"")
+             << *precision << "\"";
+    if (!input.getElementType().isF32())
+      return emitOpError("precision \"tf32\" applies to f32 operands, "
+                         "found ")
+             << input;
+  }
   if (Value bias = getBias()) {
     auto biasType = cast<RankedTensorType>(bias.getType());
     if (biasType.getRank() != 1 ||

@@ -425,10 +425,18 @@ def Trellis_LinearOp : Trellis_PureOp<"linear",
     the addition, as the unfused `trellis.linear` + `trellis.add` pair does
     (bit for bit).
 
+    The optional `precision` (only `"tf32"`, only on f32) lets the product
+    round its operands to TF32 (10-bit mantissa) and run on tensor cores,
+    accumulating in f32: on the GPU, cuBLASLt's
+    `CUBLAS_COMPUTE_32F_FAST_TF32`, PyTorch's
+    `torch.backends.cuda.matmul.allow_tf32`. Set by a model builder (the
+    image-conditioning model, `Tracer::F32MatmulPrecision`); the CPU
+    reference computes in f32 regardless.
+
     Verifier: weight of rank 2 with K matching the input's last dimension;
     one element type; bias [O]; activation, when present, is "gelu_tanh";
     a residual has the result's type and comes with a bias and no
-    activation.
+    activation; precision, when present, is "tf32" on f32 operands.
 
     ```mlir
     %y = trellis.linear %x, %w, %b
@@ -451,12 +459,13 @@ def Trellis_LinearOp : Trellis_PureOp<"linear",
   let arguments = (ins Trellis_FloatTensor:$input, Trellis_FloatTensor:$weight,
                        Optional<Trellis_FloatTensor>:$bias,
                        Optional<Trellis_FloatTensor>:$residual,
-                       OptionalAttr<StrAttr>:$activation);
+                       OptionalAttr<StrAttr>:$activation,
+                       OptionalAttr<StrAttr>:$precision);
   let builders = [
     OpBuilder<(ins "TypeRange":$resultTypes, "Value":$input, "Value":$weight,
                    "Value":$bias), [{
       build($_builder, $_state, resultTypes, input, weight, bias, Value(),
-            StringAttr());
+            StringAttr(), StringAttr());
     }]>
   ];
   let results = (outs Trellis_FloatTensor:$result);

@@ -18,7 +18,8 @@ std::string_view embeddedImage(std::string_view name);
 namespace trellis::compile {
 
 const std::vector<std::string> kPipelineGpuEntries = {
-    "ss_stage", "slat_stage", "decode_gs", "decode_rf", "decode_mesh"};
+    "image_stage", "ss_stage",  "slat_stage",
+    "decode_gs",   "decode_rf", "decode_mesh"};
 
 void addPhasePasses(Phase phase, mlir::PassManager &pm,
                     const BackendOptions &options) {

@@ -141,6 +141,36 @@ void lowerSparseResampling(func::FuncOp fn) {
   }
 }
 
+/// The attention kernels take fp16 (runtime/kernels/attention.h): an f32
+/// `trellis.attention` (the image-conditioning model's) runs on fp16 copies
+/// of q, k, v and its result is widened back to f32. Scores, softmax and
+/// accumulation stay f32 in the kernel; only the operands are rounded.
+void narrowF32Attention(func::FuncOp fn) {
+  SmallVector<mlir::trellis::AttentionOp> ops;
+  fn.walk([&](mlir::trellis::AttentionOp op) {
+    if (cast<RankedTensorType>(op.getQ().getType()).getElementType().isF32())
+      ops.push_back(op);
+  });
+  for (mlir::trellis::AttentionOp op : ops) {
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    auto narrow = [&](Value v) -> Value {
+      auto type = cast<RankedTensorType>(v.getType());
+      return mlir::trellis::CastOp::create(b, loc,
+                                           type.clone(b.getF16Type()), v);
+    };
+    auto resultType = cast<RankedTensorType>(op.getType());
+    auto half = mlir::trellis::AttentionOp::create(
+        b, loc, resultType.clone(b.getF16Type()), narrow(op.getQ()),
+        narrow(op.getK()), narrow(op.getV()), op.getQGamma(), op.getKGamma(),
+        op.getScaleAttr(), op.getTilesAttr());
+    auto wide =
+        mlir::trellis::CastOp::create(b, loc, resultType, half.getResult());
+    op.getResult().replaceAllUsesWith(wide.getResult());
+    op.erase();
+  }
+}
+
 /// The GPU backend's shapes: a tensor may be dynamic in dimension 0 only
 /// (the voxel rows, docs/design/gpu-backend.md "Sparse stages").
 LogicalResult checkDynamicDims(func::FuncOp fn) {
@@ -218,6 +248,7 @@ LogicalResult partitionForCuda(ModuleOp module,
     fn->setAttr("trellis.device", b.getStringAttr("cuda"));
     splitConvBias(fn);
     lowerSparseResampling(fn);
+    narrowF32Attention(fn);
     if (failed(checkDynamicDims(fn)))
       return failure();
     WalkResult checked = fn.walk([](Operation *op) {

@@ -116,6 +116,11 @@ void buildImageCondModel(Tracer &t, const std::string &name,
   auto in =
       t.beginFunction(name, {t.tensorType({images, 3, s, s}, DType::F32)});
   ImageCondBuilder b{t, args, images};
+  // TF32 GEMMs: the f32 forward at 518 x 518 is about 1 TFLOP per image,
+  // 20 ms in IEEE f32 on an H100; TF32 keeps the tokens within the spec's
+  // 2e-3 of an f32 forward (image conditioning spec §5.1: cond is consumed
+  // in fp16 anyway).
+  Tracer::AllowTf32 tf32(t);
   Tensor x = b.tokens(b.patchEmbed(in[0]));
   for (int64_t i = 0; i < *args.numLayers && x; ++i)
     x = b.block(x, i);

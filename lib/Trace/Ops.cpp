@@ -107,8 +107,13 @@ std::vector<Tensor> call(Tracer &t, const std::string &callee,
 Tensor linear(const Tensor &x, const Tensor &w, const Tensor &b, Where where) {
   if (Tracer::anyAbsent({x, w}))
     return Tensor();
-  return inferred<td::LinearOp>(x.tracer(), where, x.value(), w.value(),
-                                valueOr(b));
+  Tracer &t = x.tracer();
+  mlir::StringAttr precision;
+  if (t.tf32Allowed() && x.elementType().isF32())
+    precision = t.builder().getStringAttr("tf32");
+  return inferred<td::LinearOp>(t, where, x.value(), w.value(), valueOr(b),
+                                /*residual=*/Value(),
+                                /*activation=*/mlir::StringAttr(), precision);
 }
 
 Tensor matmul(const Tensor &a, const Tensor &b, Where where) {

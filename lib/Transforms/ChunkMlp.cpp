@@ -100,13 +100,15 @@ struct ChunkMlp : OpRewritePattern<LinearOp> {
       Value h = LinearOp::create(rewriter, fc1.getLoc(),
                                  withDim(fc1.getResult().getType(), axis, size),
                                  piece, fc1.getWeight(), fc1.getBias(),
-                                 /*residual=*/Value(), fc1.getActivationAttr());
+                                 /*residual=*/Value(), fc1.getActivationAttr(),
+                                 fc1.getPrecisionAttr());
       if (gelu)
         h = GeluOp::create(rewriter, gelu.getLoc(), h.getType(), h);
       outs.push_back(LinearOp::create(
           rewriter, fc2.getLoc(),
           withDim(fc2.getResult().getType(), axis, size), h, fc2.getWeight(),
-          fc2.getBias(), residual, /*activation=*/StringAttr()));
+          fc2.getBias(), residual, /*activation=*/StringAttr(),
+          fc2.getPrecisionAttr()));
     }
     rewriter
         .replaceOpWithNewOp<ConcatOp>(fc2, fc2.getResult().getType(), outs,

@@ -202,7 +202,8 @@ struct LinearOfRows : OpRewritePattern<LinearOp> {
         LinearOp::create(rewriter, op.getLoc(),
                          RankedTensorType::get(shape, type.getElementType()),
                          rows.getRow(), op.getWeight(), op.getBias(),
-                         /*residual=*/Value(), op.getActivationAttr());
+                         /*residual=*/Value(), op.getActivationAttr(),
+                         op.getPrecisionAttr());
     rewriter
         .replaceOpWithNewOp<BroadcastRowsOp>(op, type, linear.getResult(),
                                              rows.getLike())

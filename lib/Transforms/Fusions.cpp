@@ -66,7 +66,8 @@ struct LinearGelu : OpRewritePattern<GeluOp> {
         .replaceOpWithNewOp<LinearOp>(op, op.getResult().getType(),
                                       linear.getInput(), linear.getWeight(),
                                       linear.getBias(), /*residual=*/Value(),
-                                      rewriter.getStringAttr("gelu_tanh"))
+                                      rewriter.getStringAttr("gelu_tanh"),
+                                      linear.getPrecisionAttr())
         ->setLoc(fuse(linear, op));
     return success();
   }
@@ -90,7 +91,8 @@ struct LinearResidual : OpRewritePattern<AddOp> {
       rewriter
           .replaceOpWithNewOp<LinearOp>(op, type, linear.getInput(),
                                         linear.getWeight(), linear.getBias(),
-                                        residual, StringAttr())
+                                        residual, StringAttr(),
+                                        linear.getPrecisionAttr())
           ->setLoc(fuse(linear, op));
       return success();
     }
@@ -214,7 +216,7 @@ LinearOp plainLinear(Value h, Operation *user) {
   auto linear = h.getDefiningOp<LinearOp>();
   if (!linear || !linear->hasOneUse() || !linear.getBias() ||
       linear.getActivation() || linear.getResidual() ||
-      linear->getBlock() != user->getBlock())
+      linear.getPrecision() || linear->getBlock() != user->getBlock())
     return {};
   return linear;
 }
@@ -254,7 +256,8 @@ struct ResidualLinearNorm : OpRewritePattern<NormOp> {
     Value sum = norm.getInput();
     auto linear = sum.template getDefiningOp<LinearOp>();
     if (!linear || !linear.getResidual() || !linear.getBias() ||
-        linear.getActivation() || linear->getBlock() != norm->getBlock() ||
+        linear.getActivation() || linear.getPrecision() ||
+        linear->getBlock() != norm->getBlock() ||
         llvm::count(norm->getOperands(), sum) != 1)
       return failure();
     if (!usersFollowNorm(sum, norm))

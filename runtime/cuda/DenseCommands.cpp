@@ -237,6 +237,8 @@ Status GpuExecutor::Impl::buildLinearCommand(Prepared &p, Node &node) {
   GemmLayout layout;
   if (node.in.size() > 3)
     layout.residual = address(p, node.in[3]);
+  if (auto precision = instr.stringAttr("precision"))
+    layout.tf32 = *precision == "tf32";
   return buildGemm(p, node, address(p, node.in[1]), address(p, node.in[0]),
                    address(p, node.out[0]),
                    node.in.size() > 2 ? address(p, node.in[2]) : 0, x.dtype, n,

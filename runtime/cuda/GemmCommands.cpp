@@ -60,8 +60,11 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   const Instr &instr = *node.instr;
   auto fail = [&](Status s) { return opError(instr, s.message()); };
   cublasLtMatmulDesc_t desc = nullptr;
+  const cublasComputeType_t compute =
+      layout.tf32 && dtype == DType::F32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                         : CUBLAS_COMPUTE_32F;
   if (Status s = check(
-          api->cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+          api->cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F),
           "cublasLtMatmulDescCreate");
       !s)
     return fail(s);
@@ -145,7 +148,7 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
       std::to_string(layout.batch) + "s" + std::to_string(layout.strideA) +
       "," + std::to_string(layout.strideB) + "," +
       std::to_string(layout.strideD) + "d" + std::to_string(int(typeD)) +
-      (layout.residual ? "r" : "");
+      (layout.residual ? "r" : "") + (layout.tf32 ? "t" : "");
   auto [asked, isNew] = gemmHeuristics.try_emplace(problemKey);
   GemmHeuristics &answer = asked->second;
   if (isNew)
@@ -215,7 +218,8 @@ Status GpuExecutor::Impl::pickGemmAlgo(const GemmProblem &g, int &picked) {
                     std::to_string(int(dtype)) + "e" +
                     std::to_string(int(epilogue)) + "l" + std::to_string(lda) +
                     "b" + std::to_string(layout.batch) + "d" +
-                    std::to_string(int(typeD)) + (layout.residual ? "r" : "");
+                    std::to_string(int(typeD)) + (layout.residual ? "r" : "") +
+                    (layout.tf32 ? "t" : "");
   auto splitKFree = [&](int i) {
     return algoConfig(heuristics[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) == 1;
   };

@@ -168,6 +168,9 @@ struct GemmLayout {
   int64_t strideA = 0, strideB = 0, strideD = 0;
   /// C of D = op(A)·B + C (β = 1), laid out as D; 0: β = 0.
   CUdeviceptr residual = 0;
+  /// f32 operands rounded to TF32 on tensor cores (linear's
+  /// precision = "tf32"): CUBLAS_COMPUTE_32F_FAST_TF32.
+  bool tf32 = false;
 };
 
 /// Who reads each slot: slot -> (the reading node, the operand index).

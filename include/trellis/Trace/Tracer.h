@@ -165,6 +165,25 @@ public:
   /// casts to f16 are dropped, so the whole model computes in f32.
   void setAllFp32(bool on) { allFp32_ = on; }
   bool allFp32() const { return allFp32_; }
+
+  /// RAII: while alive, the f32 linears traced may round their operands to
+  /// TF32 on tensor cores (`precision = "tf32"`; f32 accumulation), what
+  /// torch.backends.cuda.matmul.allow_tf32 does for a model. Ignored in the
+  /// all-f32 debug mode.
+  class AllowTf32 {
+  public:
+    explicit AllowTf32(Tracer &tracer) : tracer_(tracer), was_(tracer.tf32_) {
+      tracer_.tf32_ = true;
+    }
+    ~AllowTf32() { tracer_.tf32_ = was_; }
+    AllowTf32(const AllowTf32 &) = delete;
+    AllowTf32 &operator=(const AllowTf32 &) = delete;
+
+  private:
+    Tracer &tracer_;
+    bool was_;
+  };
+  bool tf32Allowed() const { return tf32_ && !allFp32_; }
   /// Optional: lets weight errors point at the config values that imply the
   /// expected shape instead of the enclosing module's.
   void setWeightOriginLookup(WeightOriginLookup lookup) {
@@ -235,6 +254,7 @@ private:
   WeightLookup lookup_;
   WeightOriginLookup originLookup_;
   bool allFp32_ = false;
+  bool tf32_ = false;
   std::vector<TraceError> errors_;
   mlir::func::FuncOp currentFunction_;
   std::optional<UserOrigin> userOrigin_;

@@ -2570,6 +2570,22 @@ func.func @linear_residual_norm_norm_weight(%a: tensor<2x16x4xf16>, %w: tensor<8
 
 // -----
 
+func.func @linear_precision_name(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) {
+  // expected-error @+1 {{precision must be "tf32", found "bf16"}}
+  %y = trellis.linear %x, %w {precision = "bf16"} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_precision_on_f16(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) {
+  // expected-error @+1 {{precision "tf32" applies to f32 operands, found 'tensor<4x8xf16>'}}
+  %y = trellis.linear %x, %w {precision = "tf32"} : (tensor<4x8xf16>, tensor<16x8xf16>) -> tensor<4x16xf16>
+  return
+}
+
+// -----
+
 func.func @linear_activation(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) {
   // expected-error @+1 {{activation must be "gelu_tanh", found "relu"}}
   %y = trellis.linear %x, %w {activation = "relu"} : (tensor<4x8xf16>, tensor<16x8xf16>) -> tensor<4x16xf16>

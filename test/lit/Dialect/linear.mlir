@@ -13,3 +13,10 @@ func.func @linear_bounded(%x: tensor<?x8xf32, #trellis.bounds<[32768]>>, %w: ten
   %y = trellis.linear %x, %w : (tensor<?x8xf32, #trellis.bounds<[32768]>>, tensor<128x8xf32>) -> tensor<?x128xf32, #trellis.bounds<[32768]>>
   return %y : tensor<?x128xf32, #trellis.bounds<[32768]>>
 }
+
+// CHECK-LABEL: func.func @linear_tf32
+func.func @linear_tf32(%x: tensor<1x1374x1024xf32>, %w: tensor<1024x1024xf32>, %b: tensor<1024xf32>) -> tensor<1x1374x1024xf32> {
+  // CHECK: trellis.linear %{{.*}}, %{{.*}}, %{{.*}} {precision = "tf32"} : (tensor<1x1374x1024xf32>, tensor<1024x1024xf32>, tensor<1024xf32>) -> tensor<1x1374x1024xf32>
+  %y = trellis.linear %x, %w, %b {precision = "tf32"} : (tensor<1x1374x1024xf32>, tensor<1024x1024xf32>, tensor<1024xf32>) -> tensor<1x1374x1024xf32>
+  return %y : tensor<1x1374x1024xf32>
+}

@@ -51,3 +51,13 @@ func.func @not_fused(%x: tensor<1x16x8xf16>, %row: tensor<1x1x8xf16>, %h: tensor
   %r4 = trellis.gated_residual %x, %y4, %g : (tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x8xf16>) -> tensor<1x16x8xf16>
   return %r, %r1, %r2, %y2, %r3, %r4 : tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x16x8xf16>, tensor<1x16x8xf16>
 }
+
+// A TF32 linear (the image-conditioning model's) keeps its precision.
+// CHECK-LABEL: func.func @tf32
+// CHECK-NEXT: trellis.linear %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} {precision = "tf32"}
+// CHECK-NEXT: return
+func.func @tf32(%x: tensor<1x16x8xf32>, %h: tensor<1x16x32xf32>, %w: tensor<8x32xf32>, %b: tensor<8xf32>) -> tensor<1x16x8xf32> {
+  %y = trellis.linear %h, %w, %b {precision = "tf32"} : (tensor<1x16x32xf32>, tensor<8x32xf32>, tensor<8xf32>) -> tensor<1x16x8xf32>
+  %r = trellis.add %x, %y : (tensor<1x16x8xf32>, tensor<1x16x8xf32>) -> tensor<1x16x8xf32>
+  return %r : tensor<1x16x8xf32>
+}
