@@ -41,6 +41,7 @@ using detail::OpClass;
 constexpr StringLiteral kDeviceAttr = "trellis.device";
 constexpr StringLiteral kLaunchAttr = "trellis.launch";
 constexpr StringLiteral kUpdateAttr = "trellis.update";
+constexpr StringLiteral kVelocitySumAttr = "trellis.velocity_sum";
 constexpr StringLiteral kScratchAttr = "trellis.scratch_bytes";
 constexpr StringLiteral kDirectConvAttr = "trellis.conv_direct";
 constexpr StringLiteral kTapSumAttr = "trellis.tap_sum";
@@ -229,6 +230,8 @@ private:
   void visitOp(func::FuncOp fn, Operation *op, OpClass cls);
   void annotateSparseConv(Operation *op);
   void annotateWindowRows(Operation *op);
+  /// A multidiffusion sampler's velocity-sum kernel (trellis.velocity_sum).
+  void annotateVelocitySum(Operation *op);
   /// The generated kernel of a Generated, Conv or Sampler op.
   void annotateKernel(func::FuncOp fn, Operation *op, OpClass cls);
   /// Emits the kernel of `op` as `e` describes (its name set here).
@@ -347,6 +350,30 @@ void KernelModuleBuilder::annotateWindowRows(Operation *op) {
   op->setAttr(kWindowRowsAttr, ArrayAttr::get(ctx, launches));
 }
 
+void KernelModuleBuilder::annotateVelocitySum(Operation *op) {
+  auto flow = dyn_cast<mlir::trellis::FlowSampleOp>(op);
+  if (!flow ||
+      flow.getMultiImage() != mlir::trellis::MultiImageMode::multidiffusion)
+    return;
+  Type t = flow.getNoise().getType();
+  std::string key = "velocity_sum:" + typeString(t);
+  auto it = seen.find(key);
+  if (it == seen.end()) {
+    Entry e;
+    e.name = kernelName("velocity_sum", getElementTypeOrSelf(t), t, count);
+    FailureOr<Launch> l = detail::emitVelocitySumKernel(op, gpuModule, e.name);
+    if (failed(l)) {
+      failedAny = true;
+      return;
+    }
+    ++count;
+    e.launch = *l;
+    it = seen.insert({key, e}).first;
+  }
+  op->setAttr(kVelocitySumAttr,
+              launchAttr(ctx, it->second.name, it->second.launch));
+}
+
 FailureOr<Launch> KernelModuleBuilder::emitKernel(Operation *op, OpClass cls,
                                                   Entry &e) {
   Value x = op->getNumOperands() ? op->getOperand(0) : Value();
@@ -418,6 +445,7 @@ void KernelModuleBuilder::annotateKernel(func::FuncOp fn, Operation *op,
   DictionaryAttr attr = launchAttr(ctx, e.name, e.launch);
   if (cls == OpClass::Sampler) {
     op->setAttr(kUpdateAttr, attr);
+    annotateVelocitySum(op);
     return;
   }
   op->setAttr(kLaunchAttr, attr);

@@ -104,6 +104,14 @@ mlir::FailureOr<Launch> emitFlowUpdateKernel(mlir::Operation *flow,
                                              mlir::gpu::GPUModuleOp module,
                                              llvm::StringRef name);
 
+/// Multidiffusion's mean of the per-image velocities, one image at a time:
+/// parameters (sum, v, sum_next: f32*, scale: f32), then `rows: i64` for a
+/// sample with dynamic rows; sum_next = (sum + v)·scale (scale 1, then 1/N
+/// at the last image, as the CPU reference sums then scales).
+mlir::FailureOr<Launch> emitVelocitySumKernel(mlir::Operation *flow,
+                                              mlir::gpu::GPUModuleOp module,
+                                              llvm::StringRef name);
+
 } // namespace trellis::codegen::detail
 
 #endif // TRELLIS_LIB_CODEGEN_KERNELS_H

@@ -1,14 +1,18 @@
-//===- SamplerKernels.cpp - The flow sampler's update kernel --------------===//
+//===- SamplerKernels.cpp - The flow sampler's generated kernels ----------===//
 //
-// The Euler update of a trellis.flow_sample (CFG combine included).
+// The Euler update of a trellis.flow_sample (CFG combine included), and the
+// running sum of multidiffusion's per-image velocities.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Codegen/KernelFamilies.h"
 
 namespace trellis::codegen::detail {
 
-FailureOr<Launch> emitFlowUpdateKernel(Operation *flow, gpu::GPUModuleOp module,
-                                       StringRef name) {
+namespace {
+
+/// The flat memref of the sample of `flow` and its row bound (0: static),
+/// or an error naming the op when the GPU cannot hold it.
+FailureOr<std::pair<MemRefType, int64_t>> sampleBuffer(Operation *flow) {
   Value noise = flow->getOperand(0);
   auto rt = dyn_cast<RankedTensorType>(noise.getType());
   // A static f32 tensor, or one with dynamic rows (dimension 0 only).
@@ -26,7 +30,18 @@ FailureOr<Launch> emitFlowUpdateKernel(Operation *flow, gpu::GPUModuleOp module,
            << noise.getType()
            << " (an f32 tensor, static or with bounded dynamic rows, is "
               "needed)";
-  auto mt = flatMemRef(rt, bound);
+  return std::make_pair(flatMemRef(rt, bound), bound);
+}
+
+} // namespace
+
+FailureOr<Launch> emitFlowUpdateKernel(Operation *flow, gpu::GPUModuleOp module,
+                                       StringRef name) {
+  FailureOr<std::pair<MemRefType, int64_t>> sample = sampleBuffer(flow);
+  if (failed(sample))
+    return failure();
+  auto [mt, bound] = *sample;
+  auto rt = cast<RankedTensorType>(flow->getOperand(0).getType());
   Builder tb(flow->getContext());
   SmallVector<Type> args = {
       mt, mt, mt, mt, tb.getF32Type(), tb.getF32Type(), tb.getI32Type()};
@@ -71,6 +86,39 @@ FailureOr<Launch> emitFlowUpdateKernel(Operation *flow, gpu::GPUModuleOp module,
         return Value(arith::SubFOp::create(
             b, loc, v[0],
             arith::MulFOp::create(b, loc, dt, ifOp.getResult(0))));
+      });
+}
+
+FailureOr<Launch> emitVelocitySumKernel(Operation *flow,
+                                        gpu::GPUModuleOp module,
+                                        StringRef name) {
+  FailureOr<std::pair<MemRefType, int64_t>> sample = sampleBuffer(flow);
+  if (failed(sample))
+    return failure();
+  auto [mt, bound] = *sample;
+  auto rt = cast<RankedTensorType>(flow->getOperand(0).getType());
+  Builder tb(flow->getContext());
+  SmallVector<Type> args = {mt, mt, mt, tb.getF32Type()};
+  if (bound)
+    args.push_back(tb.getI64Type());
+  KernelBuilder kb(module, name, args, flow->getLoc());
+  if (bound)
+    kb.bindRows(4, bound);
+  SmallVector<int64_t> shape = boundShape(rt, bound);
+  EwOperand sum{0, broadcastStrides(shape, shape)};
+  EwOperand v{1, broadcastStrides(shape, shape)};
+  return emitElementwise(
+      kb, shape, {sum, v}, 2, true,
+      [&](KernelBuilder &k, ArrayRef<Value> in, Value) {
+        OpBuilder &b = k.b;
+        Type t = in[0].getType();
+        int64_t width =
+            isa<VectorType>(t) ? cast<VectorType>(t).getNumElements() : 1;
+        // (sum + v)·scale, two roundings as ref::add then ref::mul: scale
+        // is 1 until the last image, then 1/N.
+        Value added = arith::AddFOp::create(b, k.loc, in[0], in[1]);
+        return Value(arith::MulFOp::create(b, k.loc, added,
+                                           k.splat(k.arg(3), width)));
       });
 }
 

@@ -394,9 +394,12 @@ struct GpuExecutor::Impl {
   Status runSamplerStep(SamplerRun &r, int64_t i);
   Status setSamplerTau(SamplerRun &r, Body &body, float tau, int slotIndex,
                        int64_t step);
+  /// `into` 0: the velocity stays in the body's yield slot. `condRow` >= 0:
+  /// that image of a multi-image cond (else all of it).
   Status evaluateSamplerBranch(SamplerRun &r, Body &body, float tau,
                                int slotIndex, int cond, CUdeviceptr into,
-                               int64_t step);
+                               int64_t step, int64_t condRow = -1);
+  Status conditionalVelocity(SamplerRun &r, float tau, int64_t step);
   Status reportSamplerStep(SamplerRun &r, int64_t step);
   Status checkNode(Prepared &p, const Node &node);
   std::string storageNeighbours(const Prepared &p, int slot) const;

@@ -3,7 +3,10 @@
 // The sampler loop: per step, the shared prefix, the conditional and the
 // unconditional branch (concurrently, on the second stream, where allowed),
 // then the generated update kernel; τ goes through pinned host memory and
-// the progress callback runs one step behind the launches.
+// the progress callback runs one step behind the launches. Multi-image
+// conditioning (image conditioning spec §4): `stochastic` conditions step i
+// on image i mod N; `multidiffusion` averages the N images' velocities with
+// the generated velocity-sum kernel, in image order.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/GpuExecutorImpl.h"
@@ -30,6 +33,9 @@ struct GpuExecutor::Impl::SamplerRun {
   size_t stateBytes;
   CUdeviceptr x, vc, vu; // the state, the two velocities
   int64_t batch;
+  enum class MultiImage { None, Stochastic, MultiDiffusion } multiImage;
+  int64_t images;               // rows of cond
+  std::optional<Launch> velocitySum; // multidiffusion
   float *taus;                  // Prepared::pinnedTau
   CUevent stepEvents[2];        // progress (onStep)
   std::vector<double> grid;     // the time grid
@@ -45,10 +51,14 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
   auto interval = instr.floatArrayAttr("cfg_interval");
   if (!steps || !rescale || !cfg || !interval || interval->size() != 2)
     return fail("malformed sampler attributes");
-  if (auto m = instr.stringAttr("multi_image");
-      m && (m->find("stochastic") != std::string::npos ||
-            m->find("multidiffusion") != std::string::npos))
-    return fail("multi-image sampling is not on the GPU yet");
+  auto multiImage = SamplerRun::MultiImage::None;
+  if (auto m = instr.stringAttr("multi_image")) {
+    // "#trellis.multi_image<stochastic>" (HostProgram.cpp).
+    if (m->find("stochastic") != std::string::npos)
+      multiImage = SamplerRun::MultiImage::Stochastic;
+    else if (m->find("multidiffusion") != std::string::npos)
+      multiImage = SamplerRun::MultiImage::MultiDiffusion;
+  }
   int64_t n = *steps;
   double w = *cfg;
   if (auto it = overrides.find(p.name); it != overrides.end()) {
@@ -77,6 +87,25 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
   // a third that computes what both read, once per step
   // (trellis-share-guidance-prefix).
   bool specialized = node.regions.size() >= 2;
+  if (specialized && multiImage != SamplerRun::MultiImage::None)
+    return fail("a multi-image sampler needs the one-body form (the "
+                "compiler does not specialize its guidance)");
+  std::optional<Launch> velocitySum;
+  if (multiImage == SamplerRun::MultiImage::MultiDiffusion) {
+    auto sum = instr.attrs.find("trellis.velocity_sum");
+    if (sum == instr.attrs.end())
+      return fail("the compiler did not annotate the multidiffusion "
+                  "sampler's velocity-sum kernel");
+    auto sumLaunch = resolveLaunch(*sum);
+    if (!sumLaunch)
+      return fail(sumLaunch.message());
+    if (sum->contains("threads_per_row")) {
+      int64_t threads = stateRows * sum->at("threads_per_row").get<int64_t>();
+      sumLaunch->grid[0] = unsigned(std::max<int64_t>(
+          1, (threads + sumLaunch->block[0] - 1) / int64_t(sumLaunch->block[0])));
+    }
+    velocitySum = *sumLaunch;
+  }
   Body &condBody = node.regions.at(0);
   Body &uncondBody = specialized ? node.regions[1] : node.regions[0];
   Body *sharedBody = node.regions.size() == 3 ? &node.regions[2] : nullptr;
@@ -133,6 +162,9 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
                vc,
                vu,
                batch,
+               multiImage,
+               p.slots[node.in[1]].type.shape.at(0),
+               velocitySum,
                taus,
                {stepEvents[0], stepEvents[1]},
                ref::timeGrid(int(n), *rescale),
@@ -170,7 +202,7 @@ Status GpuExecutor::Impl::setSamplerTau(SamplerRun &r, Body &body, float tau,
 Status GpuExecutor::Impl::evaluateSamplerBranch(SamplerRun &r, Body &body,
                                                 float tau, int slotIndex,
                                                 int cond, CUdeviceptr into,
-                                                int64_t step) {
+                                                int64_t step, int64_t condRow) {
   Prepared &p = r.p;
   Node &node = r.node;
   const Instr &instr = r.instr;
@@ -188,6 +220,10 @@ Status GpuExecutor::Impl::evaluateSamplerBranch(SamplerRun &r, Body &body,
     size_t argBytes = bytesOf(arg.type);
     CUdeviceptr src = address(p, node.in[cond]);
     size_t srcBytes = bytesOf(p.slots[node.in[cond]].type);
+    if (condRow >= 0) { // one image of a multi-image cond
+      srcBytes /= size_t(r.images);
+      src += size_t(condRow) * srcBytes;
+    }
     if (argBytes % srcBytes != 0)
       return fail("the condition does not tile the model batch");
     for (size_t off = 0; off < argBytes; off += srcBytes)
@@ -199,9 +235,36 @@ Status GpuExecutor::Impl::evaluateSamplerBranch(SamplerRun &r, Body &body,
         return fail(s.message());
   }
   TRELLIS_RETURN_IF_ERROR(runBody(p, body));
+  if (!into)
+    return Status::ok();
   return check(api->cuMemcpyDtoDAsync(into, address(p, body.yields.at(0)),
                                       stateBytes, stream),
                "cuMemcpyDtoDAsync (velocity)");
+}
+
+/// v_cond of step `i` into r.vc: from all of cond, from image i mod N
+/// (stochastic), or the mean over the images (multidiffusion: summed in
+/// order, then scaled by 1/N, as the CPU reference does).
+Status GpuExecutor::Impl::conditionalVelocity(SamplerRun &r, float tau,
+                                              int64_t i) {
+  using Mode = SamplerRun::MultiImage;
+  Body &body = *r.condBody;
+  if (r.multiImage == Mode::None)
+    return evaluateSamplerBranch(r, body, tau, 0, 1, r.vc, i);
+  if (r.multiImage == Mode::Stochastic)
+    return evaluateSamplerBranch(r, body, tau, 0, 1, r.vc, i, i % r.images);
+  TRELLIS_RETURN_IF_ERROR(evaluateSamplerBranch(r, body, tau, 0, 1, r.vc, i, 0));
+  for (int64_t j = 1; j < r.images; ++j) {
+    TRELLIS_RETURN_IF_ERROR(
+        evaluateSamplerBranch(r, body, tau, 0, 1, /*into=*/0, i, j));
+    CUdeviceptr args[3] = {r.vc, address(r.p, body.yields.at(0)), r.vc};
+    float scale = j + 1 == r.images ? 1.0f / float(r.images) : 1.0f;
+    void *params[5] = {&args[0], &args[1], &args[2], &scale, &r.stateRows};
+    TRELLIS_RETURN_IF_ERROR(launch(*r.velocitySum, params, r.instr,
+                                   "the multidiffusion velocity sum"));
+    ++report.commands;
+  }
+  return Status::ok();
 }
 
 /// The progress callback for `step`, once the GPU has finished it.
@@ -268,7 +331,7 @@ Status GpuExecutor::Impl::runSamplerStep(SamplerRun &r, int64_t i) {
     TRELLIS_RETURN_IF_ERROR(evaluate(condBody, tau, 0, 1, vc, i));
     api->cuStreamWaitEvent(stream, join, 0);
   } else {
-    TRELLIS_RETURN_IF_ERROR(evaluate(condBody, tau, 0, 1, vc, i));
+    TRELLIS_RETURN_IF_ERROR(conditionalVelocity(r, tau, i));
     if (guided)
       TRELLIS_RETURN_IF_ERROR(evaluate(uncondBody, tau, 1, 2, vu, i));
   }

@@ -32,6 +32,11 @@
 // CHECK: } else {
 // CHECK: arith.mulf
 // CHECK: arith.subf
+// Multidiffusion's velocity sum (sum, v, sum_next, scale): (sum + v)·scale.
+// CHECK-LABEL: gpu.func @velocity_sum_f32_1x8x16x16x16_k4
+// CHECK-SAME: (%{{.*}}: memref<32768xf32>, %{{.*}}: memref<32768xf32>, %{{.*}}: memref<32768xf32>, %{{.*}}: f32)
+// CHECK: arith.addf {{.*}} : vector<4xf32>
+// CHECK: arith.mulf {{.*}} : vector<4xf32>
 // CHECK-NOT: gpu.func
 
 // ANN-LABEL: func.func @decoder
@@ -47,6 +52,12 @@
 // ANN: func.call @velocity
 // ANN-NOT: trellis.launch
 // ANN: trellis.yield
+// A multidiffusion sampler also gets the velocity-sum kernel; the update
+// kernel is shared (same sample type).
+// ANN-LABEL: func.func @multidiffusion
+// ANN: trellis.flow_sample
+// ANN-SAME: kernel = "flow_update_f32_1x8x16x16x16_k3"
+// ANN-SAME: trellis.velocity_sum = {block = array<i64: 256, 1, 1>, grid = array<i64: 32, 1, 1>, kernel = "velocity_sum_f32_1x8x16x16x16_k4", smem = 0 : i64}
 func.func @decoder(%x: tensor<1x512x16x16x16xf16>, %w: tensor<1024x512x3x3x3xf16>, %b: tensor<1024xf16>,
                    %w2: tensor<32x512x3x3x3xf16>, %y: tensor<2x8x16x16x16xf32>, %w3: tensor<4x8x3x3x3xf32>,
                    %w4: tensor<5x8x3x3x3xf32>)
@@ -66,6 +77,16 @@ func.func @velocity(%x: tensor<1x8x16x16x16xf32>, %t: tensor<1xf32>, %c: tensor<
 func.func @sampler(%noise: tensor<1x8x16x16x16xf32>, %cond: tensor<1x4x16xf32>, %neg: tensor<1x4x16xf32>) -> tensor<1x8x16x16x16xf32>
     attributes {trellis.device = "cuda"} {
   %0 = trellis.flow_sample %noise, %cond, %neg {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64, rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : (tensor<1x8x16x16x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x8x16x16x16xf32> {
+  ^bb0(%x: tensor<1x8x16x16x16xf32>, %t: tensor<1xf32>, %c: tensor<1x4x16xf32>):
+    %v = func.call @velocity(%x, %t, %c) : (tensor<1x8x16x16x16xf32>, tensor<1xf32>, tensor<1x4x16xf32>) -> tensor<1x8x16x16x16xf32>
+    trellis.yield %v : tensor<1x8x16x16x16xf32>
+  }
+  return %0 : tensor<1x8x16x16x16xf32>
+}
+
+func.func @multidiffusion(%noise: tensor<1x8x16x16x16xf32>, %cond: tensor<3x4x16xf32>, %neg: tensor<1x4x16xf32>) -> tensor<1x8x16x16x16xf32>
+    attributes {trellis.device = "cuda"} {
+  %0 = trellis.flow_sample %noise, %cond, %neg {cfg_interval = array<f64: 5.000000e-01, 1.000000e+00>, cfg_strength = 7.500000e+00 : f64, multi_image = #trellis.multi_image<multidiffusion>, rescale_t = 3.000000e+00 : f64, steps = 25 : i64} : (tensor<1x8x16x16x16xf32>, tensor<3x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x8x16x16x16xf32> {
   ^bb0(%x: tensor<1x8x16x16x16xf32>, %t: tensor<1xf32>, %c: tensor<1x4x16xf32>):
     %v = func.call @velocity(%x, %t, %c) : (tensor<1x8x16x16x16xf32>, tensor<1xf32>, tensor<1x4x16xf32>) -> tensor<1x8x16x16x16xf32>
     trellis.yield %v : tensor<1x8x16x16x16xf32>
