@@ -39,7 +39,7 @@ extern "C" {
 #define TRELLIS_RT_API
 #endif
 
-#define TRELLIS_RT_ABI_VERSION 2
+#define TRELLIS_RT_ABI_VERSION 3
 
 typedef enum trellis_status {
   TRELLIS_OK = 0,
@@ -142,6 +142,10 @@ TRELLIS_RT_API trellis_status trellis_program_call(
  * else the CPU reference, with a MESSAGE progress notice). */
 #define TRELLIS_FLAG_CPU_ONLY 16u    /* always the CPU reference */
 #define TRELLIS_FLAG_REQUIRE_GPU 32u /* the GPU or an error saying why not */
+/* Runs will take images (trellis_run_spec.images): the image-conditioning
+ * model's weights are checked at setup too (without it, at the first run
+ * with images). trellis_run sets it when spec.images is set. */
+#define TRELLIS_FLAG_IMAGES 64u
 
 /* Sampler settings of one stage. 0 (steps) or NaN (others) keep what was
  * compiled. steps and cfg_strength change at run time (steps of a CUDA
@@ -198,6 +202,17 @@ typedef struct trellis_run_spec {
   const char *out_dir;
   trellis_progress_fn progress;
   void *user_data;
+  /* Images instead of tokens (then `embeddings` may be NULL): num_images u8
+   * tensors [H, W, 4] (RGBA; alpha marks the object) or [H, W, 3] (RGB),
+   * preprocessed as TRELLIS does and encoded by the program's
+   * image-conditioning model (docs/guide/images.md); several make one
+   * multi-image generation (a program compiled with --images N). An image
+   * without a usable alpha channel is an error unless
+   * no_background_removal is set (TRELLIS would cut its background out with
+   * rembg, which is not shipped): then the whole image is the object. */
+  const trellis_tensor *images;
+  int32_t num_images;
+  int32_t no_background_removal;
 } trellis_run_spec;
 
 /* Fills a spec with the defaults (seed 42, everything as compiled). */
@@ -219,6 +234,8 @@ typedef struct trellis_outputs {
   trellis_tensor rf_trivec, rf_density, rf_features_dc;
   trellis_tensor mesh_cubes, mesh_fields;   /* decode_mesh */
   trellis_tensor mesh_vertices, mesh_faces; /* FlexiCubes (first sample) */
+  trellis_tensor cond; /* f32 [images, Lc, Cc]: the tokens encoded from
+                          spec.images (runs with images only) */
 } trellis_outputs;
 
 /* One inference: embeddings -> ss_stage -> slat_stage -> decoders, through
@@ -253,7 +270,7 @@ typedef struct trellis_engine trellis_engine;
 typedef struct trellis_engine_options {
   uint32_t struct_size; /* sizeof(trellis_engine_options) */
   /* TRELLIS_FLAG_LOW_MEMORY, _GRAPHS, _CHECK_FINITE, _CPU_ONLY,
-   * _REQUIRE_GPU (the other bits are per run). */
+   * _REQUIRE_GPU, _IMAGES (the other bits are per run). */
   uint32_t flags;
   int32_t device;  /* CUDA device ordinal (default 0) */
   int32_t threads; /* CPU threads; 0 = all */

@@ -203,6 +203,9 @@ class RunSpec(ctypes.Structure):
         ("out_dir", ctypes.c_char_p),
         ("progress", PROGRESS_FN),
         ("user_data", ctypes.c_void_p),
+        ("images", ctypes.POINTER(Tensor)),
+        ("num_images", ctypes.c_int32),
+        ("no_background_removal", ctypes.c_int32),
     ]
 
 
@@ -237,6 +240,7 @@ OUTPUT_NAMES = [
     "mesh_fields",
     "mesh_vertices",
     "mesh_faces",
+    "cond",
 ]
 
 

@@ -130,8 +130,10 @@ class Pipeline:
         low_memory=False,
         device=0,
         threads=0,
+        images=False,
     ):
-        """The engine for these settings (made at the first call, then kept)."""
+        """The engine for these settings (made at the first call, then kept;
+        ``images``: check the image-conditioning model's weights at setup)."""
         device = _checks.check_int("device", device, 0, _checks.INT32_MAX)
         threads = _check_threads(threads)
         model_dir = model_dir or self.model_dir
@@ -140,7 +142,7 @@ class Pipeline:
             if self._engine is not None:
                 self._engine.close()
                 self._engine = None
-            flags = _engine_flags(gpu, check_finite, low_memory)
+            flags = _engine_flags(gpu, check_finite, low_memory) | (_IMAGES_FLAG if images else 0)
             try:
                 self._engine = _native.Engine(
                     self._program, weights, model_dir, flags=flags, device=device, threads=threads
@@ -152,7 +154,7 @@ class Pipeline:
 
     def run(
         self,
-        cond,
+        cond=None,
         neg_cond=None,
         seed=42,
         model_dir=None,
@@ -172,9 +174,19 @@ class Pipeline:
         gpu="auto",
         low_memory=False,
         device=0,
+        images=None,
+        no_background_removal=False,
     ):
         """One generation through the pipeline's engine; returns {name: array}
         (names of trellis_outputs).
+
+        Conditioning: ``cond`` (tokens, f32 [images, Lc, Cc]) or ``images``:
+        one uint8 array [H, W, 4] (RGBA; alpha marks the object) or [H, W, 3],
+        or a list of them for one multi-image generation (a pipeline compiled
+        with ``images=N``), preprocessed as TRELLIS does and encoded by the
+        compiled image-conditioning model; ``out["cond"]`` is then the tokens
+        it made. ``no_background_removal`` accepts an image without a usable
+        alpha channel as it is (docs/guide/images.md).
 
         ``gpu``: where the bundle's GPU stages run: "auto" (the GPU when one
         is usable, else the CPU reference), "off" or "require".
@@ -187,11 +199,16 @@ class Pipeline:
         soon as they exist.
         """
         numbers = _check_run(seed, ss_steps, slat_steps, ss_cfg, slat_cfg, threads, formats)
-        engine = self.engine(model_dir, weights, gpu, check_finite, low_memory, device, threads)
+        images = _check_images(cond, images)
+        engine = self.engine(
+            model_dir, weights, gpu, check_finite, low_memory, device, threads, images=images is not None
+        )
         return _run(
             engine,
             None,
             cond,
+            images=images,
+            no_background_removal=no_background_removal,
             neg_cond=neg_cond,
             ss_noise=ss_noise,
             slat_noise=slat_noise,
@@ -210,6 +227,34 @@ class Pipeline:
 
 
 _GPU_FLAGS = {"auto": 0, "off": 16, "require": 32}
+_IMAGES_FLAG = 64  # TRELLIS_FLAG_IMAGES
+
+
+def _check_images(cond, images):
+    """``images`` as a list of C-contiguous uint8 [H, W, 3|4] arrays (None
+    without images); exactly one of ``cond`` and ``images``."""
+    if (cond is None) == (images is None):
+        raise TrellisError(
+            "give the conditioning tokens (cond) or images, exactly one of them", user_location()
+        )
+    if images is None:
+        return None
+    if isinstance(images, np.ndarray):
+        images = [images]
+    images = list(images)
+    if not images:
+        raise TrellisError("images is empty: expected one or more uint8 [H, W, 4] arrays", user_location())
+    checked = []
+    for i, a in enumerate(images):
+        a = np.asarray(a)
+        if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] not in (3, 4):
+            raise TrellisError(
+                f"images[{i}]: expected uint8 [height, width, 4] (RGBA) or [height, width, 3] (RGB), "
+                f"found {a.dtype} {list(a.shape)}",
+                user_location(),
+            )
+        checked.append(np.ascontiguousarray(a))
+    return checked
 
 
 def _check_threads(threads):
@@ -265,15 +310,20 @@ def run(
     threads=0,
     progress=None,
     gpu="auto",
+    images=None,
+    no_background_removal=False,
 ):
     """One generation through trellis_run (a fresh engine; see
     :meth:`Pipeline.run`, which keeps its engine)."""
     numbers = _check_run(seed, ss_steps, slat_steps, ss_cfg, slat_cfg, threads, formats)
     flags = _engine_flags(gpu, check_finite, False)
+    images = _check_images(cond, images)
     return _run(
         None,
         (program_handle, bundle_path, model_dir, weights, flags),
         cond,
+        images=images,
+        no_background_removal=no_background_removal,
         neg_cond=neg_cond,
         ss_noise=ss_noise,
         slat_noise=slat_noise,
@@ -289,6 +339,8 @@ def _run(
     fresh,
     cond,
     *,
+    images,
+    no_background_removal,
     neg_cond,
     seed,
     formats,
@@ -345,8 +397,15 @@ def _run(
         spec.progress = _native.PROGRESS_FN(cb)
         keep.append(spec.progress)
     emb = _native.Embeddings()
-    cond = np.ascontiguousarray(cond)
-    emb.cond = _native.tensor_of(cond)
+    if images is not None:
+        tensors = (_native.Tensor * len(images))(*[_native.tensor_of(a) for a in images])
+        keep.append(tensors)
+        spec.images = tensors
+        spec.num_images = len(images)
+        spec.no_background_removal = 1 if no_background_removal else 0
+    else:
+        cond = np.ascontiguousarray(cond)
+        emb.cond = _native.tensor_of(cond)
     emb.neg_cond = opt_tensor(neg_cond, np.float32)
     outs = _native.Outputs()
     err = _native.Error()

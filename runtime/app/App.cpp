@@ -486,27 +486,21 @@ Status checkNotAnOutput(const std::string &path, const std::string &what,
 Result<NamedTensor> readImages(const std::vector<std::string> &paths,
                                const Options &o, GenerationRequest &req,
                                const GenerationSpec &g) {
-  const int64_t s = kCondImageSize, n = int64_t(paths.size());
-  HostTensor stacked(DType::F32, {n, 3, s, s});
-  HostTensor rgb(DType::U8, {n, s, s, 3}); // for --save-cond
+  std::vector<RgbaImage> images;
+  for (const std::string &path : paths) {
+    TRELLIS_RETURN_IF_ERROR(checkNotAnOutput(path, "--image", g.outDir));
+    TRELLIS_ASSIGN_OR_RETURN(RgbaImage image, readImageFile(path));
+    images.push_back(std::move(image));
+  }
   PreprocessOptions options;
   options.noBackgroundRemoval = o.noBackgroundRemoval;
-  for (int64_t i = 0; i < n; ++i) {
-    TRELLIS_RETURN_IF_ERROR(checkNotAnOutput(paths[i], "--image", g.outDir));
-    TRELLIS_ASSIGN_OR_RETURN(RgbaImage image, readImageFile(paths[i]));
-    TRELLIS_ASSIGN_OR_RETURN(PreprocessedImage pre,
-                             preprocessImage(image, options, paths[i]));
-    HostTensor x = normalizeImage(pre.rgb.data(), s);
-    std::memcpy(stacked.mutableData<float>() + i * 3 * s * s, x.data<float>(),
-                x.nbytes());
-    std::memcpy(rgb.mutableData<uint8_t>() + i * s * s * 3, pre.rgb.data(),
-                pre.rgb.size());
-  }
-  req.condImages = std::move(rgb);
+  TRELLIS_ASSIGN_OR_RETURN(ConditioningImages prepared,
+                           prepareConditioningImages(images, paths, options));
+  req.condImages = std::move(prepared.rgb); // for --save-cond
   std::string what = "--image " + paths.front();
-  if (n > 1)
-    what += " (and " + std::to_string(n - 1) + " more)";
-  return NamedTensor{std::move(stacked), what};
+  if (paths.size() > 1)
+    what += " (and " + std::to_string(paths.size() - 1) + " more)";
+  return NamedTensor{std::move(prepared.normalized), what};
 }
 
 Result<GenerationRequest> makeRequest(const Options &o,

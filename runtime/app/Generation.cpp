@@ -431,6 +431,8 @@ Result<PipelineResult> Generation::run() {
   }
   NormalRng rng(req_.seed);
   PipelineResult res;
+  if (req_.images)
+    res.cond = std::get<HostTensor>(condArgs->front());
 
   TRELLIS_RETURN_IF_ERROR(sparseStructure(*condArgs, rng, res));
   stats_.voxels = res.coords.dim(0);

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "trellis/trellis_rt.h"
 
+#include "trellis/Image/Preprocess.h"
 #include "trellis/Reference/Parallel.h"
 #include "trellis/Runtime/Engine.h"
 
@@ -336,7 +337,7 @@ private:
 
 constexpr uint32_t kEngineFlags =
     TRELLIS_FLAG_LOW_MEMORY | TRELLIS_FLAG_GRAPHS | TRELLIS_FLAG_CHECK_FINITE |
-    TRELLIS_FLAG_CPU_ONLY | TRELLIS_FLAG_REQUIRE_GPU;
+    TRELLIS_FLAG_CPU_ONLY | TRELLIS_FLAG_REQUIRE_GPU | TRELLIS_FLAG_IMAGES;
 constexpr uint32_t kAllFlags = kEngineFlags | TRELLIS_FLAG_DETERMINISTIC;
 
 /// Engine options from C flags; errors name the field.
@@ -355,6 +356,7 @@ Result<EngineOptions> engineOptions(uint32_t flags, int32_t device,
   o.gpu.options.lowMemory = flags & TRELLIS_FLAG_LOW_MEMORY;
   o.gpu.options.cudaGraphs = flags & TRELLIS_FLAG_GRAPHS;
   o.gpu.options.device = device;
+  o.images = flags & TRELLIS_FLAG_IMAGES;
   if (flags & TRELLIS_FLAG_CPU_ONLY)
     o.gpu.mode = GpuMode::Off;
   else if (flags & TRELLIS_FLAG_REQUIRE_GPU)
@@ -371,6 +373,39 @@ trellis_status engineFailure(const std::string &message) {
   return TRELLIS_ERR_RUNTIME;
 }
 
+/// spec.images, preprocessed as TRELLIS does and normalized: f32
+/// [N, 3, 518, 518].
+Result<NamedTensor> conditioningImages(const trellis_run_spec *spec) {
+  if (spec->num_images < 1 || spec->num_images > 4096)
+    return Error{"spec.num_images must be 1..4096 with spec.images set, "
+                 "found " +
+                 std::to_string(spec->num_images)};
+  std::vector<RgbaImage> images;
+  std::vector<std::string> names;
+  for (int32_t i = 0; i < spec->num_images; ++i) {
+    std::string what = "spec.images[" + std::to_string(i) + "]";
+    const trellis_tensor &t = spec->images[i];
+    if (t.dtype != TRELLIS_U8 || t.rank != 3)
+      return Error{what + ": expected uint8 [height, width, 4] (RGBA) or " +
+                   "[height, width, 3] (RGB), found rank " +
+                   std::to_string(t.rank) + " dtype code " +
+                   std::to_string(int(t.dtype))};
+    TRELLIS_ASSIGN_OR_RETURN(
+        RgbaImage image,
+        imageFromPixels(static_cast<const uint8_t *>(t.data), t.shape[0],
+                        t.shape[1], t.shape[2], what));
+    images.push_back(std::move(image));
+    names.push_back(std::move(what));
+  }
+  PreprocessOptions options;
+  options.noBackgroundRemoval = spec->no_background_removal != 0;
+  options.noBackgroundRemovalOption =
+      "set spec.no_background_removal (Python: no_background_removal=True)";
+  TRELLIS_ASSIGN_OR_RETURN(ConditioningImages prepared,
+                           prepareConditioningImages(images, names, options));
+  return NamedTensor{std::move(prepared.normalized), "spec.images"};
+}
+
 /// One generation's request from the C structs (spec->flags, program and
 /// bundle_path are the caller's business).
 Result<GenerationRequest> generationRequest(const Program &program,
@@ -378,13 +413,21 @@ Result<GenerationRequest> generationRequest(const Program &program,
                                             const trellis_embeddings *emb,
                                             trellis_status &code) {
   code = TRELLIS_ERR_INVALID_ARGUMENT;
-  if (!emb)
-    return Error{"embeddings is NULL"};
   GenerationRequest req;
-  auto cond = viewOf(&emb->cond, "embeddings.cond");
-  if (!cond)
-    return Error{cond.message()};
-  req.cond = {*cond, "embeddings.cond"};
+  if (spec->images) {
+    if (emb && (emb->cond.rank != 0 || emb->cond.data))
+      return Error{"embeddings.cond and spec.images are both set: give the "
+                   "conditioning tokens or the images, not both"};
+    TRELLIS_ASSIGN_OR_RETURN(req.images, conditioningImages(spec));
+  } else {
+    if (!emb)
+      return Error{"embeddings is NULL (and spec.images is not set)"};
+    auto cond = viewOf(&emb->cond, "embeddings.cond");
+    if (!cond)
+      return Error{cond.message()};
+    req.cond = {*cond, "embeddings.cond"};
+  }
+  const trellis_tensor *negCond = emb ? emb->neg_cond : nullptr;
   auto optional = [&](const trellis_tensor *t, const char *what,
                       std::optional<NamedTensor> &dst) -> Status {
     if (!t)
@@ -395,7 +438,7 @@ Result<GenerationRequest> generationRequest(const Program &program,
     dst = NamedTensor{*v, what};
     return Status::ok();
   };
-  for (Status s : {optional(emb->neg_cond, "embeddings.neg_cond", req.negCond),
+  for (Status s : {optional(negCond, "embeddings.neg_cond", req.negCond),
                    optional(spec->ss_noise, "spec.ss_noise", req.ssNoise),
                    optional(spec->slat_noise, "spec.slat_noise", req.slatNoise),
                    optional(spec->coords, "spec.coords", req.coords)})
@@ -444,12 +487,13 @@ trellis_status deliverOutputs(const PipelineResult &r, trellis_outputs *outputs,
       {&r.meshCubes, &outputs->mesh_cubes},
       {&r.meshFields, &outputs->mesh_fields},
       {&r.meshVertices, &outputs->mesh_vertices},
-      {&r.meshFaces, &outputs->mesh_faces}};
+      {&r.meshFaces, &outputs->mesh_faces},
+      {&r.cond, &outputs->cond}};
   static const char *const names[] = {
       "ss_latent",      "coords",        "slat",           "gs_xyz",
       "gs_features_dc", "gs_scaling",    "gs_rotation",    "gs_opacity",
       "rf_trivec",      "rf_density",    "rf_features_dc", "mesh_cubes",
-      "mesh_fields",    "mesh_vertices", "mesh_faces"};
+      "mesh_fields",    "mesh_vertices", "mesh_faces",  "cond"};
   size_t i = 0;
   for (auto [src, dst] : all) {
     const char *name = names[i++];
@@ -491,6 +535,8 @@ trellis_status engineRun(trellis_engine *e, const trellis_embeddings *emb,
     trellis_status code = m.rfind("engine busy", 0) == 0 ? TRELLIS_ERR_BUSY
                           : m.rfind("embeddings.", 0) == 0 ||
                                   m.rfind("spec.", 0) == 0 ||
+                                  m.find("compiled without the image") !=
+                                      std::string::npos ||
                                   m.find("text pipeline") != std::string::npos
                               ? TRELLIS_ERR_INVALID_ARGUMENT
                           : m.rfind("writing ", 0) == 0 ? TRELLIS_ERR_IO
@@ -684,8 +730,9 @@ trellis_status trellis_run(const trellis_run_spec *spec,
   return guarded(err, [&]() -> trellis_status {
     if (trellis_status s = checkSpec(spec, err); s != TRELLIS_OK)
       return s;
-    if (!embeddings)
-      return report(err, TRELLIS_ERR_INVALID_ARGUMENT, "embeddings is NULL");
+    if (!embeddings && !spec->images)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                    "embeddings is NULL (and spec.images is not set)");
     trellis_program *program = spec->program;
     if (!program) {
       if (!spec->bundle_path || !*spec->bundle_path)
@@ -705,7 +752,10 @@ trellis_status trellis_run(const trellis_run_spec *spec,
     setThreads(spec->threads);
     trellis_engine *engine = nullptr;
     if (trellis_status s =
-            engineCreate(program, weights, spec->flags & kEngineFlags, 0,
+            engineCreate(program, weights,
+                         (spec->flags & kEngineFlags) |
+                             (spec->images ? TRELLIS_FLAG_IMAGES : 0u),
+                         0,
                          spec->progress, spec->user_data, &engine, err);
         s != TRELLIS_OK)
       return s;

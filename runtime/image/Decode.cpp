@@ -30,6 +30,33 @@ Status checkImageSize(int64_t width, int64_t height, const std::string &what) {
   return Status::ok();
 }
 
+Result<RgbaImage> imageFromPixels(const uint8_t *pixels, int64_t height,
+                                  int64_t width, int64_t channels,
+                                  const std::string &what) {
+  if (channels != 3 && channels != 4)
+    return Error{what + ": expected uint8 [height, width, 4] (RGBA) or "
+                        "[height, width, 3] (RGB), found " +
+                 std::to_string(channels) + " channels"};
+  TRELLIS_RETURN_IF_ERROR(checkImageSize(width, height, what));
+  if (!pixels)
+    return Error{what + ": the pixel data is NULL"};
+  RgbaImage image;
+  image.width = width;
+  image.height = height;
+  image.hasAlpha = channels == 4;
+  const size_t n = size_t(width * height);
+  if (channels == 4) {
+    image.pixels.assign(pixels, pixels + n * 4);
+    return image;
+  }
+  image.pixels.resize(n * 4);
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(&image.pixels[i * 4], pixels + i * 3, 3);
+    image.pixels[i * 4 + 3] = 255;
+  }
+  return image;
+}
+
 Result<RgbaImage> decodeImage(const void *data, size_t size,
                               const std::string &what) {
   static constexpr unsigned char kPng[8] = {0x89, 'P',  'N',  'G',

@@ -7,7 +7,29 @@
 //===----------------------------------------------------------------------===//
 #include "trellis/Image/Preprocess.h"
 
+#include <cstring>
+
 namespace trellis {
+
+Result<ConditioningImages>
+prepareConditioningImages(const std::vector<RgbaImage> &images,
+                          const std::vector<std::string> &names,
+                          const PreprocessOptions &options) {
+  const int64_t s = kCondImageSize, n = int64_t(images.size());
+  ConditioningImages out{HostTensor(DType::F32, {n, 3, s, s}),
+                         HostTensor(DType::U8, {n, s, s, 3})};
+  for (int64_t i = 0; i < n; ++i) {
+    TRELLIS_ASSIGN_OR_RETURN(PreprocessedImage pre,
+                             preprocessImage(images[size_t(i)], options,
+                                             names.at(size_t(i))));
+    HostTensor x = normalizeImage(pre.rgb.data(), s);
+    std::memcpy(out.normalized.mutableData<float>() + i * 3 * s * s,
+                x.data<float>(), x.nbytes());
+    std::memcpy(out.rgb.mutableData<uint8_t>() + i * s * s * 3, pre.rgb.data(),
+                pre.rgb.size());
+  }
+  return out;
+}
 
 HostTensor normalizeImage(const uint8_t *rgb, int64_t size) {
   // static_cast from the double, as torch.as_tensor(list, float32) rounds.

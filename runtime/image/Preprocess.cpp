@@ -195,8 +195,9 @@ Result<PreprocessedImage> preprocessImage(const RgbaImage &image,
           ", so TRELLIS would remove the background with a segmentation "
           "network (rembg), which trellisc does not ship; give an image "
           "whose alpha channel marks the object (RGBA PNG with a transparent "
-          "background), or pass --no-background-removal to use the image "
-          "as it is (the whole image is the object)"};
+          "background), or " +
+          options.noBackgroundRemovalOption +
+          " to use the image as it is (the whole image is the object)"};
     TRELLIS_ASSIGN_OR_RETURN(opaque, opaqueForNoBackgroundRemoval(image, what));
     source = &opaque;
   }

@@ -58,6 +58,14 @@ struct RgbaImage {
 /// Checks a header's size against 0 and the limits; `what` names the file.
 Status checkImageSize(int64_t width, int64_t height, const std::string &what);
 
+/// An image from pixels in memory (the C ABI's and Python's images): u8
+/// [height, width, channels], rows top to bottom, channels 4 (RGBA: the
+/// image has alpha, as a PNG of colour type RGBA) or 3 (RGB, alpha 255).
+/// The size limits apply; errors name `whatForErrors`.
+Result<RgbaImage> imageFromPixels(const uint8_t *pixels, int64_t height,
+                                  int64_t width, int64_t channels,
+                                  const std::string &whatForErrors);
+
 /// Decodes a PNG or JPEG held in memory; `whatForErrors` names the source.
 Result<RgbaImage> decodeImage(const void *data, size_t size,
                               const std::string &whatForErrors);

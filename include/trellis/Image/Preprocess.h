@@ -56,6 +56,8 @@ constexpr int64_t kBackgroundRemovalMaxSide = 1024;
 struct PreprocessOptions {
   /// Accept an image without trusted alpha as it is (see the file comment).
   bool noBackgroundRemoval = false;
+  /// How the caller turns noBackgroundRemoval on, for the error message.
+  std::string noBackgroundRemovalOption = "pass --no-background-removal";
 };
 
 /// A crop rectangle in image coordinates (may extend past the image).
@@ -102,6 +104,18 @@ Result<PreprocessedImage> preprocessImage(const RgbaImage &image,
 /// §1.6: a size x size x 3 uint8 image to the float32 [3, size, size] tensor
 /// (x / 255 - mean) / std with ImageNet's mean and std.
 HostTensor normalizeImage(const uint8_t *rgb, int64_t size);
+
+/// The images of one generation, as the image-conditioning model takes them.
+struct ConditioningImages {
+  HostTensor normalized; ///< f32 [N, 3, 518, 518]
+  HostTensor rgb;        ///< u8 [N, 518, 518, 3] (cond_image.npy)
+};
+/// preprocessImage and normalizeImage of each image; `names[i]` names image
+/// i in errors.
+Result<ConditioningImages>
+prepareConditioningImages(const std::vector<RgbaImage> &images,
+                          const std::vector<std::string> &names,
+                          const PreprocessOptions &options);
 
 } // namespace trellis
 

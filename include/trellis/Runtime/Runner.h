@@ -153,6 +153,9 @@ struct PipelineResult {
   // decode_mesh: candidate cubes and fields; the extracted mesh (first
   // sample; empty when no surface).
   HostTensor meshCubes, meshFields, meshVertices, meshFaces;
+  /// The conditioning tokens the image-conditioning model made (runs with
+  /// images only).
+  HostTensor cond;
 };
 
 /// Receives progress. Every method has a default that does nothing.
