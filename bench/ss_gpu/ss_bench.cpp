@@ -1,13 +1,16 @@
-//===- ss_bench.cpp - Times the compiled SS stage on the GPU --------------===//
+//===- ss_bench.cpp - Times a compiled dense stage on the GPU -------------===//
 //
 // trellis-ss-bench --exe trellis.exe --model DIR [--reps N] [--no-graphs]
+//                  [--function ss_stage|image_stage] [--bundle FILE]
 //
-// Loads the bundle embedded in a trellis.exe compiled for CUDA, runs its
-// ss_stage (the 25-step guided flow sampler + the SS decoder + occupancy) on
-// the model's cond.npy with seeded noise, once to warm up (module load, weight
-// staging, graph capture) and then N times, and prints a table: the GPU time
-// per run (CUDA events around the stage), the median, the staged weight bytes,
-// the arena, and the device memory in use. Not a test: a benchmark.
+// Loads the bundle embedded in a trellis.exe compiled for CUDA (or a bundle
+// file), runs its ss_stage (the 25-step guided flow sampler + the SS decoder +
+// occupancy) on the model's cond.npy with seeded noise, or its image_stage
+// (the image-conditioning model) on a seeded normal image, once to warm up
+// (module load, weight staging, graph capture) and then N times, and prints a
+// table: the GPU time per run (CUDA events around the stage), the median, the
+// staged weight bytes, the arena, and the device memory in use. Not a test: a
+// benchmark.
 //
 //===----------------------------------------------------------------------===//
 #include "trellis/Format/Npy.h"
@@ -24,12 +27,20 @@
 using namespace trellis;
 
 int main(int argc, char **argv) {
-  std::string exe, model, attention, norms = "q-fused", softmax = "fixed";
+  std::string exe, bundlePath, model, attention, norms = "q-fused",
+                                      softmax = "fixed",
+                                      function = "ss_stage";
   int reps = 5;
   bool graphs = true, profile = false, tune = true, concurrent = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--exe" && i + 1 < argc)
+    if (a == "--bundle" && i + 1 < argc)
+      bundlePath = argv[++i];
+    else if (a == "--function" && i + 1 < argc &&
+             (std::strcmp(argv[i + 1], "ss_stage") == 0 ||
+              std::strcmp(argv[i + 1], "image_stage") == 0))
+      function = argv[++i];
+    else if (a == "--exe" && i + 1 < argc)
       exe = argv[++i];
     else if (a == "--model" && i + 1 < argc)
       model = argv[++i];
@@ -53,7 +64,8 @@ int main(int argc, char **argv) {
       softmax = argv[++i];
     else {
       std::fprintf(stderr,
-                   "usage: %s --exe trellis.exe --model DIR [--reps N] "
+                   "usage: %s --exe trellis.exe|--bundle FILE --model DIR "
+                   "[--function ss_stage|image_stage] [--reps N]\n       "
                    "[--no-graphs] [--profile] [--no-gemm-tuning] "
                    "[--no-concurrent-branches] [--attention CONFIG]\n       "
                    "[--attention-norms q-fused|prepass|fused] "
@@ -62,7 +74,9 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  auto bundle = LoadedBundle::load(exe, /*embedded=*/true);
+  auto bundle = bundlePath.empty()
+                    ? LoadedBundle::load(exe, /*embedded=*/true)
+                    : LoadedBundle::load(bundlePath, /*embedded=*/false);
   if (!bundle) {
     std::fprintf(stderr, "error: %s\n", bundle.message().c_str());
     return 1;
@@ -72,16 +86,18 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "error: %s\n", cond.message().c_str());
     return 1;
   }
-  const Function *ss = bundle->program.find("ss_stage");
+  const Function *ss = bundle->program.find(function);
   if (!ss) {
-    std::fprintf(stderr, "error: the bundle has no ss_stage\n");
+    std::fprintf(stderr, "error: the bundle has no %s\n", function.c_str());
     return 1;
   }
+  // ss_stage: (cond..., noise); image_stage: (image).
   HostTensor noise(DType::F32, ss->argTypes.back().shape);
   std::mt19937 gen(1);
   std::normal_distribution<float> normal;
   for (int64_t i = 0; i < noise.numel(); ++i)
     noise.mutableData<float>()[i] = normal(gen);
+  const bool image = function == "image_stage";
 
   SessionOptions options;
   options.gpu.mode = GpuMode::Require;
@@ -98,8 +114,9 @@ int main(int argc, char **argv) {
   };
   Session session(bundle->program,
                   modelDirectoryWeights(bundle->weights, model), options);
-  if (std::string(session.backend("ss_stage")) != "cuda") {
-    std::fprintf(stderr, "error: ss_stage does not run on the GPU here\n");
+  if (std::string(session.backend(function)) != "cuda") {
+    std::fprintf(stderr, "error: %s does not run on the GPU here\n",
+                 function.c_str());
     return 1;
   }
   std::vector<double> gpuMs;
@@ -107,10 +124,10 @@ int main(int argc, char **argv) {
   for (int r = 0; r <= reps; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<RtValue> args;
-    for (size_t i = 0; i + 1 < ss->argTypes.size(); ++i)
+    for (size_t i = 0; !image && i + 1 < ss->argTypes.size(); ++i)
       args.push_back(*cond);
     args.push_back(noise);
-    auto out = session.call("ss_stage", std::move(args));
+    auto out = session.call(function, std::move(args));
     if (!out) {
       std::fprintf(stderr, "error: %s\n", out.message().c_str());
       return 1;
@@ -121,11 +138,14 @@ int main(int argc, char **argv) {
     const GpuReport &g = *session.gpuReport();
     if (r == 0) {
       firstWallS = wall;
-      auto &coords = std::get<HostTensor>((*out)[1]);
       std::printf("warm-up run: %.3f s wall (weights %zu MiB staged in %.3f "
-                  "s, arena %zu MiB); %lld occupied voxels\n",
+                  "s, arena %zu MiB)",
                   wall, g.weightBytes >> 20, g.weightUploadSeconds,
-                  g.arenaBytes >> 20, (long long)coords.dim(0));
+                  g.arenaBytes >> 20);
+      if (!image)
+        std::printf("; %lld occupied voxels",
+                    (long long)std::get<HostTensor>((*out)[1]).dim(0));
+      std::printf("\n");
       continue;
     }
     gpuMs.push_back(g.runSeconds * 1e3);
@@ -138,9 +158,10 @@ int main(int argc, char **argv) {
   std::printf("\n| what | value |\n|---|---|\n");
   std::printf("| device | %s |\n", g.device.c_str());
   std::printf("| CUDA graphs | %s |\n", graphs ? "on" : "off");
-  std::printf("| SS stage median (GPU events, %d runs) | %.2f ms |\n", reps,
+  std::printf("| %s median (GPU events, %d runs) | %.2f ms |\n",
+              function.c_str(), reps,
               sorted.empty() ? 0.0 : sorted[sorted.size() / 2]);
-  std::printf("| SS stage min / max | %.2f / %.2f ms |\n",
+  std::printf("| %s min / max | %.2f / %.2f ms |\n", function.c_str(),
               sorted.empty() ? 0.0 : sorted.front(),
               sorted.empty() ? 0.0 : sorted.back());
   std::printf("| first run (load, staging, capture) | %.3f s |\n", firstWallS);
