@@ -315,8 +315,11 @@ Status GpuExecutor::Impl::classifyDeviceOp(Prepared &p, Node &node) const {
 }
 
 /// A sampler: its regions' x arguments are the state (the op's result), the
-/// branches' arguments after (x, τ) views of the shared prefix's yields; the
-/// velocities v_cond, v_uncond get their own slots.
+/// branches' arguments after (x, τ) views of the shared prefix's yields, or,
+/// in the one-body form (multi-image: guidance not specialized), the
+/// condition argument c, which gets its own storage (runSampler copies cond,
+/// one of its images or neg_cond into it); the velocities v_cond, v_uncond
+/// get their own slots.
 Status GpuExecutor::Impl::classifySampler(Prepared &p, Node &node) const {
   const Instr &instr = *node.instr;
   // Regions' x argument = the sampler state (the op's result).
@@ -330,6 +333,10 @@ Status GpuExecutor::Impl::classifySampler(Prepared &p, Node &node) const {
     p.slots[region.args[0]].root = node.out[0];
     p.slots[region.args[1]].where = SlotInfo::Where::Arena;
     size_t extra = region.args.size() - 2;
+    if (node.regions.size() == 1 && extra == 1) { // (x, τ, c)
+      p.slots[region.args[2]].where = SlotInfo::Where::Arena;
+      continue;
+    }
     if (extra &&
         (!shared || &region == shared || extra != shared->yields.size()))
       return opError(instr, "malformed sampler body");
