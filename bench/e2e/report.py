@@ -19,7 +19,7 @@ from pathlib import Path
 
 GEN = re.compile(
     r"^generation (\S+): ([0-9.e+-]+) s wall, ([0-9.e+-]+) s GPU, (\d+) voxels.*"
-    r"\(host: setup ([0-9.e+-]+) s, downloads ([0-9.e+-]+) s\)"
+    r"\(host: inputs read in [0-9.e+-]+ s, setup ([0-9.e+-]+) s, downloads ([0-9.e+-]+) s\)"
 )
 STAGE = re.compile(r"^\[(\d)/3 [^\]]*\] (?:done in ([0-9.e+-]+) s|FlexiCubes \((\w+)\) .* in ([0-9.e+-]+) s)")
 BUSY = re.compile(r"span ([0-9.]+) ms, busy ([0-9.]+) ms")

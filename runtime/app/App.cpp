@@ -683,7 +683,11 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
                  std::to_string(opts.repeat) + ")";
       if (several)
         std::cerr << "== " << label << " (" << g.origin << ")\n";
+      const auto readStart = Clock::now();
       auto request = makeRequest(opts, g);
+      // Reading the inputs: .npy files, or decoding and preprocessing images.
+      const double readSeconds =
+          std::chrono::duration<double>(Clock::now() - readStart).count();
       if (!request) {
         std::cerr << "trellis.exe: error: " << label << ": "
                   << request.message() << "\n";
@@ -704,8 +708,9 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
       std::ostringstream line;
       line << label << ": " << st.wallSeconds << " s wall, " << st.gpuSeconds
            << " s GPU, " << st.voxels << " voxels -> " << g.outDir
-           << " (host: setup " << st.setupSeconds << " s, downloads "
-           << st.downloadSeconds << " s)";
+           << " (host: inputs read in " << readSeconds << " s, setup "
+           << st.setupSeconds << " s, downloads " << st.downloadSeconds
+           << " s)";
       std::cerr << line.str() << "\n";
     }
   settle();

@@ -74,10 +74,13 @@ void GpuExecutor::Impl::liveness(Prepared &p, Body &body,
       p.slots[node.scratch].last = node.pos;
     }
     if (!node.regions.empty()) {
-      // The sampler state (the op's result) lives through the loop.
-      for (int s : node.out)
-        p.slots[root(p, s)].last =
-            std::max(p.slots[root(p, s)].last, node.endPos);
+      // The sampler state (the op's result) lives through the loop, and so
+      // do its operands: the one-body form copies cond (or one of its
+      // images) and neg_cond into its condition argument at every step.
+      for (const std::vector<int> *slots : {&node.out, &node.in})
+        for (int s : *slots)
+          p.slots[root(p, s)].last =
+              std::max(p.slots[root(p, s)].last, node.endPos);
       // The arguments with their own storage (τ; the condition of the
       // one-body form) are written by runSampler at each evaluation, used
       // or not (a branch whose τ-only work moved to the shared region does

@@ -186,6 +186,11 @@ Status GpuExecutor::Impl::checkNode(Prepared &p, const Node &node) {
       report.worstCheckError = rel;
       report.worstCheckOp = instr.op + " " + program.describe(instr.loc);
     }
+    if (std::isnan(num))
+      return opError(instr, "result " + std::to_string(i) +
+                                " holds NaN/Inf on the GPU or in the CPU "
+                                "reference run on the GPU's inputs (an "
+                                "input of the op holds one)");
     if (!(rel <= options.checkTolerance))
       return opError(instr, "result " + std::to_string(i) +
                                 " differs from the CPU reference: relative "
