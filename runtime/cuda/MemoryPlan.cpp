@@ -75,10 +75,13 @@ void GpuExecutor::Impl::liveness(Prepared &p, Body &body,
     }
     if (!node.regions.empty()) {
       // The sampler state (the op's result) lives through the loop, and so
-      // do its operands: the one-body form copies cond (or one of its
-      // images) and neg_cond into its condition argument at every step.
-      for (const std::vector<int> *slots : {&node.out, &node.in})
-        for (int s : *slots)
+      // do the operands of the one-body form, which copies cond (or one of
+      // its images) and neg_cond into its condition argument at every step.
+      for (int s : node.out)
+        p.slots[root(p, s)].last =
+            std::max(p.slots[root(p, s)].last, node.endPos);
+      if (node.regions.size() == 1)
+        for (int s : node.in)
           p.slots[root(p, s)].last =
               std::max(p.slots[root(p, s)].last, node.endPos);
       // The arguments with their own storage (τ; the condition of the
