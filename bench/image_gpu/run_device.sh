@@ -7,7 +7,7 @@
 #     multi   tiny preset, 3 conditions, stochastic and multidiffusion: the GPU samplers vs the CPU reference
 #             (stage-1 latent, then stage 2 on the same voxels), and a 3-image --image run on the GPU
 #     large   image-large (seed 1): the compiled image model's tokens vs the f32 PyTorch reference
-#             (bench/pytorch/dinov2.py) on the same preprocessed image
+#             (bench/pytorch/dinov2.py) on the same preprocessed image; --low-memory gives the same tokens
 #     bench   image_stage time (trellis-ss-bench --function image_stage) and PyTorch eager / torch.compile of
 #             the same model, same weights; then an image -> GLB generation, warm, on a 20k-voxel surface set
 # Exit status 1 when a check misses its threshold (its "FAIL: ..." line says which); every step still runs.
@@ -107,6 +107,11 @@ if has large; then
   cat "$OUT/large-ref.log" | tee -a "$OUT/summary.txt"
   check $COMPARE tokens "$OUT/large/cond_tokens.npy" "$M/large_ref_tokens.npy" "$TOKENS_MAX" \
     "image-large tokens, GPU vs PyTorch f32"
+  # --low-memory stages the image model like a stage (its weights released after it): the same tokens.
+  run large-lowmem "$RT" --bundle "$B/image/large.bundle" --model "$M/large" --image "$IMG" --gpu require \
+    --low-memory --save-cond --stop-after ss --steps-ss 1 --out "$OUT/large-lowmem"
+  check $COMPARE tokens "$OUT/large-lowmem/cond_tokens.npy" "$OUT/large/cond_tokens.npy" 1e-6 \
+    "image-large tokens, --low-memory vs resident"
 fi
 
 if has bench; then
