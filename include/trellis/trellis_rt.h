@@ -8,8 +8,11 @@
  *                            run for many generations
  *   trellis_run()            one generation through a fresh engine
  *                            (create + run + destroy)
- *   trellis_program_call()   one entry function of any compiled program
- *                            (what the Python package's Executable uses)
+ *   trellis_session_*()      entry functions of any compiled program, set
+ *                            up once (GPU code loaded, weights staged) and
+ *                            called many times (the Python package's
+ *                            Executable)
+ *   trellis_program_call()   one call through a fresh CPU-reference session
  *
  * Rules of the boundary:
  *  - plain C; nothing throws or aborts across it. Every call returns a
@@ -119,8 +122,9 @@ typedef struct trellis_call_options {
   int32_t threads;      /* CPU threads; 0 = all */
 } trellis_call_options;
 
-/* Runs entry `function` on `inputs`; results go to `outputs` (exactly as
- * many as the function returns). `options` may be NULL. */
+/* Runs entry `function` on `inputs` on the CPU reference backend, through a
+ * session made for the call; results go to `outputs` (exactly as many as the
+ * function returns). `options` may be NULL. */
 TRELLIS_RT_API trellis_status trellis_program_call(
     trellis_program *program, const char *function,
     const trellis_tensor *inputs, size_t num_inputs,
@@ -301,6 +305,36 @@ TRELLIS_RT_API trellis_status trellis_engine_run(
 
 /* Frees the engine (NULL is a no-op). Not while a run is in progress. */
 TRELLIS_RT_API void trellis_engine_destroy(trellis_engine *engine);
+
+/*--- Sessions: entry functions called many times --------------------------
+ *
+ * A session keeps what trellis_program_call rebuilds at every call: the
+ * backend (the GPU when the program was compiled for CUDA and one is usable,
+ * as for an engine), the loaded GPU code, the staged weights, and per input
+ * shape the memory plan, commands and captured graphs. Options are an
+ * engine's (trellis_engine_options: flags CPU_ONLY, REQUIRE_GPU,
+ * CHECK_FINITE, GRAPHS, LOW_MEMORY; device; threads; progress for notices).
+ * One call at a time per session (another thread's call returns
+ * TRELLIS_ERR_BUSY); the program and the weight tensors' memory must stay
+ * valid until trellis_session_destroy (the table is copied). */
+
+typedef struct trellis_session trellis_session;
+
+TRELLIS_RT_API trellis_status trellis_session_create(
+    trellis_program *program, const trellis_weights *weights,
+    const trellis_engine_options *options, trellis_session **out,
+    trellis_error *err);
+/* As trellis_program_call, through the session. */
+TRELLIS_RT_API trellis_status trellis_session_call(
+    trellis_session *session, const char *function,
+    const trellis_tensor *inputs, size_t num_inputs, trellis_tensor *outputs,
+    size_t num_outputs, trellis_error *err);
+/* "cuda" or "cpu": where `function` runs in this session (NULL for an
+ * unknown function). */
+TRELLIS_RT_API const char *
+trellis_session_backend(const trellis_session *session, const char *function);
+/* Frees the session (NULL is a no-op). Not while a call is in progress. */
+TRELLIS_RT_API void trellis_session_destroy(trellis_session *session);
 
 /*--- Memory ---------------------------------------------------------------*/
 

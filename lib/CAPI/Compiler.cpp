@@ -2,9 +2,10 @@
 //
 // include/trellis/trellisc.h. Compiles a JSON trace (python/trellisc) by
 // replaying it through the C++ tracing API (include/trellis/Trace), or a
-// pipeline.json through the model builders, then runs the graph phase and
-// the CPU plan/bundle phases like trellisc does. Every problem becomes a
-// diagnostic record; nothing is printed, nothing aborts.
+// pipeline.json through the model builders, then runs the phases after the
+// trace for the CPU reference or CUDA (fusion, tiling, partition, codegen to
+// PTX) like trellisc does. Every problem becomes a diagnostic record; nothing
+// is printed, nothing aborts.
 //
 //===----------------------------------------------------------------------===//
 #include "trellis/trellisc.h"
@@ -118,10 +119,15 @@ bool parseOptions(const char *text, CompileOptions &o, std::string &error) {
     if (!ok)
       return false;
   }
-  if (o.target != "cpu") {
-    error = "target '" + o.target +
-            "': the C API compiles for the CPU reference backend only in "
-            "this build (use target='cpu')";
+  if (o.target == "auto" && !compile::cudaTargetAvailable())
+    o.target = "cpu";
+  if (o.target != "cpu" && o.target != "cuda" && o.target != "auto") {
+    error = "target must be 'cpu', 'cuda' or 'auto', found '" + o.target + "'";
+    return false;
+  }
+  if (o.target == "cuda" && !compile::cudaTargetAvailable()) {
+    error = "target 'cuda': this libtrellisc was built without the CUDA "
+            "toolkit (no attention kernels); use target='cpu'";
     return false;
   }
   if (o.emit != "bundle" && o.emit != "mlir") {
@@ -189,18 +195,46 @@ DiagRecord plain(std::string message) {
   return r;
 }
 
-/// Graph phase (lib/Compile, as trellisc runs it), then the IR text or the
-/// CPU bundle.
-int finish(ModuleOp module, const CompileOptions &o,
-           const std::vector<std::string> &entries, json meta,
+/// The phases after the trace (lib/Compile, as trellisc runs them) for the
+/// target, then the IR text or the bundle. `gpuEntries`: the functions the
+/// CUDA target runs on the GPU. Target "auto" is CUDA, or the CPU reference
+/// (with a warning giving the reason) for a program the CUDA phases refuse.
+int finish(ModuleOp input, const CompileOptions &o,
+           const std::vector<std::string> &entries,
+           const std::vector<std::string> &gpuEntries, json meta,
            const std::string &weightManifest, trellisc_result &r) {
-  if (failed(mlir::verify(module)))
+  if (failed(mlir::verify(input)))
     return TRELLISC_COMPILE_ERROR;
   compile::BackendOptions backend;
-  codegen::GeneratedKernels noKernels; // the CPU target generates none
-  if (o.compileTo != "trellis" &&
-      failed(compile::runPhase(Phase::Graph, module, backend, noKernels)))
-    return TRELLISC_COMPILE_ERROR;
+  backend.target = o.target == "cpu" ? Target::CPU : Target::CUDA;
+  backend.gpuEntries = gpuEntries;
+  codegen::GeneratedKernels kernels; // the CPU target generates none
+  const Phase last = o.compileTo == "trellis" ? Phase::Trellis
+                     : o.compileTo == "graph" ? Phase::Graph
+                                              : Phase::Plan;
+  // "auto" keeps the traced module to fall back to.
+  OwningOpRef<ModuleOp> traced;
+  if (o.target == "auto")
+    traced = input.clone();
+  ModuleOp module = input;
+  const size_t diagsBefore = r.diags.size();
+  if (failed(compile::runPhases(module, Phase::Trellis, last, backend,
+                                kernels))) {
+    if (o.target != "auto")
+      return TRELLISC_COMPILE_ERROR;
+    DiagRecord why = r.diags.size() > diagsBefore ? r.diags[diagsBefore]
+                                                  : plain("unknown reason");
+    r.diags.resize(diagsBefore);
+    why.severity = "warning";
+    why.message = "compiled for the CPU reference, not CUDA: " + why.message;
+    r.diags.push_back(std::move(why));
+    module = *traced;
+    backend.target = Target::CPU;
+    kernels = codegen::GeneratedKernels();
+    if (failed(compile::runPhases(module, Phase::Trellis, last, backend,
+                                  kernels)))
+      return TRELLISC_COMPILE_ERROR;
+  }
   if (o.emit == "mlir") {
     llvm::raw_string_ostream os(r.ir);
     module.print(os);
@@ -215,7 +249,7 @@ int finish(ModuleOp module, const CompileOptions &o,
     if (key != "compiler" && key != "input" && key != "target")
       contents.extraMeta[key] = value;
   Result<Bundle> bundle =
-      compile::assembleBundle(module, Target::CPU, contents, noKernels);
+      compile::assembleBundle(module, backend.target, contents, kernels);
   if (!bundle) {
     r.diags.push_back(plain(bundle.message()));
     return TRELLISC_COMPILE_ERROR;
@@ -269,11 +303,11 @@ int compileTrace(const char *text, size_t size, const char *optionsJson,
     return TRELLISC_OK;
   OwningOpRef<ModuleOp> module = tracer.takeModule();
   json meta = {{"compiler", "trellisc " TRELLISC_VERSION},
-               {"target", "cpu"},
                {"input", replay.source},
                {"frontend", "python"}};
   json weights = json::object();
-  return finish(*module, o, {replay.function}, meta, safeDump(weights), r);
+  return finish(*module, o, {replay.function}, {replay.function}, meta,
+                safeDump(weights), r);
 }
 
 /// Config + trace phases of a pipeline.json (lib/Compile, as trellisc runs
@@ -354,11 +388,11 @@ int compilePipeline(const char *path, const char *optionsJson,
   OwningOpRef<ModuleOp> module = std::move(front.module);
   const std::string &input = request.input;
   json meta = {{"compiler", "trellisc " TRELLISC_VERSION},
-               {"target", "cpu"},
                {"input", llvm::sys::path::filename(input).str()}};
   if (front.slatResolution)
     meta["slat_resolution"] = front.slatResolution;
-  return finish(*module, o, front.entries, meta, front.weightManifest, r);
+  return finish(*module, o, front.entries, compile::kPipelineGpuEntries, meta,
+                front.weightManifest, r);
 }
 
 void finalize(trellisc_result &r) {

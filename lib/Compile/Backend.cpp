@@ -59,6 +59,23 @@ mlir::LogicalResult runPhase(Phase phase, mlir::ModuleOp module,
   return pm.run(module);
 }
 
+bool cudaTargetAvailable() { return !embeddedImage("attn_sm_90a").empty(); }
+
+mlir::LogicalResult
+runPhases(mlir::ModuleOp module, Phase after, Phase last,
+          const BackendOptions &options, codegen::GeneratedKernels &kernels,
+          llvm::function_ref<mlir::LogicalResult(Phase)> afterEach) {
+  for (const PhaseInfo &info : allPhases()) {
+    if (info.phase <= after || info.phase > last ||
+        !info.appliesTo(options.target))
+      continue;
+    if (mlir::failed(runPhase(info.phase, module, options, kernels)) ||
+        (afterEach && mlir::failed(afterEach(info.phase))))
+      return mlir::failure();
+  }
+  return mlir::success();
+}
+
 Result<Bundle> assembleBundle(mlir::ModuleOp module, Target target,
                               const BundleContents &contents,
                               const codegen::GeneratedKernels &kernels) {

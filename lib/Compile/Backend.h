@@ -55,6 +55,18 @@ mlir::LogicalResult runPhase(Phase phase, mlir::ModuleOp module,
                              const BackendOptions &options,
                              codegen::GeneratedKernels &kernels);
 
+/// Whether this build can compile for CUDA (it embeds the attention kernel
+/// images, built with the CUDA toolkit).
+bool cudaTargetAvailable();
+
+/// Runs the phases after `after` up to `last` that apply to options.target,
+/// in order, calling `afterEach` (when given) after each; stops at the first
+/// failure.
+mlir::LogicalResult
+runPhases(mlir::ModuleOp module, Phase after, Phase last,
+          const BackendOptions &options, codegen::GeneratedKernels &kernels,
+          llvm::function_ref<mlir::LogicalResult(Phase)> afterEach = nullptr);
+
 /// What a bundle records besides the module's program.
 struct BundleContents {
   std::vector<std::string> entries; ///< the exported functions, in order

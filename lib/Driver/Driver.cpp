@@ -561,18 +561,16 @@ int runPhases(ModuleOp module, const CompilePlan &plan,
                       std::to_string(tileForSms));
   options.tiling = {int64_t(mlpChunkTokens), int64_t(mlpHiddenMiB) << 20,
                     int64_t(tileForSms)};
-  for (const PhaseInfo &info : allPhases()) {
-    // (A pipeline's trace is its trellis IR: the front made both.)
-    if (info.phase <= std::max(plan.start, Phase::Trellis) ||
-        info.phase > plan.finalPhase || !info.appliesTo(plan.tgt))
-      continue;
-    if (failed(compile::runPhase(info.phase, module, options, kernels)) ||
-        failed(dumpPhaseIR(info.phase, module)))
-      return 1;
-    if (info.phase == Phase::Codegen && failed(dumpKernels(kernels)))
-      return 1;
-  }
-  return 0;
+  // (A pipeline's trace is its trellis IR: the front made both.)
+  auto dumps = [&](Phase phase) -> LogicalResult {
+    if (failed(dumpPhaseIR(phase, module)))
+      return failure();
+    return phase == Phase::Codegen ? dumpKernels(kernels) : success();
+  };
+  return failed(compile::runPhases(module, std::max(plan.start, Phase::Trellis),
+                                   plan.finalPhase, options, kernels, dumps))
+             ? 1
+             : 0;
 }
 
 /// --emit=mlir and --emit=ptx: writes the text to -o (stdout by default).

@@ -8,6 +8,7 @@ They are found in ``$TRELLISC_BUILD_DIR/lib`` (default: the repository's
 """
 import ctypes
 import json
+import sys
 import os
 from pathlib import Path
 
@@ -296,6 +297,25 @@ def runtime():
             err,
         ]
         lib.trellis_engine_destroy.argtypes = [vp]
+        lib.trellis_session_create.argtypes = [
+            vp,
+            ctypes.POINTER(Weights),
+            ctypes.POINTER(EngineOptions),
+            ctypes.POINTER(vp),
+            err,
+        ]
+        lib.trellis_session_call.argtypes = [
+            vp,
+            ctypes.c_char_p,
+            ctypes.POINTER(Tensor),
+            ctypes.c_size_t,
+            ctypes.POINTER(Tensor),
+            ctypes.c_size_t,
+            err,
+        ]
+        lib.trellis_session_backend.argtypes = [vp, ctypes.c_char_p]
+        lib.trellis_session_backend.restype = ctypes.c_char_p
+        lib.trellis_session_destroy.argtypes = [vp]
         lib.trellis_tensor_free.argtypes = [ctypes.POINTER(Tensor)]
         lib.trellis_outputs_free.argtypes = [ctypes.POINTER(Outputs)]
         lib.trellis_error_clear.argtypes = [err]
@@ -457,6 +477,63 @@ class Engine:
     def close(self):
         if getattr(self, "_handle", None) and _runtime is not None:
             _runtime.trellis_engine_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
+
+
+class Session:
+    """A trellis_session: a program's entry functions set up once (backend,
+    GPU code, staged weights, plans per input shape) and called many times.
+    Keeps the program and the weight arrays alive as long as it lives."""
+
+    def __init__(self, program, weights=None, flags=4, device=0, threads=0):
+        lib = runtime()
+        self._program = program
+        self._keep = []
+        table = weight_table(weights, None, self._keep)
+        opts = EngineOptions()
+        lib.trellis_engine_options_init(ctypes.byref(opts))
+        opts.flags, opts.device, opts.threads = flags, device, threads
+
+        def notice(p, _user):  # the runtime's notices (e.g. no usable GPU)
+            p = p.contents
+            if p.kind == 4 and p.message:
+                sys.stderr.write(f"trellisc: {p.message.decode(errors='replace')}\n")
+
+        self._notice = PROGRESS_FN(notice)
+        opts.progress = self._notice
+        self._handle = ctypes.c_void_p()
+        err = Error()
+        check(
+            lib.trellis_session_create(
+                program.handle, ctypes.byref(table), ctypes.byref(opts), ctypes.byref(self._handle), ctypes.byref(err)
+            ),
+            err,
+        )
+
+    def backend(self, function):
+        b = runtime().trellis_session_backend(self._handle, function.encode())
+        return b.decode() if b else None
+
+    def call(self, function, arrays, num_outputs):
+        lib = runtime()
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        ins = (Tensor * max(1, len(arrays)))(*[tensor_of(a) for a in arrays])
+        outs = (Tensor * max(1, num_outputs))()
+        err = Error()
+        check(
+            lib.trellis_session_call(
+                self._handle, function.encode(), ins, len(arrays), outs, num_outputs, ctypes.byref(err)
+            ),
+            err,
+        )
+        return [array_of(outs[i]) for i in range(num_outputs)]
+
+    def close(self):
+        if getattr(self, "_handle", None) and _runtime is not None:
+            _runtime.trellis_session_destroy(self._handle)
             self._handle = None
 
     def __del__(self):

@@ -1,6 +1,7 @@
 """``tc.compile``: trace a function, compile it, get an Executable."""
 import inspect
 import json
+import warnings
 
 import numpy as np
 
@@ -11,10 +12,17 @@ from ._trace import Node, Tensor, Trace
 from .input_info import InputInfo
 
 
-def compile(fn, args, check_finite=False, name="main"):
+def compile(fn, args, check_finite=False, name="main", target="auto", gpu="auto"):
     """Traces ``fn`` on placeholders described by ``args`` (a list of
-    :class:`InputInfo`), compiles it with the trellisc phases for the CPU
-    reference backend and returns an :class:`Executable`.
+    :class:`InputInfo`), compiles it with the trellisc phases and returns an
+    :class:`Executable`.
+
+    ``target``: ``"cuda"`` (fusion, tiling, partition, codegen to PTX and the
+    sm_90a cubin, as ``trellisc --target=cuda``; works without a GPU),
+    ``"cpu"`` (the CPU reference backend) or ``"auto"`` (cuda when this build
+    has the CUDA toolkit's kernels, else cpu). ``gpu``: where a CUDA program
+    runs: ``"auto"`` (the GPU when one is usable, else the CPU reference with
+    a notice on stderr), ``"off"`` or ``"require"``.
 
     >>> def f(x):
     ...     return tc.gelu(x) * 2.0
@@ -28,8 +36,8 @@ def compile(fn, args, check_finite=False, name="main"):
     try:
         from .module import Module
 
-        target = fn.forward if isinstance(fn, Module) else fn
-        names = list(inspect.signature(target).parameters)
+        traced = fn.forward if isinstance(fn, Module) else fn
+        names = list(inspect.signature(traced).parameters)
     except (TypeError, ValueError):
         names = []
     placeholders = []
@@ -44,20 +52,41 @@ def compile(fn, args, check_finite=False, name="main"):
     outs = [out] if single else list(out)
     if not outs or not all(isinstance(t, Tensor) for t in outs):
         raise TrellisError("compile: the function must return a tc.Tensor or a tuple of them", where)
-    return _compile_graph(
-        outs, [p._node for p in placeholders], name=name, check_finite=check_finite, single=single, loc=where
+    if gpu not in _GPU_FLAGS:
+        raise TrellisError(f"compile: gpu must be 'auto', 'off' or 'require', found {gpu!r}", where)
+    exe = _compile_graph(
+        outs,
+        [p._node for p in placeholders],
+        name=name,
+        check_finite=check_finite,
+        single=single,
+        loc=where,
+        target=target,
     )
+    exe.gpu = gpu
+    return exe
 
 
-def _compile_graph(outputs, input_nodes, name="main", check_finite=False, single=True, loc=None):
+_GPU_FLAGS = {"auto": 0, "off": 16, "require": 32}  # TRELLIS_FLAG_CPU_ONLY, _REQUIRE_GPU
+
+
+def _compile_graph(outputs, input_nodes, name="main", check_finite=False, single=True, loc=None, target="cpu"):
     trace = Trace(outputs, input_nodes, name=name, loc=loc)
-    result = _native.compile_trace(trace.json, {"target": "cpu"})
+    if target not in ("auto", "cuda", "cpu"):
+        raise TrellisError(f"compile: target must be 'auto', 'cuda' or 'cpu', found {target!r}", loc)
+    result = _native.compile_trace(trace.json, {"target": target})
+    if result.code == 2 and result.diagnostics and result.diagnostics[0]["message"].startswith("target"):
+        raise TrellisError(result.diagnostics[0]["message"], loc)  # e.g. cuda in a build without the toolkit
     if result.code == 2:
         raise TrellisError(
             "internal error in the trace: " + "; ".join(d["message"] for d in result.diagnostics)
         )
     if result.code != 0:
         raise trace.errors(result.diagnostics)
+    for d in result.diagnostics:
+        if d["severity"] == "warning":  # e.g. target "auto" fell back to the CPU reference
+            at = f" ({d['file']}:{d['line']})" if d.get("file") and d.get("line") else ""
+            warnings.warn(d["message"] + at, stacklevel=3)
     signature = {
         "function": name,
         "single": single,
@@ -73,6 +102,12 @@ def _compile_graph(outputs, input_nodes, name="main", check_finite=False, single
 class Executable:
     """A compiled function: call it on NumPy arrays; ``save``/``load`` it.
 
+    The first call sets up a session (libtrellis_rt's trellis_session: the
+    backend, the GPU code, the staged parameters) that later calls reuse;
+    ``exe.backend`` says where the function runs ("cuda" or "cpu") and
+    ``exe.target`` what it was compiled for. Setting ``exe.gpu`` ("auto",
+    "off", "require") makes a new session at the next call.
+
     >>> exe = tc.compile(lambda x: x + 1.0, args=[tc.InputInfo((2,))])
     >>> exe(np.zeros(2, np.float32))
     array([1., 1.], dtype=float32)
@@ -83,6 +118,34 @@ class Executable:
         self._program = _native.Program(data=bundle)
         self.input_infos = [InputInfo.from_json(j) for j in signature["inputs"]]
         self.check_finite = signature.get("check_finite", False)
+        self.gpu = "auto"
+        self._session, self._session_gpu = None, None
+
+    @property
+    def target(self):
+        """What the bundle was compiled for: "cuda" or "cpu"."""
+        return self._program.meta().get("target", "cpu")
+
+    @property
+    def backend(self):
+        """Where the function runs in this process: "cuda" or "cpu"."""
+        return self._session_for().backend(self._sig["function"])
+
+    def _session_for(self):
+        if self._session is None or self._session_gpu != self.gpu:
+            if self.gpu not in _GPU_FLAGS:
+                raise TrellisError(f"gpu must be 'auto', 'off' or 'require', found {self.gpu!r}", user_location())
+            if self._session is not None:
+                self._session.close()
+                self._session = None
+            flags = 4 | _GPU_FLAGS[self.gpu] | (8 if self.check_finite else 0)
+            weights = {("params", n): a for n, a in self._params.items()}
+            try:
+                self._session = _native.Session(self._program, weights, flags=flags)
+            except _native.RuntimeFailure as f:
+                raise TrellisError(f.message, user_location()) from None
+            self._session_gpu = self.gpu
+        return self._session
 
     @property
     def bundle(self):
@@ -109,15 +172,9 @@ class Executable:
                     problem + " (declared by this InputInfo)", info.loc, details=f"  called at {where}"
                 )
             checked.append(np.ascontiguousarray(a))
-        weights = {("params", n): a for n, a in self._params.items()}
+        session = self._session_for()
         try:
-            outs = self._program.call(
-                self._sig["function"],
-                checked,
-                len(self._sig["outputs"]),
-                weights,
-                check_finite=self.check_finite,
-            )
+            outs = session.call(self._sig["function"], checked, len(self._sig["outputs"]))
         except _native.RuntimeFailure as f:
             raise runtime_error(f.message, self._locs()) from None
         return outs[0] if self._sig.get("single", True) else tuple(outs)

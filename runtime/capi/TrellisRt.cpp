@@ -33,6 +33,12 @@ struct trellis_engine {
   std::unique_ptr<Engine> engine;
 };
 
+struct trellis_session {
+  trellis_program *program;
+  std::unique_ptr<Session> session;
+  std::atomic<bool> busy{false};
+};
+
 namespace {
 void releaseProgram(trellis_program *p) {
   if (p && p->refs.fetch_sub(1) == 1)
@@ -597,7 +603,7 @@ void trellis_outputs_free(trellis_outputs *o) {
        {&o->ss_latent, &o->coords, &o->slat, &o->gs_xyz, &o->gs_features_dc,
         &o->gs_scaling, &o->gs_rotation, &o->gs_opacity, &o->rf_trivec,
         &o->rf_density, &o->rf_features_dc, &o->mesh_cubes, &o->mesh_fields,
-        &o->mesh_vertices, &o->mesh_faces})
+        &o->mesh_vertices, &o->mesh_faces, &o->cond})
     trellis_tensor_free(t);
 }
 
@@ -649,17 +655,17 @@ const char *trellis_program_meta(const trellis_program *p) {
   return p ? p->metaJson.c_str() : "{}";
 }
 
-trellis_status trellis_program_call(
-    trellis_program *program, const char *function,
-    const trellis_tensor *inputs, size_t num_inputs,
-    const trellis_weights *weights, const trellis_call_options *options,
-    trellis_tensor *outputs, size_t num_outputs, trellis_error *err) {
-  return guarded(err, [&]() -> trellis_status {
-    if (!program || !function)
-      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
-                    "trellis_program_call: program and function must not be "
-                    "NULL");
-    const Program &p = program->bundle.program;
+} // extern "C"
+
+namespace {
+
+/// One call of entry `function` through `session` (the checks of
+/// trellis_program_call and trellis_session_call).
+trellis_status callEntry(trellis_program *program, Session &session,
+                         const char *function, const trellis_tensor *inputs,
+                         size_t num_inputs, trellis_tensor *outputs,
+                         size_t num_outputs, trellis_error *err) {
+  const Program &p = program->bundle.program;
     const Function *fn = p.find(function);
     if (!fn || !p.hasEntry(function))
       return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
@@ -683,12 +689,6 @@ trellis_status trellis_program_call(
         return report(err, TRELLIS_ERR_INVALID_ARGUMENT, v.message());
       args.push_back(*v);
     }
-    SessionOptions o;
-    if (options) {
-      o.checkFinite = options->check_finite != 0;
-      setThreads(options->threads);
-    }
-    Session session(p, weightProvider(weights, program->bundle), o);
     auto r = session.call(function, std::move(args));
     if (!r)
       return report(err, TRELLIS_ERR_RUNTIME, r.message());
@@ -705,7 +705,116 @@ trellis_status trellis_program_call(
         return s;
     }
     return TRELLIS_OK;
+}
+
+} // namespace
+
+extern "C" {
+
+trellis_status trellis_program_call(
+    trellis_program *program, const char *function,
+    const trellis_tensor *inputs, size_t num_inputs,
+    const trellis_weights *weights, const trellis_call_options *options,
+    trellis_tensor *outputs, size_t num_outputs, trellis_error *err) {
+  return guarded(err, [&]() -> trellis_status {
+    if (!program || !function)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                    "trellis_program_call: program and function must not be "
+                    "NULL");
+    SessionOptions o;
+    if (options) {
+      o.checkFinite = options->check_finite != 0;
+      setThreads(options->threads);
+    }
+    Session session(program->bundle.program,
+                    weightProvider(weights, program->bundle), o);
+    return callEntry(program, session, function, inputs, num_inputs, outputs,
+                     num_outputs, err);
   });
+}
+
+trellis_status trellis_session_create(trellis_program *program,
+                                      const trellis_weights *weights,
+                                      const trellis_engine_options *options,
+                                      trellis_session **out,
+                                      trellis_error *err) {
+  return guarded(err, [&]() -> trellis_status {
+    if (!program || !out)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                    "trellis_session_create: program and out must not be "
+                    "NULL");
+    *out = nullptr;
+    trellis_engine_options defaults;
+    trellis_engine_options_init(&defaults);
+    if (!options)
+      options = &defaults;
+    else if (options->struct_size < sizeof(trellis_engine_options))
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                    "options->struct_size is " +
+                        std::to_string(options->struct_size) + ", expected " +
+                        std::to_string(sizeof(trellis_engine_options)) +
+                        " (call trellis_engine_options_init)");
+    auto engine = engineOptions(options->flags, options->device, "options");
+    if (!engine)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT, engine.message());
+    setThreads(options->threads);
+    SessionOptions so;
+    so.gpu = engine->gpu;
+    so.gpuCode = BundleGpuCode::from(program->bundle);
+    so.checkFinite = engine->checkFinite;
+    auto observer =
+        std::make_shared<CallbackObserver>(options->progress, options->user_data);
+    so.notice = [observer](const std::string &line) {
+      observer->message(line);
+    };
+    auto session = std::make_unique<Session>(
+        program->bundle.program, weightProvider(weights, program->bundle), so);
+    if (so.gpu.mode == GpuMode::Require && !session->gpuUnavailable().empty())
+      return report(err, TRELLIS_ERR_UNSUPPORTED,
+                    "TRELLIS_FLAG_REQUIRE_GPU: no usable GPU (" +
+                        session->gpuUnavailable() + ")");
+    program->refs.fetch_add(1);
+    *out = new trellis_session{program, std::move(session)};
+    return TRELLIS_OK;
+  });
+}
+
+trellis_status trellis_session_call(trellis_session *session,
+                                    const char *function,
+                                    const trellis_tensor *inputs,
+                                    size_t num_inputs, trellis_tensor *outputs,
+                                    size_t num_outputs, trellis_error *err) {
+  return guarded(err, [&]() -> trellis_status {
+    if (!session || !function)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                    "trellis_session_call: session and function must not be "
+                    "NULL");
+    if (session->busy.exchange(true))
+      return report(err, TRELLIS_ERR_BUSY,
+                    "the session is running a call on another thread");
+    struct Release {
+      std::atomic<bool> &flag;
+      ~Release() { flag.store(false); }
+    } release{session->busy};
+    return callEntry(session->program, *session->session, function, inputs,
+                     num_inputs, outputs, num_outputs, err);
+  });
+}
+
+const char *trellis_session_backend(const trellis_session *session,
+                                    const char *function) {
+  if (!session || !function ||
+      !session->program->bundle.program.find(function))
+    return nullptr;
+  return session->session->backend(function);
+}
+
+void trellis_session_destroy(trellis_session *session) {
+  if (!session)
+    return;
+  trellis_program *program = session->program;
+  delete session;
+  releaseProgram(program);
 }
 
 void trellis_run_spec_init(trellis_run_spec *spec) {

@@ -62,7 +62,7 @@ def model():
 @pytest.fixture(scope="module")
 def exe(model):
     m, _ = model
-    return tc.compile(m, args=[tc.InputInfo((2, (1, 8, 32), 16), tc.float32)])
+    return tc.compile(m, args=[tc.InputInfo((2, (1, 8, 32), 16), tc.float32)], target="cpu")
 
 
 @pytest.mark.parametrize("tokens", [1, 7, 32])
@@ -96,7 +96,7 @@ def test_parameters_from_safetensors(model, tmp_path):
     path.write_bytes(_bundle.safetensors_bytes(params))
     fresh = Block(16, 4)
     fresh.load_safetensors(path)
-    exe = tc.compile(fresh, args=[tc.InputInfo((2, 3, 16))])
+    exe = tc.compile(fresh, args=[tc.InputInfo((2, 3, 16))], target="cpu")
     x = np.ones((2, 3, 16), np.float32)
     np.testing.assert_allclose(exe(x), block_np(params, x, 4), rtol=1e-4, atol=1e-5)
 
@@ -147,3 +147,56 @@ def test_repeated_scalars_and_duplicate_ops():
     np.testing.assert_array_equal(a, [2, 2, 2])
     np.testing.assert_allclose(b, 2 * gelu_np(np.ones(2)), rtol=1e-6)
     np.testing.assert_array_equal(c, [4, 4])
+
+
+def _gelu_linear(x, w):
+    return tc.gelu(tc.linear(x, w)) * 2.0
+
+
+_GL_ARGS = [tc.InputInfo((4, 64)), tc.InputInfo((128, 64))]
+
+
+def _gl_inputs():
+    rng = np.random.default_rng(1)
+    return rng.standard_normal((4, 64)).astype(np.float32), (rng.standard_normal((128, 64)) * 0.1).astype(np.float32)
+
+
+def test_compile_for_cuda_without_a_gpu_and_reuse_the_session(tmp_path):
+    """target="cuda" goes through fusion, tiling, partition and codegen to PTX with or without a GPU; where there
+    is none the executable runs on the CPU reference (with the runtime's notice), and calls reuse one session."""
+    x, w = _gl_inputs()
+    cuda = tc.compile(_gelu_linear, args=_GL_ARGS, target="cuda")
+    cpu = tc.compile(_gelu_linear, args=_GL_ARGS, target="cpu")
+    assert cuda.target == "cuda" and cpu.target == "cpu"
+    sections = _bundle.parse(cuda.bundle)
+    assert b".entry" in sections["ptx.sm_90a"] and "ptx.sm_90a" not in _bundle.parse(cpu.bundle)
+    ref = gelu_np(x @ w.T) * 2.0
+    y = cuda(x, w)
+    np.testing.assert_allclose(y, ref, rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(cpu(x, w), ref, rtol=1e-5, atol=1e-6)
+    session = cuda._session
+    cuda(x, w)
+    assert cuda._session is session  # set up once
+    assert cuda.backend in ("cuda", "cpu") and cpu.backend == "cpu"
+    path = tmp_path / "gl.tcx"
+    cuda.save(path)
+    loaded = tc.Executable.load(path)
+    assert loaded.target == "cuda"
+    np.testing.assert_array_equal(loaded(x, w), y)
+    if cuda.backend == "cpu":  # no usable GPU here: "require" says so
+        strict = tc.compile(_gelu_linear, args=_GL_ARGS, target="cuda", gpu="require")
+        with pytest.raises(tc.TrellisError, match="no usable GPU"):
+            strict(x, w)
+
+
+def test_auto_target_falls_back_to_the_cpu_reference_with_the_reason():
+    # Head dim 4 has no attention kernel: "auto" compiles for the CPU reference and warns why, at the user's line.
+    with pytest.warns(UserWarning, match=r"compiled for the CPU reference, not CUDA: .*head dim 4"):
+        exe = tc.compile(Block(16, 4), args=[tc.InputInfo((2, 3, 16))])
+    assert exe.target == "cpu"
+    with pytest.raises(tc.TrellisError, match=r"head dim 4"):
+        tc.compile(Block(16, 4), args=[tc.InputInfo((2, 3, 16))], target="cuda")
+    with pytest.raises(tc.TrellisError, match=r"target must be 'auto', 'cuda' or 'cpu', found 'gpu'"):
+        tc.compile(_gelu_linear, args=_GL_ARGS, target="gpu")
+    with pytest.raises(tc.TrellisError, match=r"gpu must be 'auto', 'off' or 'require'"):
+        tc.compile(_gelu_linear, args=_GL_ARGS, gpu="yes")
