@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""bench/python on the GPU machine: the executables prepare.py compiled (tc.compile(target="cuda")), loaded with
+tc.Executable.load and run on the GPU, checked against the same bundles on the CPU reference, timed against
+PyTorch eager and torch.compile of the same math on the same weights, in the same process.
+
+  TRELLISC_BUILD_DIR=build-gpu PYTHONPATH=python python3 bench/python/run_device.py [--reps 20]
+
+Exit status 1 when a GPU result is further than MAX_REL_L2 (default 2e-3) from the CPU reference's or a
+program does not run on the GPU. Times: wall time per call of the executable (NumPy in, NumPy out: the input's
+upload and the output's download included) and CUDA-event time of the PyTorch forms on device tensors; the
+small program's per-call host overhead is the median wall time of a warm call.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import programs  # noqa: E402
+import trellisc as tc  # noqa: E402
+
+MAX_REL_L2 = float(os.environ.get("MAX_REL_L2", "2e-3"))
+
+
+def rel_l2(a, b):
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def wall_ms(fn, reps, warmup=3):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def torch_forms(name, params):
+    """(eager, compiled) PyTorch functions of program `name` on device tensors."""
+    import torch
+    import torch.nn.functional as F
+
+    p = {k: torch.from_numpy(v).cuda() for k, v in params.items()}
+    C, H, T = programs.C, programs.HEADS, programs.TOKENS
+
+    def attention(x):
+        q, k, v = F.linear(F.layer_norm(x, (C,), eps=1e-6), p["qkv.weight"], p["qkv.bias"]).split(C, -1)
+        q, k, v = (t.view(1, T, H, C // H).transpose(1, 2) for t in (q, k, v))
+        o = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(1, T, C)
+        return x + F.linear(o, p["out.weight"], p["out.bias"])
+
+    def mlp(x):
+        h = F.gelu(F.linear(F.layer_norm(x, (C,), eps=1e-6), p["fc1.weight"], p["fc1.bias"]), approximate="tanh")
+        return x + F.linear(h, p["fc2.weight"], p["fc2.bias"])
+
+    def small(x):
+        return F.gelu(F.linear(x, p["fc.weight"]), approximate="tanh") * 2.0
+
+    fn = {"attention": attention, "mlp": mlp, "small": small}[name]
+    return fn, torch.compile(fn)
+
+
+def event_ms(fn, x, reps, warmup=3):
+    import torch
+
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn(x)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn(x)
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--archive", default="build-gpu-python/python.tar.xz")
+    ap.add_argument("--reps", type=int, default=20)
+    a = ap.parse_args()
+    d = Path(tempfile.mkdtemp())
+    with tarfile.open(a.archive) as tar:
+        tar.extractall(d)
+    compile_times = json.loads((d / "compile_times.json").read_text())
+    status, rows = 0, []
+    for name, (cls, _) in programs.PROGRAMS.items():
+        x = programs.example_input(name)
+        gpu = tc.Executable.load(d / f"{name}.tcx")
+        gpu.gpu = "require"
+        cpu = tc.Executable.load(d / f"{name}.tcx")
+        cpu.gpu = "off"
+        t0 = time.perf_counter()
+        y = gpu(x)
+        first = time.perf_counter() - t0
+        rel = rel_l2(y, cpu(x))
+        ok = gpu.backend == "cuda" and rel <= MAX_REL_L2
+        status |= not ok
+        print(f"{'' if ok else 'FAIL: '}{name}: GPU ({gpu.backend}) vs CPU reference rel L2 {rel:.3e} "
+              f"(limit {MAX_REL_L2:g}); first call {first:.3f} s; compiled in {compile_times[name]:.2f} s")
+        ours = wall_ms(lambda: gpu(x), a.reps)
+        module = cls()
+        eager, compiled = torch_forms(name, programs.params(module))
+        import torch
+
+        xt = torch.from_numpy(x).cuda()
+        rows.append((name, ours, event_ms(eager, xt, a.reps), event_ms(compiled, xt, a.reps)))
+    print("\n| program | trellisc, wall per call (NumPy in/out) | torch eager (events) | torch.compile (events) |")
+    print("|---|---|---|---|")
+    for name, ours, eager, comp in rows:
+        print(f"| {name} | {ours:.3f} ms | {eager:.3f} ms | {comp:.3f} ms |")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
