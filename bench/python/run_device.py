@@ -60,7 +60,9 @@ def torch_forms(name, params):
         return x + F.linear(o, p["out.weight"], p["out.bias"])
 
     def mlp(x):
-        h = F.gelu(F.linear(F.layer_norm(x, (C,), eps=1e-6), p["fc1.weight"], p["fc1.bias"]), approximate="tanh")
+        h = F.gelu(
+            F.linear(F.layer_norm(x, (C,), eps=1e-6), p["fc1.weight"], p["fc1.bias"]), approximate="tanh"
+        )
         return x + F.linear(h, p["fc2.weight"], p["fc2.bias"])
 
     def small(x):
@@ -110,8 +112,10 @@ def main():
         rel = rel_l2(y, cpu(x))
         ok = gpu.backend == "cuda" and rel <= MAX_REL_L2
         status |= not ok
-        print(f"{'' if ok else 'FAIL: '}{name}: GPU ({gpu.backend}) vs CPU reference rel L2 {rel:.3e} "
-              f"(limit {MAX_REL_L2:g}); first call {first:.3f} s; compiled in {compile_times[name]:.2f} s")
+        print(
+            f"{'' if ok else 'FAIL: '}{name}: GPU ({gpu.backend}) vs CPU reference rel L2 {rel:.3e} "
+            f"(limit {MAX_REL_L2:g}); first call {first:.3f} s; compiled in {compile_times[name]:.2f} s"
+        )
         ours = wall_ms(lambda: gpu(x), a.reps)
         module = cls()
         eager, compiled = torch_forms(name, programs.params(module))
@@ -119,7 +123,9 @@ def main():
 
         xt = torch.from_numpy(x).cuda()
         rows.append((name, ours, event_ms(eager, xt, a.reps), event_ms(compiled, xt, a.reps)))
-    print("\n| program | trellisc, wall per call (NumPy in/out) | torch eager (events) | torch.compile (events) |")
+    print(
+        "\n| program | trellisc, wall per call (NumPy in/out) | torch eager (events) | torch.compile (events) |"
+    )
     print("|---|---|---|---|")
     for name, ours, eager, comp in rows:
         print(f"| {name} | {ours:.3f} ms | {eager:.3f} ms | {comp:.3f} ms |")

@@ -235,6 +235,8 @@ private:
   bool layerNorm(const OpCall &c, std::vector<trace::Tensor> &out);
   bool softmax(const OpCall &c, std::vector<trace::Tensor> &out);
   bool attention(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool timestepEmbedding(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool conv3d(const OpCall &c, std::vector<trace::Tensor> &out);
   bool reshape(const OpCall &c, std::vector<trace::Tensor> &out);
   bool permute(const OpCall &c, std::vector<trace::Tensor> &out);
   bool concat(const OpCall &c, std::vector<trace::Tensor> &out);
@@ -327,13 +329,21 @@ bool Replayer::replayOp(const OpCall &c, std::vector<trace::Tensor> &out) {
   static const std::map<std::string, BinaryFn> binary = {
       {"add", trace::add},         {"sub", trace::sub},
       {"mul", trace::mul},         {"div", trace::div},
-      {"maximum", trace::maximum}, {"matmul", trace::matmul}};
+      {"maximum", trace::maximum}, {"matmul", trace::matmul},
+      {"head_rms_norm", trace::headRmsNorm}};
+  using TernaryFn = trace::Tensor (*)(const trace::Tensor &,
+                                      const trace::Tensor &,
+                                      const trace::Tensor &, trace::Where);
+  static const std::map<std::string, TernaryFn> ternary = {
+      {"modulate", trace::modulate}, {"gated_residual", trace::gatedResidual}};
   static const std::map<std::string, OpReplayFn> withAttrs = {
       {"linear", &Replayer::linear},   {"layer_norm", &Replayer::layerNorm},
       {"softmax", &Replayer::softmax}, {"attention", &Replayer::attention},
       {"reshape", &Replayer::reshape}, {"permute", &Replayer::permute},
       {"concat", &Replayer::concat},   {"split", &Replayer::split},
-      {"cast", &Replayer::cast},       {"constant", &Replayer::constant}};
+      {"cast", &Replayer::cast},       {"constant", &Replayer::constant},
+      {"timestep_embedding", &Replayer::timestepEmbedding},
+      {"conv3d", &Replayer::conv3d}};
   if (auto it = unary.find(c.name); it != unary.end()) {
     if (!arity(c, 1, 1))
       return false;
@@ -344,6 +354,12 @@ bool Replayer::replayOp(const OpCall &c, std::vector<trace::Tensor> &out) {
     if (!arity(c, 2, 2))
       return false;
     out.push_back(it->second(c.in[0], c.in[1], c.here));
+    return true;
+  }
+  if (auto it = ternary.find(c.name); it != ternary.end()) {
+    if (!arity(c, 3, 3))
+      return false;
+    out.push_back(it->second(c.in[0], c.in[1], c.in[2], c.here));
     return true;
   }
   if (auto it = withAttrs.find(c.name); it != withAttrs.end())
@@ -366,6 +382,25 @@ bool Replayer::layerNorm(const OpCall &c, std::vector<trace::Tensor> &out) {
     return false;
   out.push_back(
       trace::layerNorm(c.in[0], c.opt(1), c.opt(2), eps, axis, c.here));
+  return true;
+}
+
+bool Replayer::timestepEmbedding(const OpCall &c,
+                                 std::vector<trace::Tensor> &out) {
+  int64_t dim = 256;
+  double maxPeriod = 10000.0;
+  if (!arity(c, 1, 1) || !getInt(c.attrs, "dim", dim, c.where) ||
+      !getNumber(c.attrs, "max_period", maxPeriod, c.where))
+    return false;
+  out.push_back(trace::timestepEmbedding(c.in[0], dim, maxPeriod, c.here));
+  return true;
+}
+
+bool Replayer::conv3d(const OpCall &c, std::vector<trace::Tensor> &out) {
+  int64_t padding = 1;
+  if (!arity(c, 2, 3) || !getInt(c.attrs, "padding", padding, c.where))
+    return false;
+  out.push_back(trace::conv3d(c.in[0], c.in[1], c.opt(2), padding, c.here));
   return true;
 }
 

@@ -20,12 +20,34 @@ from ._trace import Tensor
 from .compile import Executable, compile
 from .dtypes import dtype, float16, float32, int32, int64
 from .input_info import InputInfo
-from .module import LayerNorm, Linear, Module, Parameter, read_safetensors
+from .module import LayerNorm, Linear, Module, ModuleList, Parameter, Sequential, read_safetensors
 from .ops.attention import attention
-from .ops.elementwise import abs, add, div, exp, gelu, log, maximum, mul, neg, sigmoid, silu, sqrt, sub, tanh
+from .ops.conditioning import gated_residual, modulate, timestep_embedding
+from .ops.conv import conv3d
+from .ops.elementwise import (
+    abs,
+    add,
+    cos,
+    div,
+    exp,
+    gelu,
+    gelu_erf,
+    log,
+    maximum,
+    mul,
+    neg,
+    rsqrt,
+    sigmoid,
+    silu,
+    sin,
+    softplus,
+    sqrt,
+    sub,
+    tanh,
+)
 from .ops.linalg import linear, matmul
-from .ops.normalization import layer_norm, softmax
-from .ops.shape import cast, concat, permute, reshape, split
+from .ops.normalization import head_rms_norm, layer_norm, softmax
+from .ops.shape import cast, concat, permute, reshape, split, transpose
 
 __all__ = [
     "TrellisError",
@@ -41,7 +63,9 @@ __all__ = [
     "LayerNorm",
     "Linear",
     "Module",
+    "ModuleList",
     "Parameter",
+    "Sequential",
     "read_safetensors",
     "attention",
     "abs",
@@ -58,6 +82,17 @@ __all__ = [
     "sqrt",
     "sub",
     "tanh",
+    "sin",
+    "cos",
+    "softplus",
+    "gelu_erf",
+    "rsqrt",
+    "timestep_embedding",
+    "modulate",
+    "gated_residual",
+    "conv3d",
+    "head_rms_norm",
+    "transpose",
     "linear",
     "matmul",
     "layer_norm",

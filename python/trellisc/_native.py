@@ -508,7 +508,11 @@ class Session:
         err = Error()
         check(
             lib.trellis_session_create(
-                program.handle, ctypes.byref(table), ctypes.byref(opts), ctypes.byref(self._handle), ctypes.byref(err)
+                program.handle,
+                ctypes.byref(table),
+                ctypes.byref(opts),
+                ctypes.byref(self._handle),
+                ctypes.byref(err),
             ),
             err,
         )

@@ -70,7 +70,9 @@ def compile(fn, args, check_finite=False, name="main", target="auto", gpu="auto"
 _GPU_FLAGS = {"auto": 0, "off": 16, "require": 32}  # TRELLIS_FLAG_CPU_ONLY, _REQUIRE_GPU
 
 
-def _compile_graph(outputs, input_nodes, name="main", check_finite=False, single=True, loc=None, target="cpu"):
+def _compile_graph(
+    outputs, input_nodes, name="main", check_finite=False, single=True, loc=None, target="cpu"
+):
     trace = Trace(outputs, input_nodes, name=name, loc=loc)
     if target not in ("auto", "cuda", "cpu"):
         raise TrellisError(f"compile: target must be 'auto', 'cuda' or 'cpu', found {target!r}", loc)
@@ -134,7 +136,9 @@ class Executable:
     def _session_for(self):
         if self._session is None or self._session_gpu != self.gpu:
             if self.gpu not in _GPU_FLAGS:
-                raise TrellisError(f"gpu must be 'auto', 'off' or 'require', found {self.gpu!r}", user_location())
+                raise TrellisError(
+                    f"gpu must be 'auto', 'off' or 'require', found {self.gpu!r}", user_location()
+                )
             if self._session is not None:
                 self._session.close()
                 self._session = None

@@ -144,6 +144,56 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__}.forward")
 
 
+class ModuleList(Module):
+    """Sub-modules named ``0``, ``1``, ... (``blocks.3.fc.weight``), as PyTorch's ``nn.ModuleList``.
+
+    >>> blocks = tc.ModuleList([tc.Linear(2, 2), tc.Linear(2, 2)])
+    >>> [n for n, _ in blocks.named_parameters()]
+    ['0.weight', '0.bias', '1.weight', '1.bias']
+    """
+
+    def __init__(self, modules=()):
+        super().__init__()
+        self._items = []
+        for m in modules:
+            self.append(m)
+
+    def append(self, module):
+        if not isinstance(module, Module):
+            raise TrellisError(
+                f"ModuleList takes tc.Module items, found {type(module).__name__}", user_location()
+            )
+        setattr(self, str(len(self._items)), module)
+        self._items.append(module)
+        return self
+
+    def __getitem__(self, i):
+        return self._items[i]
+
+    def __len__(self):
+        return len(self._items)
+
+    def __iter__(self):
+        return iter(self._items)
+
+
+class Sequential(ModuleList):
+    """Applies its modules in order: ``Sequential(a, b)(x) == b(a(x))``.
+
+    >>> seq = tc.Sequential(tc.Linear(2, 3), tc.Linear(3, 1))
+    >>> seq(tc.Tensor(np.ones((1, 2), np.float32))).shape
+    (1, 1)
+    """
+
+    def __init__(self, *modules):
+        super().__init__(modules)
+
+    def forward(self, x):
+        for m in self._items:
+            x = m(x)
+        return x
+
+
 class Linear(Module):
     """``x @ weight.T + bias`` with ``weight [out, in]``, ``bias [out]``.
 

@@ -141,3 +141,48 @@ def neg(x):
     array([-1.], dtype=float32)
     """
     return _unary("neg", x)
+
+
+def sin(x):
+    """Sine (f32 math, the result in x's dtype).
+
+    >>> tc.sin(tc.Tensor([0.0, 1.5707964])).eval().round(4)
+    array([0., 1.], dtype=float32)
+    """
+    return _unary("sin", x)
+
+
+def cos(x):
+    """Cosine (f32 math, the result in x's dtype).
+
+    >>> tc.cos(tc.Tensor([0.0])).eval()
+    array([1.], dtype=float32)
+    """
+    return _unary("cos", x)
+
+
+def softplus(x):
+    """``log(1 + e**x)``.
+
+    >>> tc.softplus(tc.Tensor([0.0])).eval().round(4)
+    array([0.6931], dtype=float32)
+    """
+    return _unary("softplus", x)
+
+
+def gelu_erf(x):
+    """GELU, exact: ``0.5 x (1 + erf(x / sqrt(2)))`` (DINOv2's; :func:`gelu` is the tanh form).
+
+    >>> tc.gelu_erf(tc.Tensor([1.0])).eval().round(4)
+    array([0.8413], dtype=float32)
+    """
+    return _unary("gelu_erf", x)
+
+
+def rsqrt(x):
+    """``1 / sqrt(x)`` (a division of the square root: two roundings).
+
+    >>> tc.rsqrt(tc.Tensor([4.0])).eval()
+    array([0.5], dtype=float32)
+    """
+    return div(1.0, sqrt(x))

@@ -1,4 +1,4 @@
-"""Normalizations: ``layer_norm``, ``softmax``."""
+"""Normalizations: ``layer_norm``, ``head_rms_norm``, ``softmax``."""
 from .._checks import INT64_MAX, INT64_MIN, check_int
 from .._trace import as_tensor, make_op
 
@@ -20,6 +20,17 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, axis=-1):
         ins += [as_tensor(weight), as_tensor(bias)]
     axis = check_int("layer_norm: axis", axis, INT64_MIN, INT64_MAX)
     return make_op("layer_norm", ins, {"eps": float(eps), "axis": axis})
+
+
+def head_rms_norm(x, gamma):
+    """TRELLIS's per-head "RMS norm" of ``x [..., H, d]``: ``x / max(||x||, 1e-12) * gamma * sqrt(d)`` over d, with
+    ``gamma`` float32 ``[H, d]`` (the q/k norms of its attention).
+
+    >>> x = tc.Tensor(np.full((1, 1, 4), 2.0, np.float32))
+    >>> tc.head_rms_norm(x, tc.Tensor(np.ones((1, 4), np.float32))).eval()
+    array([[[1., 1., 1., 1.]]], dtype=float32)
+    """
+    return make_op("head_rms_norm", [as_tensor(x), as_tensor(gamma)])
 
 
 def softmax(x, axis=-1):

@@ -38,7 +38,7 @@ def concat(tensors, axis=0):
 
 
 def split(x, sizes, axis=0):
-    """Splits ``x`` along ``axis`` into pieces of the given sizes.
+    """Splits ``x`` along ``axis`` into pieces of the given sizes: a list, one tensor per size.
 
     >>> a, b = tc.split(tc.Tensor([1.0, 2.0, 3.0]), [1, 2])
     >>> b.eval()
@@ -46,7 +46,8 @@ def split(x, sizes, axis=0):
     """
     sizes = check_ints("split: sizes", sizes, 0, INT64_MAX)
     axis = check_int("split: axis", axis, INT64_MIN, INT64_MAX)
-    return make_op("split", [as_tensor(x)], {"axis": axis, "sizes": sizes}, n_out=len(sizes))
+    pieces = make_op("split", [as_tensor(x)], {"axis": axis, "sizes": sizes}, n_out=len(sizes))
+    return pieces if isinstance(pieces, list) else [pieces]
 
 
 def cast(x, dtype):
@@ -58,3 +59,15 @@ def cast(x, dtype):
     if not isinstance(dtype, _dt.dtype):
         dtype = _dt.from_numpy(dtype)
     return make_op("cast", [as_tensor(x)], {"dtype": dtype.code}, dtype=dtype)
+
+
+def transpose(x, dim0, dim1):
+    """``x`` with dimensions ``dim0`` and ``dim1`` swapped (a :func:`permute`).
+
+    >>> tc.transpose(tc.Tensor(np.zeros((2, 3), np.float32)), 0, 1).shape
+    (3, 2)
+    """
+    rank = len(x.shape)
+    perm = list(range(rank))
+    perm[dim0 % rank], perm[dim1 % rank] = perm[dim1 % rank], perm[dim0 % rank]
+    return permute(x, perm)
