@@ -5,8 +5,13 @@ PyTorch eager and torch.compile of the same math on the same weights, in the sam
 
   TRELLISC_BUILD_DIR=build-gpu PYTHONPATH=python python3 bench/python/run_device.py [--reps 20]
 
-Exit status 1 when a GPU result is further than MAX_REL_L2 (default 2e-3) from the CPU reference's or a
-program does not run on the GPU. Times: wall time per call of the executable (NumPy in, NumPy out: the input's
+Then the SS flow model written in Python (python/examples/ss_flow.py, its checkpoint read from /tmp/<preset>,
+made by trellis-mkmodel seed 1) against trellisc's own sparse_structure_flow_model (a program compiled with
+--export-networks, called alone through a session), one forward each on the GPU, same inputs: tiny within
+SS_TINY_MAX (1e-3), image-large within SS_LARGE_MAX (2e-3), and their GPU times (CUDA events).
+
+Exit status 1 when a GPU result is further than MAX_REL_L2 (default 2e-3) from the CPU reference's, a program
+does not run on the GPU, or an SS flow check misses its threshold. Times: wall time per call of the executable (NumPy in, NumPy out: the input's
 upload and the output's download included) and CUDA-event time of the PyTorch forms on device tensors; the
 small program's per-call host overhead is the median wall time of a warm call.
 """
@@ -25,6 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import programs  # noqa: E402
 import trellisc as tc  # noqa: E402
+from trellisc import _native  # noqa: E402
 
 MAX_REL_L2 = float(os.environ.get("MAX_REL_L2", "2e-3"))
 
@@ -90,6 +96,44 @@ def event_ms(fn, x, reps, warmup=3):
     return statistics.median(times)
 
 
+def ss_flow_checks(d, reps):
+    """The Python SS flow vs trellisc's network, per preset; returns 1 when a check fails."""
+    status = 0
+    limits = {
+        "tiny": float(os.environ.get("SS_TINY_MAX", "1e-3")),
+        "large": float(os.environ.get("SS_LARGE_MAX", "2e-3")),
+    }
+    for preset, limit in limits.items():
+        model_dir = Path("/tmp") / preset
+        ckpt = next((model_dir / "ckpts").glob("ss_flow*.safetensors"))
+        cond = np.load(model_dir / "cond.npy").astype(np.float32)
+        r = 8 if preset == "tiny" else 16
+        x = np.random.default_rng(5).standard_normal((1, 8, r, r, r)).astype(np.float32)
+        t = np.array([1000.0], np.float32)
+        py = tc.Executable.load(d / f"ss_flow_{preset}.tcx", params=ckpt)
+        py.gpu = "require"
+        program = _native.Program(path=d / f"{preset}_networks.bundle")
+        session = _native.Session(program, model_dir=str(model_dir), flags=4 | 32)
+        fn = "sparse_structure_flow_model"
+        v_py, v_tc = py(x, t, cond), session.call(fn, [x, t, cond], 1)[0]
+        rel = rel_l2(v_py, v_tc)
+        py_ms, tc_ms = [], []
+        for _ in range(reps):
+            py(x, t, cond)
+            py_ms.append(py.last_gpu_seconds * 1e3)
+            session.call(fn, [x, t, cond], 1)
+            tc_ms.append(session.gpu_seconds() * 1e3)
+        ok = py.backend == "cuda" and session.backend(fn) == "cuda" and rel <= limit
+        status |= not ok
+        print(
+            f"{'' if ok else 'FAIL: '}SS flow ({preset}), Python vs trellisc's network on the GPU: rel L2 {rel:.3e} "
+            f"(limit {limit:g}); GPU time per forward (median of {reps}): Python {statistics.median(py_ms):.3f} ms, "
+            f"trellisc {statistics.median(tc_ms):.3f} ms"
+        )
+        session.close()
+    return status
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--archive", default="build-gpu-python/python.tar.xz")
@@ -123,6 +167,7 @@ def main():
 
         xt = torch.from_numpy(x).cuda()
         rows.append((name, ours, event_ms(eager, xt, a.reps), event_ms(compiled, xt, a.reps)))
+    status |= ss_flow_checks(d, a.reps)
     print(
         "\n| program | trellisc, wall per call (NumPy in/out) | torch eager (events) | torch.compile (events) |"
     )

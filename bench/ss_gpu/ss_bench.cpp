@@ -31,6 +31,7 @@ int main(int argc, char **argv) {
                                       softmax = "fixed",
                                       function = "ss_stage";
   int reps = 5;
+  SamplerRunOverrides overrides; // --steps, --cfg (ss_stage)
   bool graphs = true, profile = false, tune = true, concurrent = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -40,6 +41,10 @@ int main(int argc, char **argv) {
              (std::strcmp(argv[i + 1], "ss_stage") == 0 ||
               std::strcmp(argv[i + 1], "image_stage") == 0))
       function = argv[++i];
+    else if (a == "--steps" && i + 1 < argc)
+      overrides.steps = std::atoll(argv[++i]);
+    else if (a == "--cfg" && i + 1 < argc)
+      overrides.cfgStrength = std::atof(argv[++i]);
     else if (a == "--exe" && i + 1 < argc)
       exe = argv[++i];
     else if (a == "--model" && i + 1 < argc)
@@ -65,7 +70,8 @@ int main(int argc, char **argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s --exe trellis.exe|--bundle FILE --model DIR "
-                   "[--function ss_stage|image_stage] [--reps N]\n       "
+                   "[--function ss_stage|image_stage] [--reps N] [--steps N] "
+                   "[--cfg W]\n       "
                    "[--no-graphs] [--profile] [--no-gemm-tuning] "
                    "[--no-concurrent-branches] [--attention CONFIG]\n       "
                    "[--attention-norms q-fused|prepass|fused] "
@@ -109,6 +115,7 @@ int main(int argc, char **argv) {
   options.gpu.options.attentionNorms = norms;
   options.gpu.options.attentionSoftmax = softmax;
   options.gpuCode = BundleGpuCode::from(*bundle);
+  options.samplerOverrides["ss_stage"] = overrides;
   options.notice = [](const std::string &l) {
     std::fprintf(stderr, "%s\n", l.c_str());
   };

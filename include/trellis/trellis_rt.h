@@ -333,6 +333,10 @@ TRELLIS_RT_API trellis_status trellis_session_call(
  * unknown function). */
 TRELLIS_RT_API const char *
 trellis_session_backend(const trellis_session *session, const char *function);
+/* The GPU time (CUDA events around the function's commands) of the last
+ * successful trellis_session_call, in seconds; NaN when it ran on the CPU. */
+TRELLIS_RT_API double
+trellis_session_gpu_seconds(const trellis_session *session);
 /* Frees the session (NULL is a no-op). Not while a call is in progress. */
 TRELLIS_RT_API void trellis_session_destroy(trellis_session *session);
 

@@ -391,7 +391,7 @@ int compilePipeline(const char *path, const char *optionsJson,
                {"input", llvm::sys::path::filename(input).str()}};
   if (front.slatResolution)
     meta["slat_resolution"] = front.slatResolution;
-  return finish(*module, o, front.entries, compile::kPipelineGpuEntries, meta,
+  return finish(*module, o, front.entries, front.entries, meta,
                 front.weightManifest, r);
 }
 

@@ -17,10 +17,6 @@ std::string_view embeddedImage(std::string_view name);
 
 namespace trellis::compile {
 
-const std::vector<std::string> kPipelineGpuEntries = {
-    "image_stage", "ss_stage",  "slat_stage",
-    "decode_gs",   "decode_rf", "decode_mesh"};
-
 void addPhasePasses(Phase phase, mlir::PassManager &pm,
                     const BackendOptions &options) {
   switch (phase) {

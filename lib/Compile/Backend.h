@@ -27,16 +27,12 @@
 
 namespace trellis::compile {
 
-/// The pipeline's functions that run on the GPU with --target=cuda (the
-/// dense stage, the sparse stages and the decoders; image_stage runs on the
-/// CPU reference for now).
-extern const std::vector<std::string> kPipelineGpuEntries;
-
 /// What the phases after the trace depend on.
 struct BackendOptions {
   Target target = Target::CPU;
-  /// The functions partition marks for the GPU (kPipelineGpuEntries, or an
-  /// MLIR program's entry).
+  /// The functions partition marks for the GPU (with their callees): a
+  /// program's entries (a pipeline's stages, and its networks when exported;
+  /// an MLIR program's main).
   std::vector<std::string> gpuEntries;
   mlir::trellis::TilingOptions tiling;
   /// Apply MLIR's pass-manager command-line options (trellisc registers

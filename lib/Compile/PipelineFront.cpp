@@ -158,6 +158,16 @@ PipelineFront tracePipeline(mlir::MLIRContext &context,
   for (const char *stage : models::kStageFunctions)
     if (front.module->lookupSymbol<mlir::func::FuncOp>(stage))
       front.entries.push_back(stage);
+  // The networks are the stages' callees, private to the program unless
+  // exported (then the fusion passes keep them after inlining their calls).
+  for (auto fn : front.module->getOps<mlir::func::FuncOp>()) {
+    if (llvm::is_contained(front.entries, fn.getSymName()))
+      continue;
+    if (request.exportNetworks)
+      front.entries.push_back(fn.getSymName().str());
+    else
+      fn.setPrivate();
+  }
   return front;
 }
 

@@ -37,6 +37,10 @@ struct PipelineRequest {
   /// Hugging Face's layout): "" = <pipeline dir>/image_cond_model when it
   /// has a config.json (then the program also takes images).
   std::string imageModelDir;
+  /// Also export each network (the functions named by pipeline.json's model
+  /// keys, e.g. sparse_structure_flow_model) as an entry of the program, to
+  /// be called on its own (benchmarks, parity checks).
+  bool exportNetworks = false;
 };
 
 /// What the config and trace phases produced, and their diagnostics.
@@ -55,7 +59,8 @@ struct PipelineFront {
   std::vector<trace::TraceError> traceErrors;
   /// The traced stage functions (null with configOnly or on failure).
   mlir::OwningOpRef<mlir::ModuleOp> module;
-  std::vector<std::string> entries; ///< the stage functions, in order
+  /// The stage functions, in order (then the networks with exportNetworks).
+  std::vector<std::string> entries;
   /// JSON: {"model key": "checkpoint path relative to the model dir"}.
   std::string weightManifest = "{}";
   /// Grid resolution of the structured latent (0 when none).

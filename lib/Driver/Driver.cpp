@@ -153,6 +153,12 @@ cl::opt<std::string> imageModel(
              "default <model dir>/image_cond_model when it exists. With it "
              "the program takes images (trellis.exe --image)"));
 
+cl::opt<bool> exportNetworks(
+    "export-networks", cl::cat(pipelineCategory), cl::init(false),
+    cl::desc("Also make every network of the pipeline (e.g. "
+             "sparse_structure_flow_model) an entry of the program, callable "
+             "on its own through the C ABI (benchmarks, parity checks)"));
+
 cl::opt<unsigned> mlpChunkTokens(
     "mlp-chunk-tokens", cl::cat(category), cl::init(0),
     cl::desc("GPU, tiling phase: run each MLP over this many tokens at a "
@@ -286,6 +292,7 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
   request.images = numImages;
   request.multiImage = multiImage;
   request.imageModelDir = imageModel;
+  request.exportNetworks = exportNetworks;
   if (std::string bad =
           compile::checkRequest(request, compile::OptionNames::CommandLine);
       !bad.empty()) {
@@ -552,10 +559,9 @@ int runPhases(ModuleOp module, const CompilePlan &plan,
   compile::BackendOptions options;
   options.target = plan.tgt;
   options.passManagerCommandLine = true;
-  // A pipeline's GPU stages; an MLIR program's entry runs on the GPU whole.
-  options.gpuEntries = plan.start == Phase::Config
-                           ? compile::kPipelineGpuEntries
-                           : compiled.entries;
+  // Every entry runs on the GPU whole: a pipeline's stages (and exported
+  // networks), an MLIR program's main.
+  options.gpuEntries = compiled.entries;
   if (tileForSms < 1)
     return usageError("--tile-for-sms must be at least 1, found " +
                       std::to_string(tileForSms));

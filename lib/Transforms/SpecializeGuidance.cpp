@@ -129,10 +129,10 @@ struct SpecializeGuidancePass
       body.eraseArgument(2);
       inlined.insert(callee);
     }
-    // A velocity model that nothing calls any more would only be compiled
-    // for nothing.
+    // A private velocity model that nothing calls any more would only be
+    // compiled for nothing (a public one is an entry of the program).
     for (func::FuncOp fn : inlined)
-      if (SymbolTable::symbolKnownUseEmpty(fn, module))
+      if (fn.isPrivate() && SymbolTable::symbolKnownUseEmpty(fn, module))
         fn.erase();
   }
 };

@@ -316,6 +316,8 @@ def runtime():
         lib.trellis_session_backend.argtypes = [vp, ctypes.c_char_p]
         lib.trellis_session_backend.restype = ctypes.c_char_p
         lib.trellis_session_destroy.argtypes = [vp]
+        lib.trellis_session_gpu_seconds.argtypes = [vp]
+        lib.trellis_session_gpu_seconds.restype = ctypes.c_double
         lib.trellis_tensor_free.argtypes = [ctypes.POINTER(Tensor)]
         lib.trellis_outputs_free.argtypes = [ctypes.POINTER(Outputs)]
         lib.trellis_error_clear.argtypes = [err]
@@ -488,11 +490,11 @@ class Session:
     GPU code, staged weights, plans per input shape) and called many times.
     Keeps the program and the weight arrays alive as long as it lives."""
 
-    def __init__(self, program, weights=None, flags=4, device=0, threads=0):
+    def __init__(self, program, weights=None, flags=4, device=0, threads=0, model_dir=None):
         lib = runtime()
         self._program = program
         self._keep = []
-        table = weight_table(weights, None, self._keep)
+        table = weight_table(weights, model_dir, self._keep)
         opts = EngineOptions()
         lib.trellis_engine_options_init(ctypes.byref(opts))
         opts.flags, opts.device, opts.threads = flags, device, threads
@@ -516,6 +518,9 @@ class Session:
             ),
             err,
         )
+
+    def gpu_seconds(self):
+        return runtime().trellis_session_gpu_seconds(self._handle)
 
     def backend(self, function):
         b = runtime().trellis_session_backend(self._handle, function.encode())

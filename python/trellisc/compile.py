@@ -129,6 +129,12 @@ class Executable:
         return self._program.meta().get("target", "cpu")
 
     @property
+    def last_gpu_seconds(self):
+        """The GPU time of the last call (CUDA events around its commands, no host copies), in seconds; NaN when
+        it ran on the CPU."""
+        return self._session.gpu_seconds() if self._session is not None else float("nan")
+
+    @property
     def backend(self):
         """Where the function runs in this process: "cuda" or "cpu"."""
         return self._session_for().backend(self._sig["function"])
@@ -183,17 +189,20 @@ class Executable:
             raise runtime_error(f.message, self._locs()) from None
         return outs[0] if self._sig.get("single", True) else tuple(outs)
 
-    def save(self, path):
-        """Writes one file: the bundle plus the signature and parameters."""
+    def save(self, path, params=True):
+        """Writes one file: the bundle plus the signature and (``params=True``) the parameters; without them,
+        :meth:`load` takes them from a checkpoint (``params=``), as trellis.exe reads a model directory."""
         sections = _bundle.parse(self._bundle)
         sections["tc.signature"] = json.dumps(self._sig).encode()
-        sections["tc.params"] = _bundle.safetensors_bytes(self._params)
+        if params:
+            sections["tc.params"] = _bundle.safetensors_bytes(self._params)
         with open(path, "wb") as f:
             f.write(_bundle.serialize(sections))
 
     @staticmethod
-    def load(path):
-        """Reads what :meth:`save` wrote."""
+    def load(path, params=None):
+        """Reads what :meth:`save` wrote. ``params``: {name: array} or a ``.safetensors`` path (mapped) giving
+        the parameters by name, over the saved ones; a missing or mistyped one is named at the first call."""
         with open(path, "rb") as f:
             data = f.read()
         try:
@@ -203,5 +212,9 @@ class Executable:
         if "tc.signature" not in sections:
             raise TrellisError(f"{path}: not saved by Executable.save (no signature)")
         sig = json.loads(sections.pop("tc.signature"))
-        params = _bundle.read_safetensors_bytes(sections.pop("tc.params", (2).to_bytes(8, "little") + b"{}"))
-        return Executable(_bundle.serialize(sections), sig, params)
+        saved = _bundle.read_safetensors_bytes(sections.pop("tc.params", (2).to_bytes(8, "little") + b"{}"))
+        if params is not None and not isinstance(params, dict):
+            from .module import read_safetensors
+
+            params = read_safetensors(params)
+        return Executable(_bundle.serialize(sections), sig, {**saved, **(params or {})})

@@ -37,6 +37,7 @@ struct trellis_session {
   trellis_program *program;
   std::unique_ptr<Session> session;
   std::atomic<bool> busy{false};
+  double gpuSeconds = NAN; // of the last call
 };
 
 namespace {
@@ -796,9 +797,20 @@ trellis_status trellis_session_call(trellis_session *session,
       std::atomic<bool> &flag;
       ~Release() { flag.store(false); }
     } release{session->busy};
-    return callEntry(session->program, *session->session, function, inputs,
-                     num_inputs, outputs, num_outputs, err);
+    session->gpuSeconds = NAN;
+    trellis_status s =
+        callEntry(session->program, *session->session, function, inputs,
+                  num_inputs, outputs, num_outputs, err);
+    const GpuReport *report = session->session->gpuReport();
+    if (s == TRELLIS_OK && report &&
+        std::string(session->session->backend(function)) == "cuda")
+      session->gpuSeconds = report->runSeconds;
+    return s;
   });
+}
+
+double trellis_session_gpu_seconds(const trellis_session *session) {
+  return session ? session->gpuSeconds : NAN;
 }
 
 const char *trellis_session_backend(const trellis_session *session,

@@ -200,3 +200,15 @@ def test_auto_target_falls_back_to_the_cpu_reference_with_the_reason():
         tc.compile(_gelu_linear, args=_GL_ARGS, target="gpu")
     with pytest.raises(tc.TrellisError, match=r"gpu must be 'auto', 'off' or 'require'"):
         tc.compile(_gelu_linear, args=_GL_ARGS, gpu="yes")
+
+
+def test_save_without_parameters_and_load_them_from_a_checkpoint(model, exe, tmp_path):
+    m, params = model
+    path, ckpt = tmp_path / "code.tcx", tmp_path / "weights.safetensors"
+    exe.save(path, params=False)
+    ckpt.write_bytes(_bundle.safetensors_bytes(params))
+    assert path.stat().st_size < len(exe.bundle) + 4096  # no parameters inside
+    x = np.random.default_rng(4).standard_normal((2, 3, 16)).astype(np.float32)
+    np.testing.assert_array_equal(tc.Executable.load(path, params=ckpt)(x), exe(x))
+    with pytest.raises(tc.TrellisError, match=r"no tensor 'fc.weight' of model 'params'"):
+        tc.Executable.load(path)(x)
