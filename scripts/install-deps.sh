@@ -23,7 +23,9 @@ PACKAGES=(
 if [[ "${1:-}" == "--test" ]]; then
   # open3d: the mesh checks; pil: Pillow, the image preprocessing cross-check;
   # clang-format-14, black, codespell: scripts/check-format.sh
-  PACKAGES+=(python3-open3d python3-pil clang-format-14 black codespell)
+  # pip, setuptools, venv: `pip install ./python` offline (test/python/test_installed_package.py)
+  PACKAGES+=(python3-open3d python3-pil clang-format-14 black codespell
+    python3-pip python3-setuptools python3-venv)
 fi
 
 missing=()
