@@ -96,6 +96,34 @@ def event_ms(fn, x, reps, warmup=3):
     return statistics.median(times)
 
 
+def dlpack_checks(d, reps):
+    """torch tensors in GPU memory in, DeviceArray out: the same values as the NumPy path, the result taken by
+    torch.from_dlpack without a copy (the same data pointer), and the wall time per call without host copies.
+    Returns 1 when a check fails."""
+    import torch
+
+    status = 0
+    for name in ("attention", "small"):
+        exe = tc.Executable.load(d / f"{name}.tcx")
+        exe.gpu = "require"
+        x = programs.example_input(name)
+        want = exe(x, out="numpy")
+        xt = torch.from_numpy(x).cuda()
+        y = exe(xt)
+        yt = torch.from_dlpack(y)
+        same_pointer = yt.data_ptr() == y._t.data
+        rel = rel_l2(yt.cpu().numpy(), want)
+        ok = isinstance(y, tc._dlpack.DeviceArray) and same_pointer and rel == 0.0
+        status |= not ok
+        device_ms = wall_ms(lambda: torch.from_dlpack(exe(xt)), reps)
+        host_ms = wall_ms(lambda: exe(x), reps)
+        print(
+            f"{'' if ok else 'FAIL: '}DLPack ({name}): torch in, torch.from_dlpack out: same pointer {same_pointer}, "
+            f"rel L2 vs the NumPy path {rel:.1e}; wall per call {device_ms:.3f} ms (NumPy in/out: {host_ms:.3f} ms)"
+        )
+    return status
+
+
 def ss_flow_checks(d, reps):
     """The Python SS flow vs trellisc's network, per preset; returns 1 when a check fails."""
     status = 0
@@ -182,6 +210,7 @@ def main():
             )
         )
     status |= ss_flow_checks(d, a.reps)
+    status |= dlpack_checks(d, a.reps)
     print(
         "\n| program | trellisc, wall per call (NumPy in/out) | trellisc GPU time (events) | torch eager (events) "
         "| torch.compile (events) |"

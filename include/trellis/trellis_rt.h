@@ -80,6 +80,13 @@ typedef struct trellis_tensor {
   void *data;      /* input: the elements; output: NULL or a caller buffer */
   size_t capacity; /* output caller buffers: their size in bytes */
   int32_t owned;   /* set by the runtime: 1 if trellis_tensor_free frees it */
+  /* Sessions only (trellis_session_call): 1 = `data` is CUDA device memory
+   * of the session's device. An input so is read on the device (after the
+   * context's pending work); an output so asked for comes back in a device
+   * buffer the session allocated (free it with trellis_session_tensor_free),
+   * or, when the function ran on the CPU, on the host with on_device reset
+   * to 0. Everywhere else 0 (host memory). */
+  int32_t on_device;
 } trellis_tensor;
 
 /* One checkpoint tensor: model key (a pipeline.json "models" key, or
@@ -337,12 +344,21 @@ trellis_session_backend(const trellis_session *session, const char *function);
  * successful trellis_session_call, in seconds; NaN when it ran on the CPU. */
 TRELLIS_RT_API double
 trellis_session_gpu_seconds(const trellis_session *session);
+/* Frees an output of trellis_session_call: a device buffer (valid while the
+ * session lives), or as trellis_tensor_free a host one. */
+TRELLIS_RT_API void trellis_session_tensor_free(trellis_session *session,
+                                                trellis_tensor *tensor);
+/* Copies a device output to `host` (capacity bytes at least its size). */
+TRELLIS_RT_API trellis_status trellis_session_copy_to_host(
+    trellis_session *session, const trellis_tensor *device, void *host,
+    size_t capacity, trellis_error *err);
 /* Frees the session (NULL is a no-op). Not while a call is in progress. */
 TRELLIS_RT_API void trellis_session_destroy(trellis_session *session);
 
 /*--- Memory ---------------------------------------------------------------*/
 
-/* Frees a runtime-allocated tensor's data (no-op for caller buffers). */
+/* Frees a runtime-allocated tensor's data (no-op for caller buffers and
+ * device buffers: see trellis_session_tensor_free). */
 TRELLIS_RT_API void trellis_tensor_free(trellis_tensor *t);
 TRELLIS_RT_API void trellis_outputs_free(trellis_outputs *outputs);
 TRELLIS_RT_API void trellis_error_clear(trellis_error *err);

@@ -135,6 +135,7 @@ class Tensor(ctypes.Structure):
         ("data", ctypes.c_void_p),
         ("capacity", ctypes.c_size_t),
         ("owned", ctypes.c_int32),
+        ("on_device", ctypes.c_int32),
     ]
 
 
@@ -318,6 +319,14 @@ def runtime():
         lib.trellis_session_destroy.argtypes = [vp]
         lib.trellis_session_gpu_seconds.argtypes = [vp]
         lib.trellis_session_gpu_seconds.restype = ctypes.c_double
+        lib.trellis_session_tensor_free.argtypes = [vp, ctypes.POINTER(Tensor)]
+        lib.trellis_session_copy_to_host.argtypes = [
+            vp,
+            ctypes.POINTER(Tensor),
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            err,
+        ]
         lib.trellis_tensor_free.argtypes = [ctypes.POINTER(Tensor)]
         lib.trellis_outputs_free.argtypes = [ctypes.POINTER(Outputs)]
         lib.trellis_error_clear.argtypes = [err]
@@ -526,11 +535,23 @@ class Session:
         b = runtime().trellis_session_backend(self._handle, function.encode())
         return b.decode() if b else None
 
-    def call(self, function, arrays, num_outputs):
+    def call(self, function, arrays, num_outputs, on_device=False):
+        """Inputs: NumPy arrays, or Tensor descriptions of device memory (on_device = 1, see _dlpack).
+        ``on_device``: ask for the outputs in device memory; those that come back so are returned as
+        (Tensor, self) pairs for _dlpack.DeviceArray, the others as NumPy arrays."""
         lib = runtime()
-        arrays = [np.ascontiguousarray(a) for a in arrays]
-        ins = (Tensor * max(1, len(arrays)))(*[tensor_of(a) for a in arrays])
+        ins = (Tensor * max(1, len(arrays)))()
+        keep = []
+        for i, a in enumerate(arrays):
+            if isinstance(a, Tensor):
+                ins[i] = a
+            else:
+                a = np.ascontiguousarray(a)
+                keep.append(a)
+                ins[i] = tensor_of(a)
         outs = (Tensor * max(1, num_outputs))()
+        for i in range(num_outputs):
+            outs[i].on_device = 1 if on_device else 0
         err = Error()
         check(
             lib.trellis_session_call(
@@ -538,7 +559,20 @@ class Session:
             ),
             err,
         )
-        return [array_of(outs[i]) for i in range(num_outputs)]
+        return [(outs[i], self) if outs[i].on_device else array_of(outs[i]) for i in range(num_outputs)]
+
+    def free_tensor(self, t):
+        if getattr(self, "_handle", None) and _runtime is not None:
+            _runtime.trellis_session_tensor_free(self._handle, ctypes.byref(t))
+
+    def copy_to_host(self, t, array):
+        err = Error()
+        check(
+            runtime().trellis_session_copy_to_host(
+                self._handle, ctypes.byref(t), array.ctypes.data, array.nbytes, ctypes.byref(err)
+            ),
+            err,
+        )
 
     def close(self):
         if getattr(self, "_handle", None) and _runtime is not None:

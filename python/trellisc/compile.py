@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-from . import _bundle, _native
+from . import _bundle, _dlpack, _native
 from . import dtypes as _dt
 from ._errors import SourceLoc, TrellisError, runtime_error, user_location
 from ._trace import Node, Tensor, Trace
@@ -145,9 +145,8 @@ class Executable:
                 raise TrellisError(
                     f"gpu must be 'auto', 'off' or 'require', found {self.gpu!r}", user_location()
                 )
-            if self._session is not None:
-                self._session.close()
-                self._session = None
+            # (The old session goes when its last DeviceArray does.)
+            self._session = None
             flags = 4 | _GPU_FLAGS[self.gpu] | (8 if self.check_finite else 0)
             weights = {("params", n): a for n, a in self._params.items()}
             try:
@@ -167,26 +166,50 @@ class Executable:
             SourceLoc(l["file"], l["line"], l["col"], l.get("end_col")) for l in self._sig.get("locs", [])
         ]
 
-    def __call__(self, *arrays):
+    def __call__(self, *arrays, out="auto"):
+        """Runs the function. Inputs: NumPy arrays, or any DLPack tensor (``__dlpack__``): one in GPU memory
+        (torch, CuPy) is read on the device, one in host memory through NumPy. ``out``: ``"numpy"``;
+        ``"device"`` (:class:`DeviceArray` results in GPU memory, exporting ``__dlpack__``); ``"auto"`` (the
+        default): device results when the function runs on the GPU and an input came from GPU memory, else
+        NumPy."""
         where = user_location()
         infos = self.input_infos
         if len(arrays) != len(infos):
             raise TrellisError(f"the executable takes {len(infos)} inputs, " f"{len(arrays)} given", where)
-        checked = []
+        if out not in ("auto", "numpy", "device"):
+            raise TrellisError(f"out must be 'auto', 'numpy' or 'device', found {out!r}", where)
+        checked, keep, any_device = [], [], False
         for i, (a, info) in enumerate(zip(arrays, infos)):
-            a = np.asarray(a)
             what = f"input {i}" + (f" ('{info.name}')" if info.name else "")
-            problem = info.check(a, what)
+            if _dlpack.on_cuda(a):
+                try:
+                    desc, alive, dtype, shape = _dlpack.device_input(a, what)
+                except ValueError as e:
+                    raise TrellisError(str(e), where) from None
+                keep.append(alive)
+                described = np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, [0] * len(shape))
+                problem = info.check(described, what)
+                value = desc
+                any_device = True
+            else:
+                a = np.from_dlpack(a) if hasattr(a, "__dlpack__") and not isinstance(a, np.ndarray) else a
+                a = np.asarray(a)
+                problem = info.check(a, what)
+                value = np.ascontiguousarray(a)
             if problem:
                 raise TrellisError(
                     problem + " (declared by this InputInfo)", info.loc, details=f"  called at {where}"
                 )
-            checked.append(np.ascontiguousarray(a))
+            checked.append(value)
         session = self._session_for()
+        on_device = out == "device" or (out == "auto" and any_device)
         try:
-            outs = session.call(self._sig["function"], checked, len(self._sig["outputs"]))
+            outs = session.call(
+                self._sig["function"], checked, len(self._sig["outputs"]), on_device=on_device
+            )
         except _native.RuntimeFailure as f:
             raise runtime_error(f.message, self._locs()) from None
+        outs = [_dlpack.DeviceArray(*o) if isinstance(o, tuple) else o for o in outs]
         return outs[0] if self._sig.get("single", True) else tuple(outs)
 
     def save(self, path, params=True):

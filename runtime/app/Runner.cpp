@@ -208,9 +208,19 @@ void Session::prepareInBackground(const std::string &name,
 
 Result<std::vector<RtValue>>
 Session::call(const std::string &name, std::vector<RtValue> args,
-              const std::vector<bool> *deviceOnly) {
+              const std::vector<bool> *deviceOnly, DeviceIo *io) {
   if (std::string(backend(name)) == "cuda")
-    return gpu_->run(name, std::move(args), deviceOnly);
+    return gpu_->run(name, std::move(args), deviceOnly, io);
+  if (io) {
+    for (size_t i = 0; i < io->args.size(); ++i)
+      if (io->args[i])
+        return Error{"argument " + std::to_string(i) + " of '" + name +
+                     "' is in GPU memory, but '" + name +
+                     "' runs on the CPU reference here" +
+                     (gpuUnavailable_.empty() ? ""
+                                              : " (" + gpuUnavailable_ + ")")};
+    io->results.assign(io->resultsOnDevice.size(), 0);
+  }
   if (gpuMode_ == GpuMode::Require && !gpuUnavailable_.empty())
     return Error{"--gpu=require: no usable GPU (" + gpuUnavailable_ + ")"};
   return exec_->run(name, std::move(args));

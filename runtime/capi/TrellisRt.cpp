@@ -119,7 +119,9 @@ std::optional<trellis_dtype> fromDType(DType d) {
 }
 
 /// A read-only view of a caller tensor; errors name it (`what`).
-Result<HostTensor> viewOf(const trellis_tensor *t, const std::string &what) {
+/// `allowNull`: a shape and dtype only (a device tensor's description).
+Result<HostTensor> viewOf(const trellis_tensor *t, const std::string &what,
+                          bool allowNull = false) {
   if (!t)
     return Error{what + " is NULL"};
   auto dtype = toDType(t->dtype);
@@ -133,7 +135,7 @@ Result<HostTensor> viewOf(const trellis_tensor *t, const std::string &what) {
   for (int64_t d : shape)
     if (d < 0)
       return Error{what + ": negative dimension in " + shapeToString(shape)};
-  if (!t->data && numElements(shape) > 0)
+  if (!t->data && !allowNull && numElements(shape) > 0)
     return Error{what + ": data is NULL for a " + shapeToString(shape) +
                  " tensor"};
   return HostTensor::view(*dtype, shape, t->data);
@@ -589,7 +591,7 @@ size_t trellis_dtype_size(trellis_dtype d) {
 void trellis_error_clear(trellis_error *err) { clearError(err); }
 
 void trellis_tensor_free(trellis_tensor *t) {
-  if (t && t->owned) {
+  if (t && t->owned && !t->on_device) {
     std::free(t->data);
     t->data = nullptr;
     t->owned = 0;
@@ -667,45 +669,75 @@ trellis_status callEntry(trellis_program *program, Session &session,
                          size_t num_inputs, trellis_tensor *outputs,
                          size_t num_outputs, trellis_error *err) {
   const Program &p = program->bundle.program;
-    const Function *fn = p.find(function);
-    if (!fn || !p.hasEntry(function))
+  const Function *fn = p.find(function);
+  if (!fn || !p.hasEntry(function))
+    return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                  std::string("the program has no entry function '") +
+                      function + "'");
+  if (num_inputs != fn->argTypes.size())
+    return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                  std::string("'") + function + "' takes " +
+                      std::to_string(fn->argTypes.size()) + " inputs, " +
+                      std::to_string(num_inputs) + " given");
+  if (num_outputs != fn->results.size())
+    return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                  std::string("'") + function + "' returns " +
+                      std::to_string(fn->results.size()) + " outputs, " +
+                      std::to_string(num_outputs) + " requested");
+  std::vector<RtValue> args;
+  DeviceIo io;
+  bool anyDevice = false;
+  for (size_t i = 0; i < num_inputs; ++i) {
+    std::string what = "input " + std::to_string(i);
+    trellis_tensor t = inputs[i];
+    const bool onDevice = t.on_device != 0;
+    void *data = t.data;
+    if (onDevice && !data)
       return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
-                    std::string("the program has no entry function '") +
-                        function + "'");
-    if (num_inputs != fn->argTypes.size())
-      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
-                    std::string("'") + function + "' takes " +
-                        std::to_string(fn->argTypes.size()) + " inputs, " +
-                        std::to_string(num_inputs) + " given");
-    if (num_outputs != fn->results.size())
-      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
-                    std::string("'") + function + "' returns " +
-                        std::to_string(fn->results.size()) + " outputs, " +
-                        std::to_string(num_outputs) + " requested");
-    std::vector<RtValue> args;
-    for (size_t i = 0; i < num_inputs; ++i) {
-      std::string what = "input " + std::to_string(i);
-      auto v = viewOf(&inputs[i], what);
-      if (!v)
-        return report(err, TRELLIS_ERR_INVALID_ARGUMENT, v.message());
-      args.push_back(*v);
+                    what + ": on_device is set and data is NULL");
+    if (onDevice)
+      t.data = nullptr; // a shape to check, not host memory
+    auto v = onDevice ? viewOf(&t, what, /*allowNull=*/true) : viewOf(&t, what);
+    if (!v)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT, v.message());
+    args.push_back(*v);
+    io.args.push_back(onDevice ? uint64_t(uintptr_t(data)) : 0);
+    anyDevice |= onDevice;
+  }
+  for (size_t i = 0; i < num_outputs; ++i) {
+    io.resultsOnDevice.push_back(outputs[i].on_device != 0);
+    anyDevice |= outputs[i].on_device != 0;
+  }
+  auto r = session.call(function, std::move(args), nullptr,
+                        anyDevice ? &io : nullptr);
+  if (!r)
+    return report(err, TRELLIS_ERR_RUNTIME, r.message());
+  for (size_t i = 0; i < r->size(); ++i) {
+    const HostTensor *t = std::get_if<HostTensor>(&(*r)[i]);
+    if (!t)
+      return report(err, TRELLIS_ERR_UNSUPPORTED,
+                    "output " + std::to_string(i) +
+                        " is not a tensor (coordinates, neighbour maps and "
+                        "segments stay inside the program)");
+    if (anyDevice && io.results.size() > i && io.results[i]) {
+      trellis_tensor &o = outputs[i];
+      o.dtype = *fromDType(t->dtype());
+      o.rank = t->rank();
+      for (int d = 0; d < t->rank(); ++d)
+        o.shape[d] = t->dim(d);
+      o.data = reinterpret_cast<void *>(uintptr_t(io.results[i]));
+      o.capacity = t->nbytes();
+      o.owned = 1;
+      o.on_device = 1;
+      continue;
     }
-    auto r = session.call(function, std::move(args));
-    if (!r)
-      return report(err, TRELLIS_ERR_RUNTIME, r.message());
-    for (size_t i = 0; i < r->size(); ++i) {
-      const HostTensor *t = std::get_if<HostTensor>(&(*r)[i]);
-      if (!t)
-        return report(err, TRELLIS_ERR_UNSUPPORTED,
-                      "output " + std::to_string(i) +
-                          " is not a tensor (coordinates, neighbour maps and "
-                          "segments stay inside the program)");
-      if (trellis_status s =
-              deliver(*t, &outputs[i], "output " + std::to_string(i), err);
-          s != TRELLIS_OK)
-        return s;
-    }
-    return TRELLIS_OK;
+    outputs[i].on_device = 0; // (asked on the device, it ran on the CPU)
+    if (trellis_status s =
+            deliver(*t, &outputs[i], "output " + std::to_string(i), err);
+        s != TRELLIS_OK)
+      return s;
+  }
+  return TRELLIS_OK;
 }
 
 } // namespace
@@ -811,6 +843,54 @@ trellis_status trellis_session_call(trellis_session *session,
 
 double trellis_session_gpu_seconds(const trellis_session *session) {
   return session ? session->gpuSeconds : NAN;
+}
+
+void trellis_session_tensor_free(trellis_session *session, trellis_tensor *t) {
+  if (!t || !t->owned)
+    return;
+  if (!t->on_device) {
+    trellis_tensor_free(t);
+    return;
+  }
+  if (session && session->session->gpuExecutor())
+    (void)session->session->gpuExecutor()->freeDeviceBuffer(
+        uint64_t(uintptr_t(t->data)));
+  t->data = nullptr;
+  t->owned = 0;
+  t->capacity = 0;
+}
+
+trellis_status trellis_session_copy_to_host(trellis_session *session,
+                                            const trellis_tensor *device,
+                                            void *host, size_t capacity,
+                                            trellis_error *err) {
+  return guarded(err, [&]() -> trellis_status {
+    if (!session || !device || !host)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                    "trellis_session_copy_to_host: session, device and host "
+                    "must not be NULL");
+    if (!device->on_device || !device->data)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
+                    "trellis_session_copy_to_host: the tensor is not in "
+                    "device memory");
+    size_t bytes = size_t(numElements(Shape(
+                       device->shape, device->shape + device->rank))) *
+                   trellis_dtype_size(device->dtype);
+    if (capacity < bytes)
+      return report(err, TRELLIS_ERR_BUFFER_TOO_SMALL,
+                    "trellis_session_copy_to_host: the host buffer has " +
+                        std::to_string(capacity) + " bytes, the tensor " +
+                        std::to_string(bytes));
+    GpuExecutor *gpu = session->session->gpuExecutor();
+    if (!gpu)
+      return report(err, TRELLIS_ERR_UNSUPPORTED,
+                    "the session does not run on the GPU");
+    if (Status s = gpu->copyToHost(uint64_t(uintptr_t(device->data)), host,
+                                   bytes);
+        !s)
+      return report(err, TRELLIS_ERR_RUNTIME, s.message());
+    return TRELLIS_OK;
+  });
 }
 
 const char *trellis_session_backend(const trellis_session *session,

@@ -358,7 +358,7 @@ Status GpuExecutor::Impl::uploadConstants(Prepared &p, Body &body) {
 
 Result<std::vector<RtValue>>
 GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
-                 const std::vector<bool> *deviceOnly) {
+                 const std::vector<bool> *deviceOnly, DeviceIo *io) {
   Impl &m = *impl_;
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::time_point since) {
@@ -397,6 +397,12 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
   // while it runs.
   m.openResidencyGate();
   p.hostSlots.assign(p.slots.size(), RtValue{});
+  bool deviceArgs = false;
+  for (size_t i = 0; io && i < io->args.size(); ++i)
+    deviceArgs |= io->args[i] != 0;
+  if (deviceArgs) // the producers' streams have written the arguments
+    if (Status s = m.check(api.cuCtxSynchronize(), "cuCtxSynchronize"); !s)
+      return Error{s.message()};
   for (size_t i = 0; i < args.size(); ++i) {
     auto *t = std::get_if<HostTensor>(&args[i]);
     const ValueType &type = p.slots[p.args[i]].type;
@@ -406,6 +412,19 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
                    (t ? ", found " + shapeToString(t->shape()) + " " +
                             std::string(dtypeName(t->dtype()))
                       : ", found a non-tensor")};
+    if (io && i < io->args.size() && io->args[i]) {
+      if (p.slots[m.root(p, p.args[i])].where != SlotInfo::Where::Arena)
+        return Error{"argument " + std::to_string(i) + " of '" + name +
+                     "' is read on the host (its values shape the program): "
+                     "give it in host memory"};
+      if (Status s = m.check(api.cuMemcpyDtoDAsync(m.address(p, p.args[i]),
+                                                 CUdeviceptr(io->args[i]),
+                                                 t->nbytes(), m.stream),
+                           "cuMemcpyDtoDAsync (device argument)");
+          !s)
+        return Error{s.message()};
+      continue;
+    }
     TRELLIS_RETURN_IF_ERROR(m.upload(p, p.args[i], *t, m.stream));
   }
   CUevent start = nullptr, stop = nullptr;
@@ -451,8 +470,31 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
   m.report.deviceBytesInUse = totalBytes - freeBytes;
   const auto downloadStart = Clock::now();
   std::vector<RtValue> results;
+  if (io)
+    io->results.assign(p.results.size(), 0);
   for (size_t i = 0; i < p.results.size(); ++i) {
     int r = p.results[i];
+    if (io && i < io->resultsOnDevice.size() && io->resultsOnDevice[i] &&
+        p.slots[m.root(p, r)].where == SlotInfo::Where::Arena &&
+        !m.tokenStride(p, r)) {
+      // A buffer of the caller's, copied on the device.
+      const ValueType &type = p.slots[r].type;
+      HostTensor shapeOnly = HostTensor::view(type.dtype, type.shape, nullptr);
+      CUdeviceptr buffer = 0;
+      if (Status s = m.check(api.cuMemAlloc(&buffer, std::max<size_t>(
+                                                       1, shapeOnly.nbytes())),
+                           "cuMemAlloc (device result)");
+          !s)
+        return Error{s.message()};
+      io->results[i] = buffer;
+      if (Status s = m.check(api.cuMemcpyDtoDAsync(buffer, m.address(p, r),
+                                                 shapeOnly.nbytes(), m.stream),
+                           "cuMemcpyDtoDAsync (device result)");
+          !s)
+        return Error{s.message()};
+      results.push_back(shapeOnly);
+      continue;
+    }
     if (p.slots[m.root(p, r)].where == SlotInfo::Where::Host) {
       results.push_back(p.hostSlots[m.root(p, r)]);
       continue;
@@ -476,10 +518,31 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
       m.lastResults.push_back({t->raw(), t->nbytes(), m.address(p, r)});
     results.push_back(*t);
   }
+  if (io)
+    if (Status s = m.check(api.cuStreamSynchronize(m.stream),
+                           "cuStreamSynchronize (device results)");
+        !s)
+      return Error{s.message()};
   m.report.downloadSeconds = seconds(downloadStart);
   if (m.options.lowMemory)
     m.release(p);
   return results;
+}
+
+Status GpuExecutor::freeDeviceBuffer(uint64_t buffer) {
+  Impl &m = *impl_;
+  TRELLIS_RETURN_IF_ERROR(m.makeCurrent());
+  return m.check(m.api->cuMemFree(CUdeviceptr(buffer)), "cuMemFree");
+}
+
+Status GpuExecutor::copyToHost(uint64_t buffer, void *host, size_t bytes) {
+  Impl &m = *impl_;
+  TRELLIS_RETURN_IF_ERROR(m.makeCurrent());
+  TRELLIS_RETURN_IF_ERROR(
+      m.check(m.api->cuMemcpyDtoHAsync(host, CUdeviceptr(buffer), bytes,
+                                       m.stream),
+              "cuMemcpyDtoHAsync"));
+  return m.check(m.api->cuStreamSynchronize(m.stream), "cuStreamSynchronize");
 }
 
 } // namespace trellis

@@ -29,7 +29,14 @@ void GpuExecutor::setSamplerOverrides(const std::string &,
 void GpuExecutor::setStepCallback(StepCallback) {}
 Result<std::vector<RtValue>> GpuExecutor::run(const std::string &,
                                               std::vector<RtValue>,
-                                              const std::vector<bool> *) {
+                                              const std::vector<bool> *,
+                                              DeviceIo *) {
+  return Error{"built without the CUDA backend"};
+}
+Status GpuExecutor::freeDeviceBuffer(uint64_t) {
+  return Error{"built without the CUDA backend"};
+}
+Status GpuExecutor::copyToHost(uint64_t, void *, size_t) {
   return Error{"built without the CUDA backend"};
 }
 const GpuReport &GpuExecutor::report() const { return impl_->report; }

@@ -158,12 +158,15 @@ _GL_ARGS = [tc.InputInfo((4, 64)), tc.InputInfo((128, 64))]
 
 def _gl_inputs():
     rng = np.random.default_rng(1)
-    return rng.standard_normal((4, 64)).astype(np.float32), (rng.standard_normal((128, 64)) * 0.1).astype(np.float32)
+    return rng.standard_normal((4, 64)).astype(np.float32), (rng.standard_normal((128, 64)) * 0.1).astype(
+        np.float32
+    )
 
 
 def test_compile_for_cuda_without_a_gpu_and_reuse_the_session(tmp_path):
     """target="cuda" goes through fusion, tiling, partition and codegen to PTX with or without a GPU; where there
-    is none the executable runs on the CPU reference (with the runtime's notice), and calls reuse one session."""
+    is none the executable runs on the CPU reference (with the runtime's notice), and calls reuse one session.
+    """
     x, w = _gl_inputs()
     cuda = tc.compile(_gelu_linear, args=_GL_ARGS, target="cuda")
     cpu = tc.compile(_gelu_linear, args=_GL_ARGS, target="cpu")
@@ -212,3 +215,35 @@ def test_save_without_parameters_and_load_them_from_a_checkpoint(model, exe, tmp
     np.testing.assert_array_equal(tc.Executable.load(path, params=ckpt)(x), exe(x))
     with pytest.raises(tc.TrellisError, match=r"no tensor 'fc.weight' of model 'params'"):
         tc.Executable.load(path)(x)
+
+
+class _DLPackOnly:
+    """Any DLPack producer (not an ndarray): host memory, or (claims_cuda) a descriptor claiming CUDA memory."""
+
+    def __init__(self, array, claims_cuda=False):
+        self.array, self.claims_cuda = array, claims_cuda
+
+    def __dlpack__(self, stream=None, **kw):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return (2, 0) if self.claims_cuda else (1, 0)
+
+
+def test_dlpack_inputs_and_outputs_without_a_gpu():
+    x, w = _gl_inputs()
+    exe = tc.compile(_gelu_linear, args=_GL_ARGS, target="cuda")
+    want = exe(x, w)
+    # A host DLPack tensor is read through NumPy; out="device" without a GPU gives NumPy.
+    np.testing.assert_array_equal(exe(_DLPackOnly(x), w), want)
+    if exe.backend == "cpu":
+        np.testing.assert_array_equal(exe(x, w, out="device"), want)
+        # A tensor in GPU memory needs the GPU: named, at the call.
+        with pytest.raises(
+            tc.TrellisError, match=r"argument 0 of 'main' is in GPU memory, but 'main' runs on the CPU"
+        ):
+            exe(_DLPackOnly(x, claims_cuda=True), w)
+    with pytest.raises(tc.TrellisError, match=r"input 1 \(.w.\) has 64 in dimension 0 \(\[64, 64\]\)"):
+        exe(x, _DLPackOnly(np.zeros((64, 64), np.float32)))
+    with pytest.raises(tc.TrellisError, match="out must be 'auto', 'numpy' or 'device'"):
+        exe(x, w, out="gpu")

@@ -153,6 +153,19 @@ struct GpuMemoryPlan {
   size_t naiveBytes = 0; // the arena without reuse (sum of all values)
 };
 
+/// Arguments and results of one run() in device memory (the C ABI's DLPack
+/// path). An argument with a device pointer is copied on the device into its
+/// slot (after the context's pending work, so a producer's stream has
+/// finished writing it); its HostTensor gives only dtype and shape. A result
+/// asked for on the device is copied into a buffer run() allocates, which
+/// the caller frees with GpuExecutor::freeDeviceBuffer (valid while the
+/// executor lives); its HostTensor comes back without data.
+struct DeviceIo {
+  std::vector<uint64_t> args;        ///< per argument: a CUdeviceptr, or 0
+  std::vector<bool> resultsOnDevice; ///< per result
+  std::vector<uint64_t> results;     ///< out: per result, the buffer or 0
+};
+
 class GpuExecutor {
 public:
   /// Plans `function`'s device memory as run() would (inlining, views,
@@ -199,8 +212,12 @@ public:
   /// lowMemory (the arena is released after the run).
   Result<std::vector<RtValue>>
   run(const std::string &name, std::vector<RtValue> args,
-      const std::vector<bool> *deviceOnly = nullptr);
+      const std::vector<bool> *deviceOnly = nullptr, DeviceIo *io = nullptr);
   const GpuReport &report() const;
+  /// Frees a result buffer of DeviceIo.
+  Status freeDeviceBuffer(uint64_t buffer);
+  /// Copies `bytes` of device memory at `buffer` to `host` (and waits).
+  Status copyToHost(uint64_t buffer, void *host, size_t bytes);
 
   /// FlexiCubes extraction on the GPU (runtime/cuda/FlexiCubesGpu.cpp): the
   /// same mesh as mesh::extractFlexiCubes (vertex and face order, face

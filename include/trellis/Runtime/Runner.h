@@ -106,10 +106,12 @@ public:
                    StepCallback onStep);
   /// Runs entry function `name` on `args` (checked against its types).
   /// On the GPU, results flagged in `deviceOnly` stay there (no data on the
-  /// host; GpuExecutor::run); the CPU ignores the flags.
+  /// host; GpuExecutor::run); the CPU ignores the flags. `io`: arguments and
+  /// results in device memory (GpuExecutor's DeviceIo); on the CPU, device
+  /// arguments are an error and every result comes back to the host.
   Result<std::vector<RtValue>>
   call(const std::string &name, std::vector<RtValue> args,
-       const std::vector<bool> *deviceOnly = nullptr);
+       const std::vector<bool> *deviceOnly = nullptr, DeviceIo *io = nullptr);
   /// Starts the host part of preparing GPU entry `name` for `args` on
   /// another thread (GpuExecutor::prepareInBackground); nothing on the CPU.
   void prepareInBackground(const std::string &name, std::vector<RtValue> args);
