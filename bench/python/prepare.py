@@ -39,6 +39,9 @@ def main():
         assert exe.target == "cuda", name
         exe.save(out / f"{name}.tcx")
         print(f"{name}: compiled for cuda in {times[name]:.2f} s")
+    # check_finite on the GPU: a NaN names the op and the user's line.
+    exe = tc.compile(programs.log_of, args=[tc.InputInfo((4, 64))], target="cuda", check_finite=True)
+    exe.save(out / "log_of.tcx")
     for preset, tokens in (("tiny", 21), ("large", 1374)):
         model_dir = Path("/tmp") / preset
         model, args = ss_flow.load(model_dir)

@@ -124,6 +124,23 @@ def dlpack_checks(d, reps):
     return status
 
 
+def error_checks(d):
+    """check_finite on the GPU: a NaN stops the run at the op, and the error names the user's line. Returns 1
+    when it does not."""
+    exe = tc.Executable.load(d / "log_of.tcx")
+    exe.gpu = "require"
+    x = -np.ones((4, 64), np.float32)
+    try:
+        exe(x)
+        message = "no error"
+    except tc.TrellisError as e:
+        message = str(e)
+    ok = exe.backend == "cuda" and "programs.py" in message and "non-finite" in message and "log" in message
+    first = message.splitlines()[0] if message else ""
+    print(f"{'' if ok else 'FAIL: '}check_finite on the GPU: {first}")
+    return 0 if ok else 1
+
+
 def ss_flow_checks(d, reps):
     """The Python SS flow vs trellisc's network, per preset; returns 1 when a check fails."""
     status = 0
@@ -211,6 +228,7 @@ def main():
         )
     status |= ss_flow_checks(d, a.reps)
     status |= dlpack_checks(d, a.reps)
+    status |= error_checks(d)
     print(
         "\n| program | trellisc, wall per call (NumPy in/out) | trellisc GPU time (events) | torch eager (events) "
         "| torch.compile (events) |"

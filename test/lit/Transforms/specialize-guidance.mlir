@@ -2,8 +2,9 @@
 // RUN: trellis-opt --trellis-specialize-guidance --loop-invariant-code-motion %s | FileCheck %s --check-prefix=LICM
 // RUN: trellis-opt --trellis-specialize-guidance --mlir-print-debuginfo %s | FileCheck %s --check-prefix=LOC
 
-// A velocity model whose K/V-like projection depends on the condition only.
-func.func @velocity(%x: tensor<1x8xf32>, %tau: tensor<1xf32>, %c: tensor<1x1x8xf32>) -> tensor<1x8xf32> {
+// A velocity model whose K/V-like projection depends on the condition only
+// (private, as the pipeline's networks are).
+func.func private @velocity(%x: tensor<1x8xf32>, %tau: tensor<1xf32>, %c: tensor<1x1x8xf32>) -> tensor<1x8xf32> {
   %w = trellis.weight "kv.weight" of "m" : tensor<8x8xf32>
   %kv = trellis.linear %c, %w : (tensor<1x1x8xf32>, tensor<8x8xf32>) -> tensor<1x1x8xf32> loc("kv_proj")
   %r = trellis.reshape %kv : (tensor<1x1x8xf32>) -> tensor<1x8xf32>
@@ -14,7 +15,7 @@ func.func @velocity(%x: tensor<1x8xf32>, %tau: tensor<1xf32>, %c: tensor<1x1x8xf
 
 // The call is inlined into both regions, each using its condition from
 // above; the velocity model, now uncalled, is dropped.
-// CHECK-NOT: func.func @velocity
+// CHECK-NOT: func.func private @velocity(
 // CHECK-LABEL: func.func @stage
 // CHECK-SAME: (%[[NOISE:.*]]: tensor<1x8xf32>, %[[COND:.*]]: tensor<1x1x8xf32>)
 // CHECK: %[[NEG:.*]] = trellis.constant dense<0.000000e+00> : tensor<1x1x8xf32>
@@ -126,4 +127,26 @@ func.func @not_a_call(%noise: tensor<2x8xf32>, %cond: tensor<2x1x8xf32>) -> tens
     trellis.yield %v : tensor<2x8xf32>
   }
   return %x : tensor<2x8xf32>
+}
+
+// A public velocity model (an exported network, trellisc --export-networks)
+// is inlined as well but stays: it is an entry of the program.
+// CHECK-LABEL: func.func @exported_velocity(
+// CHECK-LABEL: func.func @uses_exported
+// CHECK: trellis.flow_sample
+// CHECK-NOT: call @exported_velocity
+// CHECK: } uncond {
+func.func @exported_velocity(%x: tensor<1x8xf32>, %tau: tensor<1xf32>, %c: tensor<1x1x8xf32>) -> tensor<1x8xf32> {
+  %xt = trellis.add %x, %tau : (tensor<1x8xf32>, tensor<1xf32>) -> tensor<1x8xf32>
+  return %xt : tensor<1x8xf32>
+}
+func.func @uses_exported(%noise: tensor<1x8xf32>, %cond: tensor<1x1x8xf32>) -> tensor<1x8xf32> {
+  %neg = trellis.constant dense<0.0> : tensor<1x1x8xf32>
+  %x = trellis.flow_sample %noise, %cond, %neg {cfg_interval = array<f64: 0.5, 1.0>, cfg_strength = 3.0 : f64, rescale_t = 3.0 : f64, steps = 4 : i64}
+         : (tensor<1x8xf32>, tensor<1x1x8xf32>, tensor<1x1x8xf32>) -> tensor<1x8xf32> {
+  ^bb0(%xi: tensor<1x8xf32>, %t: tensor<1xf32>, %c: tensor<1x1x8xf32>):
+    %v = func.call @exported_velocity(%xi, %t, %c) : (tensor<1x8xf32>, tensor<1xf32>, tensor<1x1x8xf32>) -> tensor<1x8xf32>
+    trellis.yield %v : tensor<1x8xf32>
+  }
+  return %x : tensor<1x8xf32>
 }
