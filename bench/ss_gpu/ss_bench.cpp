@@ -27,9 +27,8 @@
 using namespace trellis;
 
 int main(int argc, char **argv) {
-  std::string exe, bundlePath, model, attention, norms = "q-fused",
-                                      softmax = "fixed",
-                                      function = "ss_stage";
+  std::string exe, bundlePath, model, attention,
+      norms = "q-fused", softmax = "fixed", function = "ss_stage";
   int reps = 5;
   SamplerRunOverrides overrides; // --steps, --cfg (ss_stage)
   bool graphs = true, profile = false, tune = true, concurrent = true;

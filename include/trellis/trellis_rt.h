@@ -327,10 +327,10 @@ TRELLIS_RT_API void trellis_engine_destroy(trellis_engine *engine);
 
 typedef struct trellis_session trellis_session;
 
-TRELLIS_RT_API trellis_status trellis_session_create(
-    trellis_program *program, const trellis_weights *weights,
-    const trellis_engine_options *options, trellis_session **out,
-    trellis_error *err);
+TRELLIS_RT_API trellis_status
+trellis_session_create(trellis_program *program, const trellis_weights *weights,
+                       const trellis_engine_options *options,
+                       trellis_session **out, trellis_error *err);
 /* As trellis_program_call, through the session. */
 TRELLIS_RT_API trellis_status trellis_session_call(
     trellis_session *session, const char *function,

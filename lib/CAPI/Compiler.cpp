@@ -218,8 +218,8 @@ int finish(ModuleOp input, const CompileOptions &o,
     traced = input.clone();
   ModuleOp module = input;
   const size_t diagsBefore = r.diags.size();
-  if (failed(compile::runPhases(module, Phase::Trellis, last, backend,
-                                kernels))) {
+  if (failed(
+          compile::runPhases(module, Phase::Trellis, last, backend, kernels))) {
     if (o.target != "auto")
       return TRELLISC_COMPILE_ERROR;
     DiagRecord why = r.diags.size() > diagsBefore ? r.diags[diagsBefore]
@@ -231,8 +231,8 @@ int finish(ModuleOp input, const CompileOptions &o,
     module = *traced;
     backend.target = Target::CPU;
     kernels = codegen::GeneratedKernels();
-    if (failed(compile::runPhases(module, Phase::Trellis, last, backend,
-                                  kernels)))
+    if (failed(
+            compile::runPhases(module, Phase::Trellis, last, backend, kernels)))
       return TRELLISC_COMPILE_ERROR;
   }
   if (o.emit == "mlir") {

@@ -327,21 +327,29 @@ bool Replayer::replayOp(const OpCall &c, std::vector<trace::Tensor> &out) {
       {"neg", trace::neg},          {"sqrt", trace::sqrt},
       {"abs", trace::abs}};
   static const std::map<std::string, BinaryFn> binary = {
-      {"add", trace::add},         {"sub", trace::sub},
-      {"mul", trace::mul},         {"div", trace::div},
-      {"maximum", trace::maximum}, {"matmul", trace::matmul},
+      {"add", trace::add},
+      {"sub", trace::sub},
+      {"mul", trace::mul},
+      {"div", trace::div},
+      {"maximum", trace::maximum},
+      {"matmul", trace::matmul},
       {"head_rms_norm", trace::headRmsNorm}};
-  using TernaryFn = trace::Tensor (*)(const trace::Tensor &,
-                                      const trace::Tensor &,
-                                      const trace::Tensor &, trace::Where);
+  using TernaryFn =
+      trace::Tensor (*)(const trace::Tensor &, const trace::Tensor &,
+                        const trace::Tensor &, trace::Where);
   static const std::map<std::string, TernaryFn> ternary = {
       {"modulate", trace::modulate}, {"gated_residual", trace::gatedResidual}};
   static const std::map<std::string, OpReplayFn> withAttrs = {
-      {"linear", &Replayer::linear},   {"layer_norm", &Replayer::layerNorm},
-      {"softmax", &Replayer::softmax}, {"attention", &Replayer::attention},
-      {"reshape", &Replayer::reshape}, {"permute", &Replayer::permute},
-      {"concat", &Replayer::concat},   {"split", &Replayer::split},
-      {"cast", &Replayer::cast},       {"constant", &Replayer::constant},
+      {"linear", &Replayer::linear},
+      {"layer_norm", &Replayer::layerNorm},
+      {"softmax", &Replayer::softmax},
+      {"attention", &Replayer::attention},
+      {"reshape", &Replayer::reshape},
+      {"permute", &Replayer::permute},
+      {"concat", &Replayer::concat},
+      {"split", &Replayer::split},
+      {"cast", &Replayer::cast},
+      {"constant", &Replayer::constant},
       {"timestep_embedding", &Replayer::timestepEmbedding},
       {"conv3d", &Replayer::conv3d}};
   if (auto it = unary.find(c.name); it != unary.end()) {

@@ -117,8 +117,8 @@ FailureOr<Launch> emitVelocitySumKernel(Operation *flow,
         // (sum + v)·scale, two roundings as ref::add then ref::mul: scale
         // is 1 until the last image, then 1/N.
         Value added = arith::AddFOp::create(b, k.loc, in[0], in[1]);
-        return Value(arith::MulFOp::create(b, k.loc, added,
-                                           k.splat(k.arg(3), width)));
+        return Value(
+            arith::MulFOp::create(b, k.loc, added, k.splat(k.arg(3), width)));
       });
 }
 

@@ -156,8 +156,8 @@ void narrowF32Attention(func::FuncOp fn) {
     Location loc = op.getLoc();
     auto narrow = [&](Value v) -> Value {
       auto type = cast<RankedTensorType>(v.getType());
-      return mlir::trellis::CastOp::create(b, loc,
-                                           type.clone(b.getF16Type()), v);
+      return mlir::trellis::CastOp::create(b, loc, type.clone(b.getF16Type()),
+                                           v);
     };
     auto resultType = cast<RankedTensorType>(op.getType());
     auto half = mlir::trellis::AttentionOp::create(

@@ -63,11 +63,10 @@ struct LinearGelu : OpRewritePattern<GeluOp> {
     if (!linear || !linear->hasOneUse() || linear.getActivation())
       return failure();
     rewriter
-        .replaceOpWithNewOp<LinearOp>(op, op.getResult().getType(),
-                                      linear.getInput(), linear.getWeight(),
-                                      linear.getBias(), /*residual=*/Value(),
-                                      rewriter.getStringAttr("gelu_tanh"),
-                                      linear.getPrecisionAttr())
+        .replaceOpWithNewOp<LinearOp>(
+            op, op.getResult().getType(), linear.getInput(), linear.getWeight(),
+            linear.getBias(), /*residual=*/Value(),
+            rewriter.getStringAttr("gelu_tanh"), linear.getPrecisionAttr())
         ->setLoc(fuse(linear, op));
     return success();
   }
@@ -89,10 +88,9 @@ struct LinearResidual : OpRewritePattern<AddOp> {
           linear.getResidual() || !linear.getBias())
         continue;
       rewriter
-          .replaceOpWithNewOp<LinearOp>(op, type, linear.getInput(),
-                                        linear.getWeight(), linear.getBias(),
-                                        residual, StringAttr(),
-                                        linear.getPrecisionAttr())
+          .replaceOpWithNewOp<LinearOp>(
+              op, type, linear.getInput(), linear.getWeight(), linear.getBias(),
+              residual, StringAttr(), linear.getPrecisionAttr())
           ->setLoc(fuse(linear, op));
       return success();
     }
@@ -215,8 +213,8 @@ template <typename NormOp> struct ResidualNorm : OpRewritePattern<NormOp> {
 LinearOp plainLinear(Value h, Operation *user) {
   auto linear = h.getDefiningOp<LinearOp>();
   if (!linear || !linear->hasOneUse() || !linear.getBias() ||
-      linear.getActivation() || linear.getResidual() ||
-      linear.getPrecision() || linear->getBlock() != user->getBlock())
+      linear.getActivation() || linear.getResidual() || linear.getPrecision() ||
+      linear->getBlock() != user->getBlock())
     return {};
   return linear;
 }

@@ -206,19 +206,20 @@ void Session::prepareInBackground(const std::string &name,
     gpu_->prepareInBackground(name, std::move(args));
 }
 
-Result<std::vector<RtValue>>
-Session::call(const std::string &name, std::vector<RtValue> args,
-              const std::vector<bool> *deviceOnly, DeviceIo *io) {
+Result<std::vector<RtValue>> Session::call(const std::string &name,
+                                           std::vector<RtValue> args,
+                                           const std::vector<bool> *deviceOnly,
+                                           DeviceIo *io) {
   if (std::string(backend(name)) == "cuda")
     return gpu_->run(name, std::move(args), deviceOnly, io);
   if (io) {
     for (size_t i = 0; i < io->args.size(); ++i)
       if (io->args[i])
-        return Error{"argument " + std::to_string(i) + " of '" + name +
-                     "' is in GPU memory, but '" + name +
-                     "' runs on the CPU reference here" +
-                     (gpuUnavailable_.empty() ? ""
-                                              : " (" + gpuUnavailable_ + ")")};
+        return Error{
+            "argument " + std::to_string(i) + " of '" + name +
+            "' is in GPU memory, but '" + name +
+            "' runs on the CPU reference here" +
+            (gpuUnavailable_.empty() ? "" : " (" + gpuUnavailable_ + ")")};
     io->results.assign(io->resultsOnDevice.size(), 0);
   }
   if (gpuMode_ == GpuMode::Require && !gpuUnavailable_.empty())

@@ -502,7 +502,7 @@ trellis_status deliverOutputs(const PipelineResult &r, trellis_outputs *outputs,
       "ss_latent",      "coords",        "slat",           "gs_xyz",
       "gs_features_dc", "gs_scaling",    "gs_rotation",    "gs_opacity",
       "rf_trivec",      "rf_density",    "rf_features_dc", "mesh_cubes",
-      "mesh_fields",    "mesh_vertices", "mesh_faces",  "cond"};
+      "mesh_fields",    "mesh_vertices", "mesh_faces",     "cond"};
   size_t i = 0;
   for (auto [src, dst] : all) {
     const char *name = names[i++];
@@ -541,15 +541,14 @@ trellis_status engineRun(trellis_engine *e, const trellis_embeddings *emb,
   auto result = e->engine->run(*req, &observer);
   if (!result) {
     const std::string &m = result.message();
-    trellis_status code = m.rfind("engine busy", 0) == 0 ? TRELLIS_ERR_BUSY
-                          : m.rfind("embeddings.", 0) == 0 ||
-                                  m.rfind("spec.", 0) == 0 ||
-                                  m.find("compiled without the image") !=
-                                      std::string::npos ||
-                                  m.find("text pipeline") != std::string::npos
-                              ? TRELLIS_ERR_INVALID_ARGUMENT
-                          : m.rfind("writing ", 0) == 0 ? TRELLIS_ERR_IO
-                                                        : TRELLIS_ERR_RUNTIME;
+    trellis_status code =
+        m.rfind("engine busy", 0) == 0 ? TRELLIS_ERR_BUSY
+        : m.rfind("embeddings.", 0) == 0 || m.rfind("spec.", 0) == 0 ||
+                m.find("compiled without the image") != std::string::npos ||
+                m.find("text pipeline") != std::string::npos
+            ? TRELLIS_ERR_INVALID_ARGUMENT
+        : m.rfind("writing ", 0) == 0 ? TRELLIS_ERR_IO
+                                      : TRELLIS_ERR_RUNTIME;
     return report(err, code, m);
   }
   return deliverOutputs(*result, outputs, err);
@@ -795,8 +794,8 @@ trellis_status trellis_session_create(trellis_program *program,
     so.gpu = engine->gpu;
     so.gpuCode = BundleGpuCode::from(program->bundle);
     so.checkFinite = engine->checkFinite;
-    auto observer =
-        std::make_shared<CallbackObserver>(options->progress, options->user_data);
+    auto observer = std::make_shared<CallbackObserver>(options->progress,
+                                                       options->user_data);
     so.notice = [observer](const std::string &line) {
       observer->message(line);
     };
@@ -830,9 +829,8 @@ trellis_status trellis_session_call(trellis_session *session,
       ~Release() { flag.store(false); }
     } release{session->busy};
     session->gpuSeconds = NAN;
-    trellis_status s =
-        callEntry(session->program, *session->session, function, inputs,
-                  num_inputs, outputs, num_outputs, err);
+    trellis_status s = callEntry(session->program, *session->session, function,
+                                 inputs, num_inputs, outputs, num_outputs, err);
     const GpuReport *report = session->session->gpuReport();
     if (s == TRELLIS_OK && report &&
         std::string(session->session->backend(function)) == "cuda")
@@ -873,8 +871,8 @@ trellis_status trellis_session_copy_to_host(trellis_session *session,
       return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
                     "trellis_session_copy_to_host: the tensor is not in "
                     "device memory");
-    size_t bytes = size_t(numElements(Shape(
-                       device->shape, device->shape + device->rank))) *
+    size_t bytes = size_t(numElements(
+                       Shape(device->shape, device->shape + device->rank))) *
                    trellis_dtype_size(device->dtype);
     if (capacity < bytes)
       return report(err, TRELLIS_ERR_BUFFER_TOO_SMALL,
@@ -885,8 +883,8 @@ trellis_status trellis_session_copy_to_host(trellis_session *session,
     if (!gpu)
       return report(err, TRELLIS_ERR_UNSUPPORTED,
                     "the session does not run on the GPU");
-    if (Status s = gpu->copyToHost(uint64_t(uintptr_t(device->data)), host,
-                                   bytes);
+    if (Status s =
+            gpu->copyToHost(uint64_t(uintptr_t(device->data)), host, bytes);
         !s)
       return report(err, TRELLIS_ERR_RUNTIME, s.message());
     return TRELLIS_OK;
@@ -895,8 +893,7 @@ trellis_status trellis_session_copy_to_host(trellis_session *session,
 
 const char *trellis_session_backend(const trellis_session *session,
                                     const char *function) {
-  if (!session || !function ||
-      !session->program->bundle.program.find(function))
+  if (!session || !function || !session->program->bundle.program.find(function))
     return nullptr;
   return session->session->backend(function);
 }
@@ -956,8 +953,7 @@ trellis_status trellis_run(const trellis_run_spec *spec,
             engineCreate(program, weights,
                          (spec->flags & kEngineFlags) |
                              (spec->images ? TRELLIS_FLAG_IMAGES : 0u),
-                         0,
-                         spec->progress, spec->user_data, &engine, err);
+                         0, spec->progress, spec->user_data, &engine, err);
         s != TRELLIS_OK)
       return s;
     std::unique_ptr<trellis_engine, void (*)(trellis_engine *)> own(

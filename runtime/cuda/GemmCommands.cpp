@@ -60,12 +60,12 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   const Instr &instr = *node.instr;
   auto fail = [&](Status s) { return opError(instr, s.message()); };
   cublasLtMatmulDesc_t desc = nullptr;
-  const cublasComputeType_t compute =
-      layout.tf32 && dtype == DType::F32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                         : CUBLAS_COMPUTE_32F;
-  if (Status s = check(
-          api->cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F),
-          "cublasLtMatmulDescCreate");
+  const cublasComputeType_t compute = layout.tf32 && dtype == DType::F32
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
+  if (Status s =
+          check(api->cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F),
+                "cublasLtMatmulDescCreate");
       !s)
     return fail(s);
   p.descs.push_back(desc);
@@ -213,13 +213,12 @@ Status GpuExecutor::Impl::pickGemmAlgo(const GemmProblem &g, int &picked) {
       step *= 2;
     return (n + step - 1) / step * step;
   }();
-  std::string key = std::to_string(m) + "x" + std::to_string(nBucket) + "x" +
-                    std::to_string(k) + (transA ? "T" : "N") +
-                    std::to_string(int(dtype)) + "e" +
-                    std::to_string(int(epilogue)) + "l" + std::to_string(lda) +
-                    "b" + std::to_string(layout.batch) + "d" +
-                    std::to_string(int(typeD)) + (layout.residual ? "r" : "") +
-                    (layout.tf32 ? "t" : "");
+  std::string key =
+      std::to_string(m) + "x" + std::to_string(nBucket) + "x" +
+      std::to_string(k) + (transA ? "T" : "N") + std::to_string(int(dtype)) +
+      "e" + std::to_string(int(epilogue)) + "l" + std::to_string(lda) + "b" +
+      std::to_string(layout.batch) + "d" + std::to_string(int(typeD)) +
+      (layout.residual ? "r" : "") + (layout.tf32 ? "t" : "");
   auto splitKFree = [&](int i) {
     return algoConfig(heuristics[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) == 1;
   };

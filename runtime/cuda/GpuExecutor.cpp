@@ -418,9 +418,9 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
                      "' is read on the host (its values shape the program): "
                      "give it in host memory"};
       if (Status s = m.check(api.cuMemcpyDtoDAsync(m.address(p, p.args[i]),
-                                                 CUdeviceptr(io->args[i]),
-                                                 t->nbytes(), m.stream),
-                           "cuMemcpyDtoDAsync (device argument)");
+                                                   CUdeviceptr(io->args[i]),
+                                                   t->nbytes(), m.stream),
+                             "cuMemcpyDtoDAsync (device argument)");
           !s)
         return Error{s.message()};
       continue;
@@ -481,15 +481,16 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
       const ValueType &type = p.slots[r].type;
       HostTensor shapeOnly = HostTensor::view(type.dtype, type.shape, nullptr);
       CUdeviceptr buffer = 0;
-      if (Status s = m.check(api.cuMemAlloc(&buffer, std::max<size_t>(
-                                                       1, shapeOnly.nbytes())),
-                           "cuMemAlloc (device result)");
+      if (Status s = m.check(
+              api.cuMemAlloc(&buffer, std::max<size_t>(1, shapeOnly.nbytes())),
+              "cuMemAlloc (device result)");
           !s)
         return Error{s.message()};
       io->results[i] = buffer;
-      if (Status s = m.check(api.cuMemcpyDtoDAsync(buffer, m.address(p, r),
-                                                 shapeOnly.nbytes(), m.stream),
-                           "cuMemcpyDtoDAsync (device result)");
+      if (Status s =
+              m.check(api.cuMemcpyDtoDAsync(buffer, m.address(p, r),
+                                            shapeOnly.nbytes(), m.stream),
+                      "cuMemcpyDtoDAsync (device result)");
           !s)
         return Error{s.message()};
       results.push_back(shapeOnly);
@@ -538,10 +539,9 @@ Status GpuExecutor::freeDeviceBuffer(uint64_t buffer) {
 Status GpuExecutor::copyToHost(uint64_t buffer, void *host, size_t bytes) {
   Impl &m = *impl_;
   TRELLIS_RETURN_IF_ERROR(m.makeCurrent());
-  TRELLIS_RETURN_IF_ERROR(
-      m.check(m.api->cuMemcpyDtoHAsync(host, CUdeviceptr(buffer), bytes,
-                                       m.stream),
-              "cuMemcpyDtoHAsync"));
+  TRELLIS_RETURN_IF_ERROR(m.check(
+      m.api->cuMemcpyDtoHAsync(host, CUdeviceptr(buffer), bytes, m.stream),
+      "cuMemcpyDtoHAsync"));
   return m.check(m.api->cuStreamSynchronize(m.stream), "cuStreamSynchronize");
 }
 

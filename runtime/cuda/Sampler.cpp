@@ -34,12 +34,12 @@ struct GpuExecutor::Impl::SamplerRun {
   CUdeviceptr x, vc, vu; // the state, the two velocities
   int64_t batch;
   enum class MultiImage { None, Stochastic, MultiDiffusion } multiImage;
-  int64_t images;               // rows of cond
+  int64_t images;                    // rows of cond
   std::optional<Launch> velocitySum; // multidiffusion
-  float *taus;                  // Prepared::pinnedTau
-  CUevent stepEvents[2];        // progress (onStep)
-  std::vector<double> grid;     // the time grid
-  std::vector<double> interval; // cfg_interval
+  float *taus;                       // Prepared::pinnedTau
+  CUevent stepEvents[2];             // progress (onStep)
+  std::vector<double> grid;          // the time grid
+  std::vector<double> interval;      // cfg_interval
 };
 
 Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
@@ -101,8 +101,9 @@ Status GpuExecutor::Impl::runSampler(Prepared &p, Node &node) {
       return fail(sumLaunch.message());
     if (sum->contains("threads_per_row")) {
       int64_t threads = stateRows * sum->at("threads_per_row").get<int64_t>();
-      sumLaunch->grid[0] = unsigned(std::max<int64_t>(
-          1, (threads + sumLaunch->block[0] - 1) / int64_t(sumLaunch->block[0])));
+      sumLaunch->grid[0] =
+          unsigned(std::max<int64_t>(1, (threads + sumLaunch->block[0] - 1) /
+                                            int64_t(sumLaunch->block[0])));
     }
     velocitySum = *sumLaunch;
   }
@@ -253,7 +254,8 @@ Status GpuExecutor::Impl::conditionalVelocity(SamplerRun &r, float tau,
     return evaluateSamplerBranch(r, body, tau, 0, 1, r.vc, i);
   if (r.multiImage == Mode::Stochastic)
     return evaluateSamplerBranch(r, body, tau, 0, 1, r.vc, i, i % r.images);
-  TRELLIS_RETURN_IF_ERROR(evaluateSamplerBranch(r, body, tau, 0, 1, r.vc, i, 0));
+  TRELLIS_RETURN_IF_ERROR(
+      evaluateSamplerBranch(r, body, tau, 0, 1, r.vc, i, 0));
   for (int64_t j = 1; j < r.images; ++j) {
     TRELLIS_RETURN_IF_ERROR(
         evaluateSamplerBranch(r, body, tau, 0, 1, /*into=*/0, i, j));

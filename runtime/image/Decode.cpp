@@ -34,8 +34,9 @@ Result<RgbaImage> imageFromPixels(const uint8_t *pixels, int64_t height,
                                   int64_t width, int64_t channels,
                                   const std::string &what) {
   if (channels != 3 && channels != 4)
-    return Error{what + ": expected uint8 [height, width, 4] (RGBA) or "
-                        "[height, width, 3] (RGB), found " +
+    return Error{what +
+                 ": expected uint8 [height, width, 4] (RGBA) or "
+                 "[height, width, 3] (RGB), found " +
                  std::to_string(channels) + " channels"};
   TRELLIS_RETURN_IF_ERROR(checkImageSize(width, height, what));
   if (!pixels)

@@ -19,9 +19,9 @@ prepareConditioningImages(const std::vector<RgbaImage> &images,
   ConditioningImages out{HostTensor(DType::F32, {n, 3, s, s}),
                          HostTensor(DType::U8, {n, s, s, 3})};
   for (int64_t i = 0; i < n; ++i) {
-    TRELLIS_ASSIGN_OR_RETURN(PreprocessedImage pre,
-                             preprocessImage(images[size_t(i)], options,
-                                             names.at(size_t(i))));
+    TRELLIS_ASSIGN_OR_RETURN(
+        PreprocessedImage pre,
+        preprocessImage(images[size_t(i)], options, names.at(size_t(i))));
     HostTensor x = normalizeImage(pre.rgb.data(), s);
     std::memcpy(out.normalized.mutableData<float>() + i * 3 * s * s,
                 x.data<float>(), x.nbytes());
