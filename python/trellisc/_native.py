@@ -369,11 +369,9 @@ def array_of(t, free=True):
     """Copies a runtime tensor into a NumPy array (and frees it)."""
     dtype = CODE_DTYPES[t.dtype]
     shape = tuple(t.shape[i] for i in range(t.rank))
-    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if n:
-        out = np.frombuffer(ctypes.string_at(t.data, n), dtype=dtype).reshape(shape).copy()
-    else:
-        out = np.zeros(shape, dtype)
+    out = np.empty(shape, dtype)
+    if out.nbytes:  # one copy, straight into the array
+        ctypes.memmove(out.ctypes.data, t.data, out.nbytes)
     if free:
         runtime().trellis_tensor_free(ctypes.byref(t))
     return out

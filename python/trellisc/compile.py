@@ -172,12 +172,14 @@ class Executable:
         ``"device"`` (:class:`DeviceArray` results in GPU memory, exporting ``__dlpack__``); ``"auto"`` (the
         default): device results when the function runs on the GPU and an input came from GPU memory, else
         NumPy."""
-        where = user_location()
+        # (The caller's location only on the error paths: finding it costs more than a warm call.)
         infos = self.input_infos
         if len(arrays) != len(infos):
-            raise TrellisError(f"the executable takes {len(infos)} inputs, " f"{len(arrays)} given", where)
+            raise TrellisError(
+                f"the executable takes {len(infos)} inputs, " f"{len(arrays)} given", user_location()
+            )
         if out not in ("auto", "numpy", "device"):
-            raise TrellisError(f"out must be 'auto', 'numpy' or 'device', found {out!r}", where)
+            raise TrellisError(f"out must be 'auto', 'numpy' or 'device', found {out!r}", user_location())
         checked, keep, any_device = [], [], False
         for i, (a, info) in enumerate(zip(arrays, infos)):
             what = f"input {i}" + (f" ('{info.name}')" if info.name else "")
@@ -185,7 +187,7 @@ class Executable:
                 try:
                     desc, alive, dtype, shape = _dlpack.device_input(a, what)
                 except ValueError as e:
-                    raise TrellisError(str(e), where) from None
+                    raise TrellisError(str(e), user_location()) from None
                 keep.append(alive)
                 described = np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, [0] * len(shape))
                 problem = info.check(described, what)
@@ -198,7 +200,9 @@ class Executable:
                 value = np.ascontiguousarray(a)
             if problem:
                 raise TrellisError(
-                    problem + " (declared by this InputInfo)", info.loc, details=f"  called at {where}"
+                    problem + " (declared by this InputInfo)",
+                    info.loc,
+                    details=f"  called at {user_location()}",
                 )
             checked.append(value)
         session = self._session_for()
