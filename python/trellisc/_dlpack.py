@@ -55,8 +55,24 @@ _capsule_get.restype, _capsule_get.argtypes = ctypes.c_void_p, [ctypes.py_object
 _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.restype = ctypes.py_object
 _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_capsule_set_name = ctypes.pythonapi.PyCapsule_SetName
-_capsule_set_name.restype, _capsule_set_name.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+# The capsule destructor gets a capsule being destroyed: raw pointers, no new references.
+_capsule_is_valid_raw = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid_raw.restype, _capsule_is_valid_raw.argtypes = ctypes.c_int, [
+    ctypes.c_void_p,
+    ctypes.c_char_p,
+]
+_capsule_get_raw = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
+CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+@CAPSULE_DESTRUCTOR
+def _capsule_destructor(capsule):
+    """A capsule dropped unconsumed (still named "dltensor"): its DLManagedTensor's deleter runs, as DLPack
+    asks of producers; a consumer renames the capsule and calls the deleter itself."""
+    if _capsule_is_valid_raw(capsule, b"dltensor"):
+        _exports.pop(_capsule_get_raw(capsule, b"dltensor"), None)
 
 
 def on_cuda(obj):
@@ -149,7 +165,7 @@ class DeviceArray:
         holder.append(m.deleter)
         key = ctypes.addressof(m)
         _exports[key] = holder
-        return _capsule_new(key, b"dltensor", None)
+        return _capsule_new(key, b"dltensor", ctypes.cast(_capsule_destructor, ctypes.c_void_p))
 
 
 _exports = {}  # address of an exported DLManagedTensor -> what keeps it alive

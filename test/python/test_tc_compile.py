@@ -247,3 +247,30 @@ def test_dlpack_inputs_and_outputs_without_a_gpu():
         exe(x, _DLPackOnly(np.zeros((64, 64), np.float32)))
     with pytest.raises(tc.TrellisError, match="out must be 'auto', 'numpy' or 'device'"):
         exe(x, w, out="gpu")
+
+
+def test_an_unconsumed_dlpack_export_releases_the_array():
+    """DeviceArray.__dlpack__ keeps the array alive until the consumer's deleter runs, or, for a capsule dropped
+    unconsumed, until the capsule goes (DLPack's producer rule)."""
+    import gc
+
+    from trellisc import _dlpack, _native
+
+    freed = []
+
+    class Session:  # stands in for the session that owns the device buffer
+        def free_tensor(self, t):
+            freed.append(t.data)
+
+    host = np.arange(6, dtype=np.float32)  # (never read as device memory here)
+    t = _native.tensor_of(host)
+    t.on_device = 1
+    y = _dlpack.DeviceArray(t, Session())
+    assert y.__dlpack_device__() == (2, 0) and y.shape == (6,)
+    capsule = y.__dlpack__()
+    del y
+    gc.collect()
+    assert not freed  # the export holds it
+    del capsule
+    gc.collect()
+    assert len(freed) == 1 and not _dlpack._exports
