@@ -363,7 +363,35 @@ TRELLIS_BINARY_OP(SubOp)
 TRELLIS_BINARY_OP(MulOp)
 TRELLIS_BINARY_OP(DivOp)
 TRELLIS_BINARY_OP(MaximumOp)
+TRELLIS_BINARY_OP(GreaterOp)
+TRELLIS_BINARY_OP(LessOp)
+TRELLIS_BINARY_OP(EqualOp)
 #undef TRELLIS_BINARY_OP
+
+LogicalResult WhereOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location,
+    WhereOp::Adaptor adaptor, SmallVectorImpl<Type> &inferredReturnTypes) {
+  SmallVector<Type, 1> condAndA;
+  if (failed(inferBroadcast(location,
+                            cast<RankedTensorType>(adaptor.getCond().getType()),
+                            cast<RankedTensorType>(adaptor.getA().getType()),
+                            condAndA)))
+    return failure();
+  return inferBroadcast(location, cast<RankedTensorType>(condAndA.front()),
+                        cast<RankedTensorType>(adaptor.getB().getType()),
+                        inferredReturnTypes);
+}
+
+LogicalResult WhereOp::verify() {
+  auto cond = getCond().getType(), a = getA().getType(), b = getB().getType();
+  if (failed(verifyBroadcast(*this, cond, a)) ||
+      failed(verifyBroadcast(*this, a, b)))
+    return failure();
+  SmallVector<Type, 1> condAndA;
+  if (failed(inferBroadcast(std::nullopt, cond, a, condAndA)))
+    return failure();
+  return verifyBroadcast(*this, cast<RankedTensorType>(condAndA.front()), b);
+}
 
 //===----------------------------------------------------------------------===//
 // ModulateOp, GatedResidualOp

@@ -345,6 +345,39 @@ def Trellis_DivOp : Trellis_BinaryOp<"div", "a / b", Trellis_FloatTensor,
     "IEEE division in f32, rounded to the operand type.">;
 def Trellis_MaximumOp : Trellis_BinaryOp<"maximum", "max(a, b)",
     Trellis_AnyTensor, "NaN propagates (as torch.maximum).">;
+def Trellis_GreaterOp : Trellis_BinaryOp<"greater", "a > b",
+    Trellis_AnyTensor, "The result is 1 where the comparison holds, else 0, in "
+    "the operands' type (a mask for `trellis.where`, or a factor); a NaN "
+    "compares false.">;
+def Trellis_LessOp : Trellis_BinaryOp<"less", "a < b",
+    Trellis_AnyTensor, "The result is 1 where the comparison holds, else 0, in "
+    "the operands' type; a NaN compares false.">;
+def Trellis_EqualOp : Trellis_BinaryOp<"equal", "a == b",
+    Trellis_AnyTensor, "The result is 1 where the comparison holds, else 0, in "
+    "the operands' type; a NaN compares false.">;
+
+def Trellis_WhereOp : Trellis_PureOp<"where", [InferTypeOpAdaptor,
+    Trellis_GeneratedKernel, Trellis_DynamicRowsKernel]> {
+  let summary = "Elementwise selection: cond ≠ 0 ? a : b, with broadcasting";
+  let description = [{
+    Takes `a` where `cond` is not 0 and `b` elsewhere (a NaN cond selects
+    a); the other operand is not read there, so a NaN or Inf in it does not
+    reach the result. `cond` is a mask as the comparisons make it (1 or 0 in
+    the operands' type). The three shapes broadcast as in NumPy (see
+    `trellis.add`).
+
+    Verifier: one float element type; the shapes broadcast.
+
+    ```mlir
+    %y = trellis.where %m, %x, %z : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<1xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$cond, Trellis_FloatTensor:$a,
+                       Trellis_FloatTensor:$b);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$cond `,` $a `,` $b attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
 
 def Trellis_ModulateOp : Trellis_PureOp<"modulate", [Trellis_GeneratedKernel, Trellis_DynamicRowsKernel, InferTypeOpAdaptor]> {
   let summary = "adaLN modulation x·(1 + scale) + shift";

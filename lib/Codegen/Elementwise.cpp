@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "lib/Codegen/KernelFamilies.h"
 
+#include "llvm/ADT/StringSwitch.h"
+
 namespace trellis::codegen::detail {
 
 /// NumPy broadcasting of `in` against `out` (trailing dimensions aligned).
@@ -228,6 +230,14 @@ Value binary(KernelBuilder &kb, StringRef name, Value x, Value y, bool isInt) {
       return arith::MulIOp::create(b, loc, x, y);
     if (name == "maximum")
       return arith::MaxSIOp::create(b, loc, x, y);
+    if (auto pred = llvm::StringSwitch<std::optional<arith::CmpIPredicate>>(
+                        name)
+                        .Case("greater", arith::CmpIPredicate::sgt)
+                        .Case("less", arith::CmpIPredicate::slt)
+                        .Case("equal", arith::CmpIPredicate::eq)
+                        .Default(std::nullopt)) // 1 or 0 in x's type
+      return arith::ExtUIOp::create(
+          b, loc, x.getType(), arith::CmpIOp::create(b, loc, *pred, x, y));
     return {};
   }
   if (name == "add")
@@ -240,6 +250,14 @@ Value binary(KernelBuilder &kb, StringRef name, Value x, Value y, bool isInt) {
     return arith::DivFOp::create(b, loc, x, y);
   if (name == "maximum") // NaN propagates, as torch.maximum
     return arith::MaximumFOp::create(b, loc, x, y);
+  // Ordered predicates: a NaN compares false; 1.0 or 0.0.
+  if (auto pred = llvm::StringSwitch<std::optional<arith::CmpFPredicate>>(name)
+                      .Case("greater", arith::CmpFPredicate::OGT)
+                      .Case("less", arith::CmpFPredicate::OLT)
+                      .Case("equal", arith::CmpFPredicate::OEQ)
+                      .Default(std::nullopt))
+    return arith::UIToFPOp::create(b, loc, x.getType(),
+                                   arith::CmpFOp::create(b, loc, *pred, x, y));
   return {};
 }
 

@@ -133,6 +133,17 @@ TRELLIS_BINARY(sub, SubOp)
 TRELLIS_BINARY(mul, MulOp)
 TRELLIS_BINARY(div, DivOp)
 TRELLIS_BINARY(maximum, MaximumOp)
+TRELLIS_BINARY(greater, GreaterOp)
+TRELLIS_BINARY(less, LessOp)
+TRELLIS_BINARY(equal, EqualOp)
+
+Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b,
+             Where where) {
+  if (Tracer::anyAbsent({cond, a, b}))
+    return Tensor();
+  return inferred<td::WhereOp>(cond.tracer(), where, cond.value(), a.value(),
+                               b.value());
+}
 #undef TRELLIS_BINARY
 
 #define TRELLIS_UNARY(FN, OP)                                                  \

@@ -29,9 +29,12 @@ from .ops.elementwise import (
     add,
     cos,
     div,
+    equal,
     exp,
     gelu,
     gelu_erf,
+    greater,
+    less,
     log,
     maximum,
     mul,
@@ -44,6 +47,7 @@ from .ops.elementwise import (
     sqrt,
     sub,
     tanh,
+    where,
 )
 from .ops.linalg import linear, matmul
 from .ops.normalization import head_rms_norm, layer_norm, softmax
@@ -87,6 +91,10 @@ __all__ = [
     "softplus",
     "gelu_erf",
     "rsqrt",
+    "greater",
+    "less",
+    "equal",
+    "where",
     "timestep_embedding",
     "modulate",
     "gated_residual",

@@ -89,7 +89,16 @@ void registerElementwiseOps(OpTable &table) {
       {"trellis.sub", ref::BinaryKind::Sub},
       {"trellis.mul", ref::BinaryKind::Mul},
       {"trellis.div", ref::BinaryKind::Div},
-      {"trellis.maximum", ref::BinaryKind::Maximum}};
+      {"trellis.maximum", ref::BinaryKind::Maximum},
+      {"trellis.greater", ref::BinaryKind::Greater},
+      {"trellis.less", ref::BinaryKind::Less},
+      {"trellis.equal", ref::BinaryKind::Equal}};
+  addOp(table, "trellis.where", [](const OpContext &ctx) -> Status {
+    TRELLIS_ASSIGN_OR_RETURN(auto &c, ctx.in.tensor(0));
+    TRELLIS_ASSIGN_OR_RETURN(auto &a, ctx.in.tensor(1));
+    TRELLIS_ASSIGN_OR_RETURN(auto &b, ctx.in.tensor(2));
+    return ctx.single(ref::where(c, a, b));
+  });
   for (auto [name, kind] : binaries)
     addOp(table, name, [kind = kind](const OpContext &ctx) -> Status {
       TRELLIS_ASSIGN_OR_RETURN(auto &a, ctx.in.tensor(0));

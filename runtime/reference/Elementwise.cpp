@@ -152,6 +152,12 @@ float applyFloat(BinaryKind kind, float a, float b) {
     if (std::isnan(a) || std::isnan(b))
       return NAN;
     return a > b ? a : b;
+  case BinaryKind::Greater: // 1 or 0; NaN compares false
+    return a > b ? 1.0f : 0.0f;
+  case BinaryKind::Less:
+    return a < b ? 1.0f : 0.0f;
+  case BinaryKind::Equal:
+    return a == b ? 1.0f : 0.0f;
   }
   return 0.0f;
 }
@@ -167,6 +173,12 @@ int64_t applyInt(BinaryKind kind, int64_t a, int64_t b) {
     return int64_t(uint64_t(a) * uint64_t(b));
   case BinaryKind::Maximum:
     return a > b ? a : b;
+  case BinaryKind::Greater:
+    return a > b ? 1 : 0;
+  case BinaryKind::Less:
+    return a < b ? 1 : 0;
+  case BinaryKind::Equal:
+    return a == b ? 1 : 0;
   case BinaryKind::Div:
     break;
   }
@@ -219,6 +231,34 @@ Result<HostTensor> binary(BinaryKind kind, const HostTensor &a,
   else
     binaryInt<int64_t>(kind, *plan, a, b, out);
   return out;
+}
+
+Result<HostTensor> where(const HostTensor &cond, const HostTensor &a,
+                         const HostTensor &b) {
+  const char *op = "where";
+  if (cond.dtype() != a.dtype() || a.dtype() != b.dtype() ||
+      !isFloat(a.dtype()))
+    return opError(op, "operands must have one float dtype, got " +
+                           describe(cond) + ", " + describe(a) + " and " +
+                           describe(b));
+  std::optional<BroadcastPlan> ca = planBroadcast(cond.shape(), a.shape());
+  std::optional<BroadcastPlan> all =
+      ca ? planBroadcast(ca->out, b.shape()) : std::nullopt;
+  if (!all)
+    return opError(op, "shapes do not broadcast: " + describe(cond) + ", " +
+                           describe(a) + " and " + describe(b));
+  // Each operand's strides over the result's shape.
+  std::optional<BroadcastPlan> pc = planBroadcast(cond.shape(), all->out),
+                               pa = planBroadcast(a.shape(), all->out);
+  FloatView vc(cond), va(a), vb(b);
+  FloatOut out(a.dtype(), all->out);
+  parallelFor(numElements(all->out), 1 << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      out.set(i, vc[pc->offset(i, pc->strideA)] != 0.0f
+                     ? va[pa->offset(i, pa->strideA)]
+                     : vb[all->offset(i, all->strideB)]);
+  });
+  return out.take();
 }
 
 Result<HostTensor> add(const HostTensor &a, const HostTensor &b) {

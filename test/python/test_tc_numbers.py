@@ -157,3 +157,30 @@ def test_shape_numbers():
     # NumPy integers are integers.
     assert tc.reshape(x, (np.int64(3), 2)).shape == (3, 2)
     assert tc.InputInfo((np.int32(2), 3)).shape == (2, 3)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_comparisons_and_where_match_numpy(target):
+    """Comparisons give 1/0 in the operands' dtype (NaN compares false); where does not let the side it does not
+    take leak a NaN: where(x > 0, log(x), -1) is finite for negative x."""
+    rng = np.random.default_rng(2)
+    x = np.round(rng.standard_normal((3, 16)) * 2).astype(np.float32)
+    x[0, 0] = np.nan
+    y = np.round(rng.standard_normal(16) * 2).astype(np.float32)
+
+    def f(x, y):
+        return (
+            tc.greater(x, y),
+            tc.less(x, y),
+            tc.equal(x, y),
+            tc.where(tc.greater(x, 0.0), tc.log(x), -1.0),
+        )
+
+    exe = tc.compile(f, args=[tc.InputInfo((3, 16)), tc.InputInfo((16,))], target=target)
+    gt, lt, eq, safe = exe(x, y)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        np.testing.assert_array_equal(gt, (x > y).astype(np.float32))
+        np.testing.assert_array_equal(lt, (x < y).astype(np.float32))
+        np.testing.assert_array_equal(eq, (x == y).astype(np.float32))
+        np.testing.assert_allclose(safe, np.where(x > 0, np.log(np.where(x > 0, x, 1)), -1.0), rtol=1e-6)
+    assert np.isfinite(safe).all()

@@ -62,7 +62,12 @@ Result<HostTensor> linear(const HostTensor &x, const HostTensor &weight,
 /// rank >= 2, one float dtype) with broadcast batch dimensions.
 Result<HostTensor> matmul(const HostTensor &a, const HostTensor &b);
 
-enum class BinaryKind { Add, Sub, Mul, Div, Maximum };
+enum class BinaryKind { Add, Sub, Mul, Div, Maximum, Greater, Less, Equal };
+
+/// cond ≠ 0 ? a : b elementwise, the three shapes broadcast (NumPy); one
+/// float dtype.
+Result<HostTensor> where(const HostTensor &cond, const HostTensor &a,
+                         const HostTensor &b);
 
 /// Elementwise binary op with NumPy broadcasting. Both operands have one
 /// dtype (f16, f32, i32 or i64; div is float only). Integer ops wrap.

@@ -53,6 +53,14 @@ Tensor mul(const Tensor &a, const Tensor &b, Where where = Where::current());
 Tensor div(const Tensor &a, const Tensor &b, Where where = Where::current());
 Tensor maximum(const Tensor &a, const Tensor &b,
                Where where = Where::current());
+// Comparisons: 1 where they hold, else 0, in the operands' type.
+Tensor greater(const Tensor &a, const Tensor &b,
+               Where where = Where::current());
+Tensor less(const Tensor &a, const Tensor &b, Where where = Where::current());
+Tensor equal(const Tensor &a, const Tensor &b, Where where = Where::current());
+/// cond ≠ 0 ? a : b (float; the three shapes broadcast).
+Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b,
+             Where where = Where::current());
 
 // Elementwise unary (f32 math, result in the operand's type).
 Tensor silu(const Tensor &x, Where where = Where::current());

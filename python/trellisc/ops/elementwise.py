@@ -1,4 +1,4 @@
-"""Elementwise ops with NumPy broadcasting: ``+ - * /``, activations."""
+"""Elementwise ops with NumPy broadcasting: ``+ - * /``, activations, comparisons, ``where``."""
 from .._trace import as_tensor, make_op
 
 
@@ -186,3 +186,44 @@ def rsqrt(x):
     array([0.5], dtype=float32)
     """
     return div(1.0, sqrt(x))
+
+
+def greater(a, b):
+    """``a > b`` elementwise: 1 where it holds, else 0, in the operands' dtype (a NaN compares false).
+
+    >>> tc.greater(tc.Tensor([1.0, 2.0, 3.0]), 2.0).eval()
+    array([0., 0., 1.], dtype=float32)
+    """
+    return _binary("greater", a, b)
+
+
+def less(a, b):
+    """``a < b`` elementwise: 1 where it holds, else 0, in the operands' dtype (a NaN compares false).
+
+    >>> tc.less(tc.Tensor([1.0, 2.0, 3.0]), 2.0).eval()
+    array([1., 0., 0.], dtype=float32)
+    """
+    return _binary("less", a, b)
+
+
+def equal(a, b):
+    """``a == b`` elementwise: 1 where it holds, else 0, in the operands' dtype (a NaN compares false).
+
+    >>> tc.equal(tc.Tensor([1.0, 2.0]), 2.0).eval()
+    array([0., 1.], dtype=float32)
+    """
+    return _binary("equal", a, b)
+
+
+def where(cond, a, b):
+    """``a`` where ``cond`` is not 0, else ``b`` (float; the three shapes broadcast). The side not taken is
+    not read there, so a NaN in it does not leak: ``where(x > 0, log(x), 0)`` is finite.
+
+    >>> x = tc.Tensor([-1.0, 4.0])
+    >>> tc.where(tc.greater(x, 0.0), tc.log(x), 0.0).eval().round(4)
+    array([0.    , 1.3863], dtype=float32)
+    """
+    cond = as_tensor(cond)
+    a = as_tensor(a, like=cond)
+    b = as_tensor(b, like=a)
+    return make_op("where", [cond, a, b], dtype=a.dtype)

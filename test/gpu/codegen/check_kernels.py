@@ -43,7 +43,16 @@ UNARY = {
     "sqrt": torch.sqrt,
     "softplus": F.softplus,
 }
-BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "maximum": torch.maximum}
+BINARY = {
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div": torch.div,
+    "maximum": torch.maximum,
+    "greater": lambda a, b: (a > b).to(a.dtype),  # 1 or 0 in the operands' type
+    "less": lambda a, b: (a < b).to(a.dtype),
+    "equal": lambda a, b: (a == b).to(a.dtype),
+}
 EXACT = ("split", "concat", "permute", "pixel_shuffle_3d", "broadcast_rows", "conv3d")
 
 
@@ -104,6 +113,8 @@ def rand(t, kind):
         x = x + 3
     if kind == "sqrt":
         x = x.abs()
+    if kind in ("equal", "where"):  # ties and zeros (a where's cond selects both ways)
+        x = torch.round(x)
     return x.to(dt)
 
 
@@ -123,6 +134,8 @@ def reference(c, ins):
         return [UNARY[k](f[0]).to(odt)]
     if k in BINARY:
         return [BINARY[k](f[0], f[1]).to(odt)]
+    if k == "where":
+        return [torch.where(f[0] != 0, f[1], f[2]).to(odt)]
     if k == "gated_residual_norm":  # the rounded residual (+ plus), then its norm
         x = f[0]
         B = x.shape[0]

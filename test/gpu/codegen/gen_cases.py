@@ -68,6 +68,10 @@ def build_cases():
     case("sub", [T([4, 8], F32), T([4, 1], F32)], [T([4, 8], F32)])
     case("div", [T([3, 5, 7], F32), T([5, 1], F32)], [T([3, 5, 7], F32)])
     case("maximum", [T([6, 10], F16), T([10], F16)], [T([6, 10], F16)])
+    for cmp in ("greater", "less", "equal"):
+        case(cmp, [T([6, 10], F32), T([10], F32)], [T([6, 10], F32)])
+    case("greater", [T([16, 3], I32), T([3], I32)], [T([16, 3], I32)])
+    case("where", [T([6, 10], F16), T([6, 10], F16), T([1], F16)], [T([6, 10], F16)])
     case("add", [T([16, 3], I32), T([3], I32)], [T([16, 3], I32)])
     case("modulate", [T(X, F16), T([2, 1024], F16), T([2, 1024], F16)], [T(X, F16)])
     for s in (X, X1):

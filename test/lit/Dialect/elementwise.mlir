@@ -53,6 +53,12 @@ func.func @binary(%x: tensor<2x4096x1024xf16>, %y: tensor<2x1x1024xf16>) {
   %z3 = trellis.div %x, %y : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
   // CHECK: trellis.maximum %{{.*}}, %{{.*}} : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
   %z4 = trellis.maximum %x, %y : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
+  // CHECK: trellis.greater %{{.*}}, %{{.*}} : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
+  %z5 = trellis.greater %x, %y : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
+  // CHECK: trellis.less %{{.*}}, %{{.*}} : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
+  %z6 = trellis.less %x, %y : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
+  // CHECK: trellis.equal %{{.*}}, %{{.*}} : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
+  %z7 = trellis.equal %x, %y : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
   return
 }
 
@@ -103,4 +109,18 @@ func.func @modulate_rows(%x: tensor<?x128xf16, #trellis.bounds<[32768]>>, %s: te
 func.func @gelu_erf(%x: tensor<4x8xf16>) -> tensor<4x8xf16> {
   %y = trellis.gelu_erf %x : tensor<4x8xf16>
   return %y : tensor<4x8xf16>
+}
+
+// Comparisons give 1 or 0 in the operands' type; where selects.
+// CHECK-LABEL: func.func @compare_and_select
+func.func @compare_and_select(%x: tensor<2x8xf32>, %z: tensor<1xf32>) -> tensor<2x8xf32> {
+  // CHECK: trellis.greater %{{.*}}, %{{.*}} : (tensor<2x8xf32>, tensor<1xf32>) -> tensor<2x8xf32>
+  %m = trellis.greater %x, %z : (tensor<2x8xf32>, tensor<1xf32>) -> tensor<2x8xf32>
+  // CHECK: trellis.less
+  %l = trellis.less %x, %z : (tensor<2x8xf32>, tensor<1xf32>) -> tensor<2x8xf32>
+  // CHECK: trellis.equal
+  %e = trellis.equal %m, %l : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  // CHECK: trellis.where %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<1xf32>) -> tensor<2x8xf32>
+  %y = trellis.where %m, %x, %z : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<1xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
 }

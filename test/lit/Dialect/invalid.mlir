@@ -2570,6 +2570,22 @@ func.func @linear_residual_norm_norm_weight(%a: tensor<2x16x4xf16>, %w: tensor<8
 
 // -----
 
+func.func @where_shapes(%c: tensor<2x8xf32>, %a: tensor<2x8xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{shapes [2, 8] and [3] do not broadcast at dimension 1}}
+  %y = trellis.where %c, %a, %b : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<3xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @where_types(%c: tensor<2x8xf16>, %a: tensor<2x8xf32>, %b: tensor<2x8xf32>) {
+  // expected-error @+1 {{element type}}
+  %y = trellis.where %c, %a, %b : (tensor<2x8xf16>, tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
 func.func @linear_precision_name(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) {
   // expected-error @+1 {{precision must be "tf32", found "bf16"}}
   %y = trellis.linear %x, %w {precision = "bf16"} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
