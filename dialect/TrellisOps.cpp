@@ -372,10 +372,9 @@ LogicalResult WhereOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> location,
     WhereOp::Adaptor adaptor, SmallVectorImpl<Type> &inferredReturnTypes) {
   SmallVector<Type, 1> condAndA;
-  if (failed(inferBroadcast(location,
-                            cast<RankedTensorType>(adaptor.getCond().getType()),
-                            cast<RankedTensorType>(adaptor.getA().getType()),
-                            condAndA)))
+  if (failed(inferBroadcast(
+          location, cast<RankedTensorType>(adaptor.getCond().getType()),
+          cast<RankedTensorType>(adaptor.getA().getType()), condAndA)))
     return failure();
   return inferBroadcast(location, cast<RankedTensorType>(condAndA.front()),
                         cast<RankedTensorType>(adaptor.getB().getType()),

@@ -334,13 +334,15 @@ bool Replayer::replayOp(const OpCall &c, std::vector<trace::Tensor> &out) {
       {"maximum", trace::maximum},
       {"matmul", trace::matmul},
       {"head_rms_norm", trace::headRmsNorm},
-      {"greater", trace::greater},   {"less", trace::less},
+      {"greater", trace::greater},
+      {"less", trace::less},
       {"equal", trace::equal}};
   using TernaryFn =
       trace::Tensor (*)(const trace::Tensor &, const trace::Tensor &,
                         const trace::Tensor &, trace::Where);
   static const std::map<std::string, TernaryFn> ternary = {
-      {"modulate", trace::modulate}, {"gated_residual", trace::gatedResidual},
+      {"modulate", trace::modulate},
+      {"gated_residual", trace::gatedResidual},
       {"where", trace::where}};
   static const std::map<std::string, OpReplayFn> withAttrs = {
       {"linear", &Replayer::linear},

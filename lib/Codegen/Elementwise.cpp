@@ -230,14 +230,14 @@ Value binary(KernelBuilder &kb, StringRef name, Value x, Value y, bool isInt) {
       return arith::MulIOp::create(b, loc, x, y);
     if (name == "maximum")
       return arith::MaxSIOp::create(b, loc, x, y);
-    if (auto pred = llvm::StringSwitch<std::optional<arith::CmpIPredicate>>(
-                        name)
-                        .Case("greater", arith::CmpIPredicate::sgt)
-                        .Case("less", arith::CmpIPredicate::slt)
-                        .Case("equal", arith::CmpIPredicate::eq)
-                        .Default(std::nullopt)) // 1 or 0 in x's type
-      return arith::ExtUIOp::create(
-          b, loc, x.getType(), arith::CmpIOp::create(b, loc, *pred, x, y));
+    if (auto pred =
+            llvm::StringSwitch<std::optional<arith::CmpIPredicate>>(name)
+                .Case("greater", arith::CmpIPredicate::sgt)
+                .Case("less", arith::CmpIPredicate::slt)
+                .Case("equal", arith::CmpIPredicate::eq)
+                .Default(std::nullopt)) // 1 or 0 in x's type
+      return arith::ExtUIOp::create(b, loc, x.getType(),
+                                    arith::CmpIOp::create(b, loc, *pred, x, y));
     return {};
   }
   if (name == "add")

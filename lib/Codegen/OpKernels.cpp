@@ -133,9 +133,9 @@ std::optional<FailureOr<Launch>> emitElementwiseOp(OpKernelContext &c,
                            [n](KernelBuilder &k, ArrayRef<Value> x, Value) {
                              return unaryF32(k, n, x[0]);
                            });
-  if (llvm::is_contained({"add", "sub", "mul", "div", "maximum", "greater",
-                          "less", "equal"},
-                         n)) {
+  if (llvm::is_contained(
+          {"add", "sub", "mul", "div", "maximum", "greater", "less", "equal"},
+          n)) {
     bool isInt = isa<IntegerType>(elemOf(c.op->getResult(0)));
     return emitElementwise(
         c.kb, c.outShape, {c.same(0), c.same(1)}, 2, !isInt,
@@ -147,8 +147,9 @@ std::optional<FailureOr<Launch>> emitElementwiseOp(OpKernelContext &c,
     return emitElementwise(
         c.kb, c.outShape, {c.same(0), c.same(1), c.same(2)}, 3, true,
         [](KernelBuilder &k, ArrayRef<Value> x, Value) -> Value {
-          Value set = arith::CmpFOp::create(k.b, k.loc, arith::CmpFPredicate::UNE,
-                                            x[0], k.f32(0, x[0].getType()));
+          Value set =
+              arith::CmpFOp::create(k.b, k.loc, arith::CmpFPredicate::UNE, x[0],
+                                    k.f32(0, x[0].getType()));
           return arith::SelectOp::create(k.b, k.loc, set, x[1], x[2]);
         });
   if (n == "broadcast_rows") {
