@@ -345,6 +345,9 @@ def Trellis_DivOp : Trellis_BinaryOp<"div", "a / b", Trellis_FloatTensor,
     "IEEE division in f32, rounded to the operand type.">;
 def Trellis_MaximumOp : Trellis_BinaryOp<"maximum", "max(a, b)",
     Trellis_AnyTensor, "NaN propagates (as torch.maximum).">;
+def Trellis_PowOp : Trellis_BinaryOp<"pow", "a^b", Trellis_FloatTensor,
+    "f32 pow (C's powf: a negative base with a non-integer exponent is NaN), "
+    "rounded to the operand type.">;
 def Trellis_GreaterOp : Trellis_BinaryOp<"greater", "a > b",
     Trellis_AnyTensor, "The result is 1 where the comparison holds, else 0, in "
     "the operands' type (a mask for `trellis.where`, or a factor); a NaN "

@@ -334,6 +334,7 @@ bool Replayer::replayOp(const OpCall &c, std::vector<trace::Tensor> &out) {
       {"maximum", trace::maximum},
       {"matmul", trace::matmul},
       {"head_rms_norm", trace::headRmsNorm},
+      {"pow", trace::pow},
       {"greater", trace::greater},
       {"less", trace::less},
       {"equal", trace::equal}};

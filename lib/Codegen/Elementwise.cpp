@@ -250,6 +250,8 @@ Value binary(KernelBuilder &kb, StringRef name, Value x, Value y, bool isInt) {
     return arith::DivFOp::create(b, loc, x, y);
   if (name == "maximum") // NaN propagates, as torch.maximum
     return arith::MaximumFOp::create(b, loc, x, y);
+  if (name == "pow")
+    return math::PowFOp::create(b, loc, x, y);
   // Ordered predicates: a NaN compares false; 1.0 or 0.0.
   if (auto pred = llvm::StringSwitch<std::optional<arith::CmpFPredicate>>(name)
                       .Case("greater", arith::CmpFPredicate::OGT)

@@ -133,9 +133,9 @@ std::optional<FailureOr<Launch>> emitElementwiseOp(OpKernelContext &c,
                            [n](KernelBuilder &k, ArrayRef<Value> x, Value) {
                              return unaryF32(k, n, x[0]);
                            });
-  if (llvm::is_contained(
-          {"add", "sub", "mul", "div", "maximum", "greater", "less", "equal"},
-          n)) {
+  if (llvm::is_contained({"add", "sub", "mul", "div", "maximum", "pow",
+                          "greater", "less", "equal"},
+                         n)) {
     bool isInt = isa<IntegerType>(elemOf(c.op->getResult(0)));
     return emitElementwise(
         c.kb, c.outShape, {c.same(0), c.same(1)}, 2, !isInt,

@@ -39,6 +39,7 @@ from .ops.elementwise import (
     maximum,
     mul,
     neg,
+    pow,
     rsqrt,
     sigmoid,
     silu,
@@ -51,7 +52,7 @@ from .ops.elementwise import (
 )
 from .ops.linalg import linear, matmul
 from .ops.normalization import head_rms_norm, layer_norm, softmax
-from .ops.shape import cast, concat, permute, reshape, split, transpose
+from .ops.shape import cast, concat, narrow, permute, reshape, split, transpose
 
 __all__ = [
     "TrellisError",
@@ -91,6 +92,7 @@ __all__ = [
     "softplus",
     "gelu_erf",
     "rsqrt",
+    "pow",
     "greater",
     "less",
     "equal",
@@ -101,6 +103,7 @@ __all__ = [
     "conv3d",
     "head_rms_norm",
     "transpose",
+    "narrow",
     "linear",
     "matmul",
     "layer_norm",

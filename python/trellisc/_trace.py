@@ -191,6 +191,22 @@ class Tensor:
 
         return neg(self)
 
+    def __pow__(self, other):
+        from .ops.elementwise import pow
+
+        return pow(self, other)
+
+    def __rpow__(self, other):
+        from .ops.elementwise import pow
+
+        return pow(other, self)
+
+    def __getitem__(self, key):
+        """Ints, step-1 slices and one ``...`` (see :func:`trellisc.ops.shape.getitem`)."""
+        from .ops.shape import getitem
+
+        return getitem(self, key)
+
     def reshape(self, shape):
         """Same as :func:`trellisc.reshape`."""
         from .ops.shape import reshape

@@ -90,6 +90,7 @@ void registerElementwiseOps(OpTable &table) {
       {"trellis.mul", ref::BinaryKind::Mul},
       {"trellis.div", ref::BinaryKind::Div},
       {"trellis.maximum", ref::BinaryKind::Maximum},
+      {"trellis.pow", ref::BinaryKind::Pow},
       {"trellis.greater", ref::BinaryKind::Greater},
       {"trellis.less", ref::BinaryKind::Less},
       {"trellis.equal", ref::BinaryKind::Equal}};

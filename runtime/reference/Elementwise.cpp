@@ -152,6 +152,8 @@ float applyFloat(BinaryKind kind, float a, float b) {
     if (std::isnan(a) || std::isnan(b))
       return NAN;
     return a > b ? a : b;
+  case BinaryKind::Pow:
+    return std::pow(a, b);  // powf
   case BinaryKind::Greater: // 1 or 0; NaN compares false
     return a > b ? 1.0f : 0.0f;
   case BinaryKind::Less:
@@ -180,6 +182,7 @@ int64_t applyInt(BinaryKind kind, int64_t a, int64_t b) {
   case BinaryKind::Equal:
     return a == b ? 1 : 0;
   case BinaryKind::Div:
+  case BinaryKind::Pow:
     break;
   }
   return 0;
@@ -223,8 +226,9 @@ Result<HostTensor> binary(BinaryKind kind, const HostTensor &a,
   }
   if (!isInt(a.dtype()))
     return opError(op, "unsupported dtype " + describe(a));
-  if (kind == BinaryKind::Div)
-    return opError(op, "div needs float operands, got " + describe(a));
+  if (kind == BinaryKind::Div || kind == BinaryKind::Pow)
+    return opError(op, std::string(kind == BinaryKind::Div ? "div" : "pow") +
+                           " needs float operands, got " + describe(a));
   HostTensor out(a.dtype(), plan->out);
   if (a.dtype() == DType::I32)
     binaryInt<int32_t>(kind, *plan, a, b, out);

@@ -184,3 +184,48 @@ def test_comparisons_and_where_match_numpy(target):
         np.testing.assert_array_equal(eq, (x == y).astype(np.float32))
         np.testing.assert_allclose(safe, np.where(x > 0, np.log(np.where(x > 0, x, 1)), -1.0), rtol=1e-6)
     assert np.isfinite(safe).all()
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_slicing_matches_numpy(target):
+    """x[1:, -1], x[..., 2:5] and tc.narrow lower to splits (views where the compiler can) and match NumPy."""
+    x = np.arange(3 * 4 * 6, dtype=np.float32).reshape(3, 4, 6)
+
+    def f(x):
+        return x[1:, -1], x[..., 2:5], tc.narrow(x, 1, 1, 2), x[2]
+
+    a, b, c, d = tc.compile(f, args=[tc.InputInfo((3, 4, 6))], target=target)(x)
+    np.testing.assert_array_equal(a, x[1:, -1])
+    np.testing.assert_array_equal(b, x[..., 2:5])
+    np.testing.assert_array_equal(c, x[:, 1:3])
+    np.testing.assert_array_equal(d, x[2])
+
+
+def test_unsupported_indexing_is_named_at_the_users_line():
+    t = tc.Tensor(np.zeros((3, 4), np.float32))
+    with pytest.raises(
+        tc.TrellisError, match=r"test_tc_numbers.py:\d+:\d+: error: indexing: slices with a step"
+    ):
+        t[::2]
+    with pytest.raises(tc.TrellisError, match=r"index 3 is out of range for dimension 0 of size 3"):
+        t[3]
+    with pytest.raises(tc.TrellisError, match=r"the slice 2:2 of dimension 1 is empty"):
+        t[:, 2:2]
+    with pytest.raises(tc.TrellisError, match=r"list indices are not supported"):
+        t[[0, 1]]
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_pow_matches_numpy(target):
+    rng = np.random.default_rng(5)
+    x = np.abs(rng.standard_normal((4, 8))).astype(np.float32) + 0.1
+    y = rng.standard_normal(8).astype(np.float32)
+    exe = tc.compile(
+        lambda x, y: (x**y, x**2.0, tc.pow(x, 0.5)),
+        args=[tc.InputInfo((4, 8)), tc.InputInfo((8,))],
+        target=target,
+    )
+    a, b, c = exe(x, y)
+    np.testing.assert_allclose(a, x**y, rtol=2e-6)
+    np.testing.assert_allclose(b, x**2, rtol=2e-6)
+    np.testing.assert_allclose(c, np.sqrt(x), rtol=2e-6)

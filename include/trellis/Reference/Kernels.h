@@ -62,7 +62,17 @@ Result<HostTensor> linear(const HostTensor &x, const HostTensor &weight,
 /// rank >= 2, one float dtype) with broadcast batch dimensions.
 Result<HostTensor> matmul(const HostTensor &a, const HostTensor &b);
 
-enum class BinaryKind { Add, Sub, Mul, Div, Maximum, Greater, Less, Equal };
+enum class BinaryKind {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Maximum,
+  Pow,
+  Greater,
+  Less,
+  Equal
+};
 
 /// cond ≠ 0 ? a : b elementwise, the three shapes broadcast (NumPy); one
 /// float dtype.

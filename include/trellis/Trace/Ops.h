@@ -53,6 +53,8 @@ Tensor mul(const Tensor &a, const Tensor &b, Where where = Where::current());
 Tensor div(const Tensor &a, const Tensor &b, Where where = Where::current());
 Tensor maximum(const Tensor &a, const Tensor &b,
                Where where = Where::current());
+/// a^b (float; C's powf).
+Tensor pow(const Tensor &a, const Tensor &b, Where where = Where::current());
 // Comparisons: 1 where they hold, else 0, in the operands' type.
 Tensor greater(const Tensor &a, const Tensor &b,
                Where where = Where::current());

@@ -188,6 +188,15 @@ def rsqrt(x):
     return div(1.0, sqrt(x))
 
 
+def pow(a, b):
+    """``a ** b`` (float; f32 ``powf``, so a negative base with a non-integer exponent is NaN). Also ``x ** y``.
+
+    >>> (tc.Tensor([2.0, 3.0]) ** 2.0).eval()
+    array([4., 9.], dtype=float32)
+    """
+    return _binary("pow", a, b)
+
+
 def greater(a, b):
     """``a > b`` elementwise: 1 where it holds, else 0, in the operands' dtype (a NaN compares false).
 

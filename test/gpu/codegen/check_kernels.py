@@ -49,6 +49,7 @@ BINARY = {
     "mul": torch.mul,
     "div": torch.div,
     "maximum": torch.maximum,
+    "pow": torch.pow,
     "greater": lambda a, b: (a > b).to(a.dtype),  # 1 or 0 in the operands' type
     "less": lambda a, b: (a < b).to(a.dtype),
     "equal": lambda a, b: (a == b).to(a.dtype),
@@ -111,7 +112,7 @@ def rand(t, kind):
     x = torch.randn(shape, device="cuda") * 2
     if kind == "layer_norm":  # rows with an offset: the variance is not E[x²]
         x = x + 3
-    if kind == "sqrt":
+    if kind in ("sqrt", "pow"):  # (pow: positive bases)
         x = x.abs()
     if kind in ("equal", "where"):  # ties and zeros (a where's cond selects both ways)
         x = torch.round(x)

@@ -68,6 +68,7 @@ def build_cases():
     case("sub", [T([4, 8], F32), T([4, 1], F32)], [T([4, 8], F32)])
     case("div", [T([3, 5, 7], F32), T([5, 1], F32)], [T([3, 5, 7], F32)])
     case("maximum", [T([6, 10], F16), T([10], F16)], [T([6, 10], F16)])
+    case("pow", [T([6, 10], F32), T([10], F32)], [T([6, 10], F32)])
     for cmp in ("greater", "less", "equal"):
         case(cmp, [T([6, 10], F32), T([10], F32)], [T([6, 10], F32)])
     case("greater", [T([16, 3], I32), T([3], I32)], [T([16, 3], I32)])

@@ -53,6 +53,8 @@ func.func @binary(%x: tensor<2x4096x1024xf16>, %y: tensor<2x1x1024xf16>) {
   %z3 = trellis.div %x, %y : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
   // CHECK: trellis.maximum %{{.*}}, %{{.*}} : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
   %z4 = trellis.maximum %x, %y : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
+  // CHECK: trellis.pow %{{.*}}, %{{.*}} : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
+  %z8 = trellis.pow %x, %y : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
   // CHECK: trellis.greater %{{.*}}, %{{.*}} : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
   %z5 = trellis.greater %x, %y : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
   // CHECK: trellis.less %{{.*}}, %{{.*}} : (tensor<2x4096x1024xf16>, tensor<2x1x1024xf16>) -> tensor<2x4096x1024xf16>
