@@ -33,31 +33,44 @@ FailureOr<std::pair<MemRefType, int64_t>> sampleBuffer(Operation *flow) {
   return std::make_pair(flatMemRef(rt, bound), bound);
 }
 
-} // namespace
-
-FailureOr<Launch> emitFlowUpdateKernel(Operation *flow, gpu::GPUModuleOp module,
-                                       StringRef name) {
+/// An elementwise kernel over the sample of `flow`: parameters `buffers`
+/// sample-sized f32 buffers, then `scalars`, then `rows: i64` for a sample
+/// with dynamic rows; buffers 0..inputs-1 are loaded for `body`, whose
+/// value is stored to buffer `output`.
+FailureOr<Launch> emitSampleKernel(Operation *flow, gpu::GPUModuleOp module,
+                                   StringRef name, unsigned buffers,
+                                   ArrayRef<Type> scalars, unsigned inputs,
+                                   unsigned output, const EwBody &body) {
   FailureOr<std::pair<MemRefType, int64_t>> sample = sampleBuffer(flow);
   if (failed(sample))
     return failure();
   auto [mt, bound] = *sample;
   auto rt = cast<RankedTensorType>(flow->getOperand(0).getType());
-  Builder tb(flow->getContext());
-  SmallVector<Type> args = {
-      mt, mt, mt, mt, tb.getF32Type(), tb.getF32Type(), tb.getI32Type()};
+  SmallVector<Type> args(buffers, mt);
+  llvm::append_range(args, scalars);
   if (bound)
-    args.push_back(tb.getI64Type());
+    args.push_back(Builder(flow->getContext()).getI64Type());
   KernelBuilder kb(module, name, args, flow->getLoc());
   if (bound)
-    kb.bindRows(7, bound);
-  // Operands 0..2 are (x, v_cond, v_uncond); v_uncond is read only when
-  // guided (it may be null otherwise).
+    kb.bindRows(unsigned(args.size() - 1), bound);
   SmallVector<int64_t> shape = boundShape(rt, bound);
-  EwOperand x{0, broadcastStrides(shape, shape)};
-  EwOperand vc{1, broadcastStrides(shape, shape)};
-  return emitElementwise(
-      kb, shape, {x, vc}, 3, true,
-      [&](KernelBuilder &k, ArrayRef<Value> v, Value flat) {
+  SmallVector<EwOperand> operands;
+  for (unsigned i = 0; i < inputs; ++i)
+    operands.push_back({i, broadcastStrides(shape, shape)});
+  return emitElementwise(kb, shape, operands, output, true, body);
+}
+
+} // namespace
+
+FailureOr<Launch> emitFlowUpdateKernel(Operation *flow, gpu::GPUModuleOp module,
+                                       StringRef name) {
+  // (x, v_cond, v_uncond, x_next, strength, dt, guided): x and v_cond are
+  // loaded; v_uncond is read only when guided (it may be null otherwise).
+  Builder tb(flow->getContext());
+  return emitSampleKernel(
+      flow, module, name, 4,
+      {tb.getF32Type(), tb.getF32Type(), tb.getI32Type()}, /*inputs=*/2,
+      /*output=*/3, [&](KernelBuilder &k, ArrayRef<Value> v, Value flat) {
         OpBuilder &b = k.b;
         Location loc = k.loc;
         Type t = v[1].getType();
@@ -92,23 +105,10 @@ FailureOr<Launch> emitFlowUpdateKernel(Operation *flow, gpu::GPUModuleOp module,
 FailureOr<Launch> emitVelocitySumKernel(Operation *flow,
                                         gpu::GPUModuleOp module,
                                         StringRef name) {
-  FailureOr<std::pair<MemRefType, int64_t>> sample = sampleBuffer(flow);
-  if (failed(sample))
-    return failure();
-  auto [mt, bound] = *sample;
-  auto rt = cast<RankedTensorType>(flow->getOperand(0).getType());
-  Builder tb(flow->getContext());
-  SmallVector<Type> args = {mt, mt, mt, tb.getF32Type()};
-  if (bound)
-    args.push_back(tb.getI64Type());
-  KernelBuilder kb(module, name, args, flow->getLoc());
-  if (bound)
-    kb.bindRows(4, bound);
-  SmallVector<int64_t> shape = boundShape(rt, bound);
-  EwOperand sum{0, broadcastStrides(shape, shape)};
-  EwOperand v{1, broadcastStrides(shape, shape)};
-  return emitElementwise(
-      kb, shape, {sum, v}, 2, true,
+  // (sum, v, sum_next, scale)
+  return emitSampleKernel(
+      flow, module, name, 3, {Builder(flow->getContext()).getF32Type()},
+      /*inputs=*/2, /*output=*/2,
       [&](KernelBuilder &k, ArrayRef<Value> in, Value) {
         OpBuilder &b = k.b;
         Type t = in[0].getType();

@@ -32,11 +32,13 @@
 // CHECK: } else {
 // CHECK: arith.mulf
 // CHECK: arith.subf
+// CHECK: vector.store {{.*}}, %arg3[
 // Multidiffusion's velocity sum (sum, v, sum_next, scale): (sum + v)·scale.
 // CHECK-LABEL: gpu.func @velocity_sum_f32_1x8x16x16x16_k4
 // CHECK-SAME: (%{{.*}}: memref<32768xf32>, %{{.*}}: memref<32768xf32>, %{{.*}}: memref<32768xf32>, %{{.*}}: f32)
 // CHECK: arith.addf {{.*}} : vector<4xf32>
 // CHECK: arith.mulf {{.*}} : vector<4xf32>
+// CHECK: vector.store {{.*}}, %arg2[
 // CHECK-NOT: gpu.func
 
 // ANN-LABEL: func.func @decoder
