@@ -26,24 +26,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+from trellisc import read_safetensors  # noqa: E402  (NumPy only; no native library is loaded)
+
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 STD = np.array([0.229, 0.224, 0.225], np.float32)
 
 
-def read_safetensors(path):
-    """{name: f32 tensor on the GPU} of a safetensors file (F32 / F16 only)."""
-    data = Path(path).read_bytes()
-    n = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8 : 8 + n])
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = e["data_offsets"]
-        dt = {"F16": np.float16, "F32": np.float32}[e["dtype"]]
-        arr = np.frombuffer(data[8 + n + a : 8 + n + b], dtype=dt).reshape(e["shape"])
-        out[name] = torch.from_numpy(arr.astype(np.float32)).cuda()
-    return out
+def read_weights(path):
+    """{name: f32 tensor on the GPU} of a safetensors file (trellisc's reader: mapped, then copied)."""
+    return {k: torch.from_numpy(a.astype(np.float32)).cuda() for k, a in read_safetensors(path).items()}
 
 
 def normalize(rgb):
@@ -133,7 +125,7 @@ def main():
     a = ap.parse_args()
     d = Path(a.model_dir)
     cfg = json.loads((d / "config.json").read_text())
-    W = read_safetensors(d / "model.safetensors")
+    W = read_weights(d / "model.safetensors")
     s = cfg["image_size"]
     if a.image:
         x = torch.from_numpy(normalize(np.load(a.image))).cuda()

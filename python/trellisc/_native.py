@@ -377,6 +377,14 @@ def array_of(t, free=True):
     return out
 
 
+def engine_options(flags, device, threads):
+    """trellis_engine_options with its defaults, then these (for an engine or a session)."""
+    opts = EngineOptions()
+    runtime().trellis_engine_options_init(ctypes.byref(opts))
+    opts.flags, opts.device, opts.threads = flags, device, threads
+    return opts
+
+
 class Program:
     """An open bundle (trellis_program)."""
 
@@ -463,9 +471,7 @@ class Engine:
         self._program = program  # the engine holds a reference to it too
         self._keep = []
         table = weight_table(weights, model_dir, self._keep)
-        opts = EngineOptions()
-        lib.trellis_engine_options_init(ctypes.byref(opts))
-        opts.flags, opts.device, opts.threads = flags, device, threads
+        opts = engine_options(flags, device, threads)
         self._handle = ctypes.c_void_p()
         err = Error()
         check(
@@ -502,9 +508,7 @@ class Session:
         self._program = program
         self._keep = []
         table = weight_table(weights, model_dir, self._keep)
-        opts = EngineOptions()
-        lib.trellis_engine_options_init(ctypes.byref(opts))
-        opts.flags, opts.device, opts.threads = flags, device, threads
+        opts = engine_options(flags, device, threads)
 
         def notice(p, _user):  # the runtime's notices (e.g. no usable GPU)
             p = p.contents
