@@ -777,6 +777,38 @@ LogicalResult SoftmaxOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// ReduceOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location,
+    ReduceOp::Adaptor adaptor, SmallVectorImpl<Type> &inferredReturnTypes) {
+  auto x = cast<RankedTensorType>(adaptor.getInput().getType());
+  std::optional<int64_t> axis =
+      normalizeAxis(adaptor.getAxisAttr().getInt(), x.getRank());
+  if (!axis)
+    return emitOptionalError(location, "reduce: axis ",
+                             adaptor.getAxisAttr().getInt(),
+                             " is out of range for rank ", x.getRank());
+  ShapeBuilder shape;
+  shape.dims(x, 0, *axis);
+  if (adaptor.getKeepdim())
+    shape.size(1);
+  shape.dims(x, *axis + 1, x.getRank());
+  inferredReturnTypes.push_back(shape.get(x.getElementType()));
+  return success();
+}
+
+LogicalResult ReduceOp::verify() {
+  if (!llvm::is_contained({"sum", "mean", "max"}, getKind()))
+    return emitOpError()
+           << "kind must be \"sum\", \"mean\" or \"max\", found \"" << getKind()
+           << "\"";
+  return verifyAxis(*this, getAxisAttr().getInt(),
+                    getInput().getType().getRank());
+}
+
+//===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
 

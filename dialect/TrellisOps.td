@@ -616,6 +616,32 @@ def Trellis_SoftmaxOp : Trellis_PureOp<"softmax", [Trellis_GeneratedKernel, Infe
   let hasVerifier = 1;
 }
 
+def Trellis_ReduceOp : Trellis_PureOp<"reduce", [Trellis_GeneratedKernel,
+    Trellis_DynamicRowsKernel, InferTypeOpAdaptor]> {
+  let summary = "Sum, mean or maximum over one axis";
+  let description = [{
+    Reduces dimension `axis` (default −1) of x with `kind`: `"sum"`,
+    `"mean"` (the sum divided by the axis' size) or `"max"` (NaN
+    propagates, as torch.amax; −inf for an empty axis). Accumulates in f32
+    whatever the element type and rounds once to it. The result drops the
+    axis, or keeps it with size 1 when `keepdim` is set; other dimensions
+    keep their bounds.
+
+    Verifier: `kind` is one of the three; `axis` in [−rank, rank).
+
+    ```mlir
+    %m = trellis.reduce %x {kind = "mean", axis = -1 : i64, keepdim = true}
+           : (tensor<2x16x64xf16>) -> tensor<2x16x1xf16>
+    ```
+  }];
+  let arguments = (ins Trellis_FloatTensor:$input, StrAttr:$kind,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<BoolAttr, "false">:$keepdim);
+  let results = (outs Trellis_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Trellis_AttentionOp : Trellis_PureOp<"attention",
     [Trellis_LibraryCall, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "Dense multi-head attention softmax(q·kᵀ·scale)·v";

@@ -157,6 +157,9 @@ TRELLIS_RT_API trellis_status trellis_program_call(
  * model's weights are checked at setup too (without it, at the first run
  * with images). trellis_run sets it when spec.images is set. */
 #define TRELLIS_FLAG_IMAGES 64u
+/* GPU: wait for every op (eager launches, no graphs), so that a GPU fault
+ * is reported with the op and its source location (slow; for debugging). */
+#define TRELLIS_FLAG_SYNC_OPS 128u
 
 /* Sampler settings of one stage. 0 (steps) or NaN (others) keep what was
  * compiled. steps and cfg_strength change at run time (steps of a CUDA
@@ -281,7 +284,7 @@ typedef struct trellis_engine trellis_engine;
 typedef struct trellis_engine_options {
   uint32_t struct_size; /* sizeof(trellis_engine_options) */
   /* TRELLIS_FLAG_LOW_MEMORY, _GRAPHS, _CHECK_FINITE, _CPU_ONLY,
-   * _REQUIRE_GPU, _IMAGES (the other bits are per run). */
+   * _REQUIRE_GPU, _IMAGES, _SYNC_OPS (the other bits are per run). */
   uint32_t flags;
   int32_t device;  /* CUDA device ordinal (default 0) */
   int32_t threads; /* CPU threads; 0 = all */

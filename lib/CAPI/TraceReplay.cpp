@@ -234,6 +234,7 @@ private:
   bool linear(const OpCall &c, std::vector<trace::Tensor> &out);
   bool layerNorm(const OpCall &c, std::vector<trace::Tensor> &out);
   bool softmax(const OpCall &c, std::vector<trace::Tensor> &out);
+  bool reduce(const OpCall &c, std::vector<trace::Tensor> &out);
   bool attention(const OpCall &c, std::vector<trace::Tensor> &out);
   bool timestepEmbedding(const OpCall &c, std::vector<trace::Tensor> &out);
   bool conv3d(const OpCall &c, std::vector<trace::Tensor> &out);
@@ -337,7 +338,8 @@ bool Replayer::replayOp(const OpCall &c, std::vector<trace::Tensor> &out) {
       {"pow", trace::pow},
       {"greater", trace::greater},
       {"less", trace::less},
-      {"equal", trace::equal}};
+      {"equal", trace::equal},
+      {"gather_rows", trace::gatherRows}};
   using TernaryFn =
       trace::Tensor (*)(const trace::Tensor &, const trace::Tensor &,
                         const trace::Tensor &, trace::Where);
@@ -349,6 +351,7 @@ bool Replayer::replayOp(const OpCall &c, std::vector<trace::Tensor> &out) {
       {"linear", &Replayer::linear},
       {"layer_norm", &Replayer::layerNorm},
       {"softmax", &Replayer::softmax},
+      {"reduce", &Replayer::reduce},
       {"attention", &Replayer::attention},
       {"reshape", &Replayer::reshape},
       {"permute", &Replayer::permute},
@@ -423,6 +426,20 @@ bool Replayer::softmax(const OpCall &c, std::vector<trace::Tensor> &out) {
   if (!arity(c, 1, 1) || !getInt(c.attrs, "axis", axis, c.where))
     return false;
   out.push_back(trace::softmax(c.in[0], axis, c.here));
+  return true;
+}
+
+bool Replayer::reduce(const OpCall &c, std::vector<trace::Tensor> &out) {
+  std::string kind;
+  int64_t axis = -1;
+  if (!arity(c, 1, 1) || !getString(c.attrs, "kind", kind, c.where) ||
+      !getInt(c.attrs, "axis", axis, c.where))
+    return false;
+  auto keepdim = c.attrs.find("keepdim");
+  if (keepdim == c.attrs.end() || !keepdim->is_boolean())
+    return fail(c.where + ": 'keepdim' must be true or false");
+  out.push_back(
+      trace::reduce(c.in[0], kind, axis, keepdim->get<bool>(), c.here));
   return true;
 }
 

@@ -42,6 +42,11 @@ OpClass classify(Operation *op) {
 bool supportsDynamicRows(Operation *op) {
   if (!op->hasTrait<mlir::trellis::OpTrait::DynamicRowsKernel>())
     return false;
+  // A reduction over dimension 0 would loop over the dynamic rows.
+  if (auto reduce = dyn_cast<mlir::trellis::ReduceOp>(op)) {
+    int64_t axis = reduce.getAxisAttr().getInt();
+    return axis != 0 && axis != -reduce.getInput().getType().getRank();
+  }
   if (isa<mlir::trellis::SplitOp, mlir::trellis::ConcatOp>(op)) {
     // Along dimension 0 the pieces' rows are not the whole's.
     int64_t axis = intAttrOr(op, "axis", 0);

@@ -128,7 +128,25 @@ FailureOr<Launch> emitRowIndexKernel(Operation *op, StringRef n,
   auto rowStart = [&](Value row) { return kb.mul(row, rowElems); };
   Value result;
   if (n == "gather_rows") {
-    result = kb.load(kb.arg(0), kb.add(rowStart(indexAt(1, r)), e), v);
+    // An index outside x's rows (its bound, if dynamic) reads row 0 and
+    // yields NaN (integers: 0) instead of reading past the buffer; the CPU
+    // reference reports the index (a Python embedding's indices are data).
+    Type xTy = op->getOperand(0).getType();
+    int64_t xRows = ownRows(xTy) ? ownRows(xTy) : shapeOf(op->getOperand(0))[0];
+    Value src = indexAt(1, r);
+    Value valid = kb.ult(src, xRows);
+    src = arith::SelectOp::create(b, loc, valid, src, kb.idx(0));
+    result = kb.load(kb.arg(0), kb.add(rowStart(src), e), v);
+    Type et = elemOf(op->getOperand(0));
+    Value bad =
+        isa<FloatType>(et)
+            ? Value(arith::ConstantOp::create(
+                  b, loc,
+                  b.getFloatAttr(et,
+                                 APFloat::getNaN(
+                                     cast<FloatType>(et).getFloatSemantics()))))
+            : Value(arith::ConstantOp::create(b, loc, b.getZeroAttr(et)));
+    result = arith::SelectOp::create(b, loc, valid, result, kb.splat(bad, v));
   } else if (n == "sparse.subdivide_features") {
     result = kb.load(kb.arg(0), kb.add(rowStart(kb.div(r, 8)), e), v);
   } else { // segment_mean

@@ -99,6 +99,14 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s);
 Launch emitAxisKernel(KernelBuilder &kb, const RowSpec &s, int64_t outer,
                       int64_t inner);
 
+/// trellis.reduce of x (argument 0) viewed as [outer, n, inner] into argument
+/// 1: "sum", "mean" or "max", f32 accumulation. inner = 1: a warp per result
+/// (lanes stride the row, shuffle combine); else a thread per result looping
+/// over the axis. Dynamic rows (kb.rows): `outer` is the bound's, and
+/// `outerPerRow` outer positions belong to one dimension-0 row.
+Launch emitReduceKernel(KernelBuilder &kb, StringRef kind, int64_t outer,
+                        int64_t n, int64_t inner, int64_t outerPerRow);
+
 /// Layer norm over a non-last axis of x viewed as [outer, n, inner], the
 /// channels split across the block: P threads of a block take P position
 /// groups (V consecutive inner positions each, one vector access), the

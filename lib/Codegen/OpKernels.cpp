@@ -285,7 +285,8 @@ FailureOr<Launch> emitFusedLayerNorm(OpKernelContext &c, StringRef n) {
   return emitRowKernel(c.kb, s);
 }
 
-/// The row reductions' kernels (norms, softmax); nullopt when `n` is not one.
+/// The row reductions' kernels (norms, softmax, reduce); nullopt when `n` is
+/// not one.
 std::optional<FailureOr<Launch>> emitRowOp(OpKernelContext &c, StringRef n) {
   if (n == "layer_norm")
     return emitLayerNorm(c.op, c.kb, c.shape(c.op->getOperand(0)));
@@ -317,6 +318,17 @@ std::optional<FailureOr<Launch>> emitRowOp(OpKernelContext &c, StringRef n) {
       return emitRowKernel(c.kb, s);
     }
     return emitAxisKernel(c.kb, s, outer, inner);
+  }
+  if (n == "reduce") {
+    SmallVector<int64_t> x = c.shape(c.op->getOperand(0));
+    int64_t axis = intAttrOr(c.op, "axis", -1);
+    if (axis < 0)
+      axis += int64_t(x.size());
+    int64_t outer = product(ArrayRef(x).take_front(axis));
+    return emitReduceKernel(
+        c.kb, c.op->getAttrOfType<StringAttr>("kind").getValue(), outer,
+        x[axis], product(ArrayRef(x).drop_front(axis + 1)),
+        c.bound ? outer / x.front() : 0);
   }
   return std::nullopt;
 }

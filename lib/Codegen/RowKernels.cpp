@@ -493,6 +493,53 @@ Launch emitAxisKernel(KernelBuilder &kb, const RowSpec &s, int64_t outer,
   return launch1d(items);
 }
 
+Launch emitReduceKernel(KernelBuilder &kb, StringRef kind, int64_t outer,
+                        int64_t n, int64_t inner, int64_t outerPerRow) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type f32 = b.getF32Type();
+  Type outTy = cast<MemRefType>(kb.arg(1).getType()).getElementType();
+  const bool isMax = kind == "max";
+  const int64_t lanes = inner == 1 ? 32 : 1;
+  const int64_t items = outer * inner;
+  Value gid = kb.globalId();
+  Value active = kb.rows ? kb.rowsTimes(outerPerRow * inner * lanes)
+                         : kb.idx(items * lanes);
+  kb.guard(kb.ult(gid, active)); // whole warps: lanes · items is a multiple
+  Value item = kb.div(gid, lanes);
+  Value lane = kb.rem(gid, lanes);
+  Value base =
+      kb.add(kb.mul(kb.div(item, inner), n * inner), kb.rem(item, inner));
+  auto combine = [&](Value acc, Value x) -> Value {
+    if (isMax) // NaN propagates, as the reference
+      return arith::MaximumFOp::create(b, loc, acc, x);
+    return arith::AddFOp::create(b, loc, acc, x);
+  };
+  Value init = kb.f32(isMax ? -INFINITY : 0.0, f32);
+  auto loop = scf::ForOp::create(
+      b, loc, lane, kb.idx(n), kb.idx(lanes), ValueRange{init},
+      [&](OpBuilder &nb, Location l, Value j, ValueRange acc) {
+        OpBuilder::InsertionGuard ig(kb.b);
+        kb.b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        Value x =
+            kb.toF32(kb.load(kb.arg(0), kb.add(base, kb.mul(j, inner)), 1));
+        scf::YieldOp::create(kb.b, l, combine(acc[0], x));
+      });
+  Value r = loop.getResult(0);
+  if (lanes > 1)
+    r = warpAllReduce(kb, r, lanes, isMax);
+  if (kind == "mean")
+    r = arith::DivFOp::create(b, loc, r, kb.f32(double(n), f32));
+  if (lanes > 1)
+    kb.guard(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
+                                   kb.idx(0)));
+  kb.store(kb.fromF32(r, outTy), kb.arg(1), item);
+  Launch l = launch1d(items * lanes);
+  if (kb.rows)
+    l.threadsPerRow = outerPerRow * inner * lanes;
+  return l;
+}
+
 /// Layer norm over a non-last axis of x viewed as [outer, n, inner], the
 /// channels split across the block: P threads of a block take P position
 /// groups (V consecutive inner positions each, one vector access), the

@@ -188,6 +188,23 @@ Tensor softmax(const Tensor &x, int64_t axis, Where where) {
                                  i64(x.tracer(), axis));
 }
 
+Tensor reduce(const Tensor &x, const std::string &kind, int64_t axis,
+              bool keepdim, Where where) {
+  if (Tracer::anyAbsent({x}))
+    return Tensor();
+  Tracer &t = x.tracer();
+  return inferred<td::ReduceOp>(t, where, x.value(),
+                                t.builder().getStringAttr(kind), i64(t, axis),
+                                t.builder().getBoolAttr(keepdim));
+}
+
+Tensor gatherRows(const Tensor &x, const Tensor &index, Where where) {
+  if (Tracer::anyAbsent({x, index}))
+    return Tensor();
+  return inferred<td::GatherRowsOp>(x.tracer(), where, x.value(),
+                                    index.value());
+}
+
 Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
                  double scale, Where where) {
   if (Tracer::anyAbsent({q, k, v}))

@@ -16,11 +16,21 @@ docs/guide/python.md.
 """
 from . import trellis
 from ._errors import TrellisError
-from ._trace import Tensor
+from ._trace import Tensor, set_eager_target
 from .compile import Executable, compile
 from .dtypes import dtype, float16, float32, int32, int64
 from .input_info import InputInfo
-from .module import LayerNorm, Linear, Module, ModuleList, Parameter, Sequential, read_safetensors
+from .module import (
+    Embedding,
+    GroupNorm,
+    LayerNorm,
+    Linear,
+    Module,
+    ModuleList,
+    Parameter,
+    Sequential,
+    read_safetensors,
+)
 from .ops.attention import attention
 from .ops.conditioning import gated_residual, modulate, timestep_embedding
 from .ops.conv import conv3d
@@ -51,12 +61,15 @@ from .ops.elementwise import (
     where,
 )
 from .ops.linalg import linear, matmul
-from .ops.normalization import head_rms_norm, layer_norm, softmax
+from .ops.embedding import embedding
+from .ops.normalization import group_norm, head_rms_norm, layer_norm, softmax
+from .ops.reduction import max, mean, sum
 from .ops.shape import cast, concat, narrow, permute, reshape, split, transpose
 
 __all__ = [
     "TrellisError",
     "Tensor",
+    "set_eager_target",
     "Executable",
     "compile",
     "dtype",
@@ -65,6 +78,8 @@ __all__ = [
     "int32",
     "int64",
     "InputInfo",
+    "Embedding",
+    "GroupNorm",
     "LayerNorm",
     "Linear",
     "Module",
@@ -108,6 +123,11 @@ __all__ = [
     "matmul",
     "layer_norm",
     "softmax",
+    "group_norm",
+    "embedding",
+    "sum",
+    "mean",
+    "max",
     "cast",
     "concat",
     "permute",

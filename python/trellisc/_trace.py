@@ -32,6 +32,27 @@ class Node:
         self.types = None  # inferred {"dtype","shape","bounds"} per output
 
 
+_EAGER = {"target": "cpu"}
+
+
+def set_eager_target(target):
+    """Where :meth:`Tensor.eval` (and printing a tensor) runs: ``"cpu"`` (the
+    CPU reference; the default: each evaluation compiles a small program, and
+    for ``"cuda"`` that includes ptxas, about 0.1 s), ``"cuda"`` (compiled to
+    PTX and run on the GPU; without a usable GPU it falls back to the CPU
+    reference with a notice) or ``"auto"`` (as ``tc.compile``'s target).
+    Returns the previous setting.
+
+    >>> old = tc.set_eager_target("cpu")
+    """
+    if target not in ("cpu", "cuda", "auto"):
+        raise TrellisError(
+            f"set_eager_target: target must be 'cpu', 'cuda' or 'auto', found {target!r}", user_location()
+        )
+    old, _EAGER["target"] = _EAGER["target"], target
+    return old
+
+
 class Tensor:
     """A lazily evaluated tensor.
 
@@ -95,8 +116,9 @@ class Tensor:
 
     # --- evaluation -------------------------------------------------------
     def eval(self):
-        """Compiles the graph that produces this tensor, runs it on the CPU
-        reference backend and returns a NumPy array (cached).
+        """Compiles the graph that produces this tensor, runs it where
+        :func:`trellisc.set_eager_target` says (the CPU reference unless set)
+        and returns a NumPy array (cached).
 
         >>> tc.gelu(tc.Tensor([0.0, 1.0])).eval().round(4)
         array([0.    , 0.8412], dtype=float32)
@@ -112,7 +134,7 @@ class Tensor:
                 )
             from .compile import _compile_graph
 
-            exe = _compile_graph([self], [], name="eval")
+            exe = _compile_graph([self], [], name="eval", target=_EAGER["target"])
             self._value = exe()
         return self._value
 
@@ -206,6 +228,24 @@ class Tensor:
         from .ops.shape import getitem
 
         return getitem(self, key)
+
+    def sum(self, axis=None, keepdim=False):
+        """Same as :func:`trellisc.sum`."""
+        from .ops.reduction import sum
+
+        return sum(self, axis, keepdim)
+
+    def mean(self, axis=None, keepdim=False):
+        """Same as :func:`trellisc.mean`."""
+        from .ops.reduction import mean
+
+        return mean(self, axis, keepdim)
+
+    def max(self, axis=None, keepdim=False):
+        """Same as :func:`trellisc.max`."""
+        from .ops.reduction import max
+
+        return max(self, axis, keepdim)
 
     def reshape(self, shape):
         """Same as :func:`trellisc.reshape`."""

@@ -12,7 +12,7 @@ from ._trace import Node, Tensor, Trace
 from .input_info import InputInfo
 
 
-def compile(fn, args, check_finite=False, name="main", target="auto", gpu="auto"):
+def compile(fn, args, check_finite=False, name="main", target="auto", gpu="auto", sync_ops=False):
     """Traces ``fn`` on placeholders described by ``args`` (a list of
     :class:`InputInfo`), compiles it with the trellisc phases and returns an
     :class:`Executable`.
@@ -22,7 +22,10 @@ def compile(fn, args, check_finite=False, name="main", target="auto", gpu="auto"
     ``"cpu"`` (the CPU reference backend) or ``"auto"`` (cuda when this build
     has the CUDA toolkit's kernels, else cpu). ``gpu``: where a CUDA program
     runs: ``"auto"`` (the GPU when one is usable, else the CPU reference with
-    a notice on stderr), ``"off"`` or ``"require"``.
+    a notice on stderr), ``"off"`` or ``"require"``. ``check_finite``: stop at
+    the first op whose result has a NaN or Inf, naming it and its line.
+    ``sync_ops``: on the GPU, wait for every op (no CUDA graphs), so that a GPU
+    fault names the op and its line (slow; for debugging).
 
     >>> def f(x):
     ...     return tc.gelu(x) * 2.0
@@ -62,16 +65,18 @@ def compile(fn, args, check_finite=False, name="main", target="auto", gpu="auto"
         single=single,
         loc=where,
         target=target,
+        sync_ops=sync_ops,
     )
     exe.gpu = gpu
     return exe
 
 
 _GPU_FLAGS = {"auto": 0, "off": 16, "require": 32}  # TRELLIS_FLAG_CPU_ONLY, _REQUIRE_GPU
+_FLAG_GRAPHS, _FLAG_CHECK_FINITE, _FLAG_SYNC_OPS = 4, 8, 128  # trellis_rt.h's TRELLIS_FLAG_*
 
 
 def _compile_graph(
-    outputs, input_nodes, name="main", check_finite=False, single=True, loc=None, target="cpu"
+    outputs, input_nodes, name="main", check_finite=False, single=True, loc=None, target="cpu", sync_ops=False
 ):
     trace = Trace(outputs, input_nodes, name=name, loc=loc)
     if target not in ("auto", "cuda", "cpu"):
@@ -96,6 +101,7 @@ def _compile_graph(
         "outputs": result.info.get("outputs", []),
         "locs": trace.locs,
         "check_finite": check_finite,
+        "sync_ops": bool(sync_ops),
     }
     params = {n: a for (_, n), a in trace.weights.items()}
     return Executable(result.bundle, signature, params)
@@ -108,7 +114,8 @@ class Executable:
     backend, the GPU code, the staged parameters) that later calls reuse;
     ``exe.backend`` says where the function runs ("cuda" or "cpu") and
     ``exe.target`` what it was compiled for. Setting ``exe.gpu`` ("auto",
-    "off", "require") makes a new session at the next call.
+    "off", "require"), ``exe.check_finite`` or ``exe.sync_ops`` makes a new
+    session at the next call.
 
     >>> exe = tc.compile(lambda x: x + 1.0, args=[tc.InputInfo((2,))])
     >>> exe(np.zeros(2, np.float32))
@@ -120,8 +127,9 @@ class Executable:
         self._program = _native.Program(data=bundle)
         self.input_infos = [InputInfo.from_json(j) for j in signature["inputs"]]
         self.check_finite = signature.get("check_finite", False)
+        self.sync_ops = signature.get("sync_ops", False)
         self.gpu = "auto"
-        self._session, self._session_gpu = None, None
+        self._session, self._session_key = None, None
 
     @property
     def target(self):
@@ -140,20 +148,26 @@ class Executable:
         return self._session_for().backend(self._sig["function"])
 
     def _session_for(self):
-        if self._session is None or self._session_gpu != self.gpu:
+        key = (self.gpu, bool(self.check_finite), bool(self.sync_ops))
+        if self._session is None or self._session_key != key:
             if self.gpu not in _GPU_FLAGS:
                 raise TrellisError(
                     f"gpu must be 'auto', 'off' or 'require', found {self.gpu!r}", user_location()
                 )
             # (The old session goes when its last DeviceArray does.)
             self._session = None
-            flags = 4 | _GPU_FLAGS[self.gpu] | (8 if self.check_finite else 0)
+            flags = (
+                _FLAG_GRAPHS
+                | _GPU_FLAGS[self.gpu]
+                | (_FLAG_CHECK_FINITE if self.check_finite else 0)
+                | (_FLAG_SYNC_OPS if self.sync_ops else 0)
+            )
             weights = {("params", n): a for n, a in self._params.items()}
             try:
                 self._session = _native.Session(self._program, weights, flags=flags)
             except _native.RuntimeFailure as f:
                 raise TrellisError(f.message, user_location()) from None
-            self._session_gpu = self.gpu
+            self._session_key = key
         return self._session
 
     @property

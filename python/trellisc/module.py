@@ -8,7 +8,8 @@ from . import dtypes as _dt
 from ._errors import TrellisError, user_location
 from ._trace import Node, Tensor, _module_stack
 from .ops.linalg import linear
-from .ops.normalization import layer_norm
+from .ops.embedding import embedding
+from .ops.normalization import group_norm, layer_norm
 
 
 class Parameter(Tensor):
@@ -226,6 +227,38 @@ class LayerNorm(Module):
 
     def forward(self, x):
         return layer_norm(x, self.weight, self.bias, self.eps)
+
+
+class GroupNorm(Module):
+    """GroupNorm of ``[N, C, *]`` with ``weight``/``bias`` [C] (ones / zeros) in ``dtype``.
+
+    >>> tc.GroupNorm(2, 4)(tc.Tensor(np.array([[[1.0], [3.0], [5.0], [9.0]]], np.float32))).shape
+    (1, 4, 1)
+    """
+
+    def __init__(self, num_groups, channels, eps=1e-5, dtype=_dt.float32):
+        super().__init__()
+        self.weight = Parameter(np.ones(channels, dtype.numpy))
+        self.bias = Parameter(np.zeros(channels, dtype.numpy))
+        self.num_groups, self.eps = num_groups, eps
+
+    def forward(self, x):
+        return group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+
+class Embedding(Module):
+    """A lookup table ``weight [num, dim]``: ``forward(indices)`` is :func:`trellisc.embedding`.
+
+    >>> tc.Embedding(10, 4)(tc.Tensor(np.array([1, 2, 3], np.int32))).shape
+    (3, 4)
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, dtype=_dt.float32):
+        super().__init__()
+        self.weight = Parameter(shape=(num_embeddings, embedding_dim), dtype=dtype)
+
+    def forward(self, indices):
+        return embedding(indices, self.weight)
 
 
 _ST_DTYPES = {

@@ -346,7 +346,8 @@ private:
 
 constexpr uint32_t kEngineFlags =
     TRELLIS_FLAG_LOW_MEMORY | TRELLIS_FLAG_GRAPHS | TRELLIS_FLAG_CHECK_FINITE |
-    TRELLIS_FLAG_CPU_ONLY | TRELLIS_FLAG_REQUIRE_GPU | TRELLIS_FLAG_IMAGES;
+    TRELLIS_FLAG_CPU_ONLY | TRELLIS_FLAG_REQUIRE_GPU | TRELLIS_FLAG_IMAGES |
+    TRELLIS_FLAG_SYNC_OPS;
 constexpr uint32_t kAllFlags = kEngineFlags | TRELLIS_FLAG_DETERMINISTIC;
 
 /// Engine options from C flags; errors name the field.
@@ -364,6 +365,7 @@ Result<EngineOptions> engineOptions(uint32_t flags, int32_t device,
   o.checkFinite = flags & TRELLIS_FLAG_CHECK_FINITE;
   o.gpu.options.lowMemory = flags & TRELLIS_FLAG_LOW_MEMORY;
   o.gpu.options.cudaGraphs = flags & TRELLIS_FLAG_GRAPHS;
+  o.gpu.options.syncEachOp = flags & TRELLIS_FLAG_SYNC_OPS;
   o.gpu.options.device = device;
   o.images = flags & TRELLIS_FLAG_IMAGES;
   if (flags & TRELLIS_FLAG_CPU_ONLY)
@@ -991,8 +993,8 @@ trellis_status trellis_engine_create(trellis_program *program,
     if (o.flags & ~kEngineFlags)
       return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
                     "options.flags: only TRELLIS_FLAG_LOW_MEMORY, _GRAPHS, "
-                    "_CHECK_FINITE, _CPU_ONLY and _REQUIRE_GPU are engine "
-                    "options");
+                    "_CHECK_FINITE, _CPU_ONLY, _REQUIRE_GPU, _IMAGES and "
+                    "_SYNC_OPS are engine options");
     setThreads(o.threads);
     return engineCreate(program, weights, o.flags, o.device, o.progress,
                         o.user_data, out, err);

@@ -116,7 +116,7 @@ inline void addOp(OpTable &table, const std::string &name, OpFn fn) {
   (void)inserted;
 }
 
-/// Optional integer / float attributes.
+/// Optional integer / float / boolean attributes.
 inline int64_t intOr(const Instr &i, const char *name, int64_t fallback) {
   auto v = i.intAttr(name);
   return v ? *v : fallback;
@@ -124,6 +124,11 @@ inline int64_t intOr(const Instr &i, const char *name, int64_t fallback) {
 inline double floatOr(const Instr &i, const char *name, double fallback) {
   auto v = i.floatAttr(name);
   return v ? *v : fallback;
+}
+/// An optional BoolAttr (a JSON boolean in the program).
+inline bool boolOr(const Instr &i, const char *name, bool fallback) {
+  auto it = i.attrs.find(name);
+  return it != i.attrs.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
 
 // The op families, one file each.

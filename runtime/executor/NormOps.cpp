@@ -135,6 +135,13 @@ Status headRmsNormOp(const OpContext &ctx) {
   return ctx.single(ref::headRmsNorm(x, g));
 }
 
+Status reduceOp(const OpContext &ctx) {
+  TRELLIS_ASSIGN_OR_RETURN(auto &x, ctx.in.tensor(0));
+  TRELLIS_ASSIGN_OR_RETURN(auto &kind, ctx.instr.stringAttr("kind"));
+  return ctx.single(ref::reduce(x, kind, int(intOr(ctx.instr, "axis", -1)),
+                                boolOr(ctx.instr, "keepdim", false)));
+}
+
 Status sparseGroupNormOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
   const Instr &instr = ctx.instr;
@@ -155,6 +162,7 @@ void registerNormOps(OpTable &table) {
   addOp(table, "trellis.linear_residual_norm", linearResidualNormOp);
   addOp(table, "trellis.layer_norm", layerNormOp);
   addOp(table, "trellis.head_rms_norm", headRmsNormOp);
+  addOp(table, "trellis.reduce", reduceOp);
   addOp(table, "trellis.sparse.group_norm", sparseGroupNormOp);
 }
 

@@ -1,4 +1,4 @@
-//===- Norm.cpp - layer_norm, head_rms_norm, softmax ----------------------===//
+//===- Norm.cpp - layer_norm, head_rms_norm, softmax, reduce --------------===//
 #include "runtime/reference/Common.h"
 
 #include <cmath>
@@ -160,6 +160,54 @@ Result<HostTensor> softmax(const HostTensor &x, int axis) {
                   float sum = pairwiseSum(e.data(), sp.n);
                   for (int64_t j = 0; j < sp.n; ++j)
                     out.set(base + j * sp.inner, e[size_t(j)] / sum);
+                }
+              });
+  return out.take();
+}
+
+Result<HostTensor> reduce(const HostTensor &x, const std::string &kind,
+                          int axis, bool keepdim) {
+  const char *op = "reduce";
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "x", x));
+  if (kind != "sum" && kind != "mean" && kind != "max")
+    return opError(op, "kind must be sum, mean or max, found \"" + kind + "\"");
+  int ax = normalizeAxis(axis, x.rank());
+  if (ax < 0)
+    return opError(op, "axis " + std::to_string(axis) +
+                           " is out of range for " + describe(x));
+  AxisSplit sp = splitAt(x.shape(), ax);
+  Shape shape;
+  for (int d = 0; d < x.rank(); ++d)
+    if (d != ax)
+      shape.push_back(x.dim(d));
+    else if (keepdim)
+      shape.push_back(1);
+  FloatView vx(x);
+  FloatOut out(x.dtype(), shape);
+  const bool isMax = kind == "max";
+  parallelFor(sp.outer * sp.inner,
+              std::max<int64_t>(1, 4096 / std::max<int64_t>(1, sp.n)),
+              [&](int64_t begin, int64_t end) {
+                std::vector<float> v(static_cast<size_t>(sp.n));
+                for (int64_t item = begin; item < end; ++item) {
+                  int64_t o = item / sp.inner, in = item % sp.inner;
+                  int64_t base = o * sp.n * sp.inner + in;
+                  for (int64_t j = 0; j < sp.n; ++j)
+                    v[size_t(j)] = vx[base + j * sp.inner];
+                  float r;
+                  if (isMax) {
+                    r = -INFINITY;
+                    for (float e : v) // NaN propagates (as torch.amax)
+                      r = (std::isnan(e) || e > r) ? e : r;
+                    for (float e : v)
+                      if (std::isnan(e))
+                        r = e;
+                  } else {
+                    r = pairwiseSum(v.data(), sp.n);
+                    if (kind == "mean")
+                      r /= float(sp.n);
+                  }
+                  out.set(item, r);
                 }
               });
   return out.take();

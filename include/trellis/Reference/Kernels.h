@@ -169,6 +169,11 @@ Result<HostTensor> headRmsNorm(const HostTensor &x, const HostTensor &gamma);
 /// trellis.softmax along one axis (max-subtracted, f32).
 Result<HostTensor> softmax(const HostTensor &x, int axis);
 
+/// trellis.reduce: "sum" (pairwise, f32), "mean" (that sum / n) or "max"
+/// (NaN propagates) over one axis, dropped or kept with size 1.
+Result<HostTensor> reduce(const HostTensor &x, const std::string &kind,
+                          int axis, bool keepdim);
+
 /// trellis.attention: q [B, Lq, H, d], k [B, Lk, H, d], v [B, Lk, H, dv]
 /// -> [B, Lq, H, dv]; softmax(scale·q·kᵀ)·v per (b, h), no mask, f32 softmax.
 Result<HostTensor> attention(const HostTensor &q, const HostTensor &k,

@@ -90,6 +90,14 @@ Tensor layerNorm(const Tensor &x, const Tensor &weight, const Tensor &bias,
 Tensor headRmsNorm(const Tensor &x, const Tensor &gamma,
                    Where where = Where::current());
 Tensor softmax(const Tensor &x, int64_t axis, Where where = Where::current());
+/// "sum", "mean" or "max" over `axis` (f32 accumulation), the axis dropped
+/// or (keepdim) kept with size 1.
+Tensor reduce(const Tensor &x, const std::string &kind, int64_t axis,
+              bool keepdim, Where where = Where::current());
+/// Rows of x picked by an i32 index [N]: out[i] = x[index[i]] (an embedding
+/// lookup).
+Tensor gatherRows(const Tensor &x, const Tensor &index,
+                  Where where = Where::current());
 /// softmax(q·kᵀ·scale)·v, token-major [B, L, H, d].
 Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
                  double scale, Where where = Where::current());

@@ -185,6 +185,13 @@ def reference(c, ins):
         return [(x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12) * f[1] * math.sqrt(d)).to(odt)]
     if k == "softmax":
         return [torch.softmax(f[0], dim=int(a.get("axis", -1))).to(odt)]
+    if k == "reduce":
+        ax, keep = int(a.get("axis", -1)), a.get("keepdim") == "true"
+        x = f[0].double()
+        r = {"sum": lambda: x.sum(ax, keepdim=keep), "mean": lambda: x.mean(ax, keepdim=keep)}.get(
+            a["kind"], lambda: x.amax(ax, keepdim=keep)
+        )()
+        return [r.to(odt)]
     if k == "split":
         ax = int(a["axis"])
         sizes = [o["shape"][ax] for o in c["outs"]]

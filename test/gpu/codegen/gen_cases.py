@@ -120,6 +120,10 @@ def build_cases():
     case("head_rms_norm", [T([2, 4096, 16, 64], F16), T([16, 64], F32)], [T([2, 4096, 16, 64], F16)])
     case("softmax", [T([4, 1374], F16)], [T([4, 1374], F16)])
     case("softmax", [T([4, 6, 5], F32)], [T([4, 6, 5], F32)], "{axis = 1 : i64}")
+    case("reduce", [T([4, 1374], F16)], [T([4], F16)], '{kind = "mean"}')
+    case("reduce", [T(X, F16)], [T([2, 4096, 1], F16)], '{kind = "sum", keepdim = true}')
+    case("reduce", [T([4, 6, 5], F32)], [T([4, 5], F32)], '{kind = "max", axis = 1 : i64}')
+    case("reduce", [T([8, 300, 3], F32)], [T([300, 3], F32)], '{kind = "sum", axis = 0 : i64}')
     case(
         "split",
         [T([2, 4096, 3, 16, 64], F16)],
@@ -205,6 +209,12 @@ def build_cases():
         form="plus modulate",
     )
     case("head_rms_norm", [D([N, 16, 64], F16), T([16, 64], F32)], [D([N, 16, 64], F16)])
+    case(
+        "reduce",
+        [D([N, 16, 64], F16)],
+        [D([N, 1, 64], F16)],
+        '{kind = "mean", axis = 1 : i64, keepdim = true}',
+    )
     case("concat", [D([N, 1024], F16), D([N, 1024], F16)], [D([N, 2048], F16)], "{axis = 1 : i64}")
     case("concat", [D([N, 128], F16), D([N, 128], F16)], [D([N, 256], F16)], "{axis = 1 : i64}")
     case(
@@ -305,7 +315,10 @@ def main():
         cases.append(dict(kind="flow_update", ins=[t] * 3, outs=[t], attrs=""))
     for c, (b, g, k, tpr) in zip(cases, launches):
         c.update(block=int(b), grid=int(g), kernel=k)
-        c["attrs_parsed"] = dict(re.findall(r"(\w+) = (?:array<i64: )?([-\d., e+]+)", c["attrs"]))
+        c["attrs_parsed"] = {
+            k: v.strip('"')
+            for k, v in re.findall(r'(\w+) = (?:array<i64: )?("[^"]*"|true|false|[-\d., e+]+)', c["attrs"])
+        }
         dyn = any(t.get("dynamic") for t in c["ins"] + c["outs"])
         if dyn != bool(tpr):
             sys.exit("%s: dynamic rows %s but threads_per_row %r" % (k, dyn, tpr))

@@ -105,9 +105,14 @@ func.func @resampling(%c: tensor<?x4xi32, #trellis.bounds<[4096]>>, %x: tensor<?
   // KERNEL: arith.divf {{.*}} : vector<8xf32>
   %d = trellis.segment_mean %x, %o, %ch {extra_count = 1 : i64} : (tensor<?x128xf16, #trellis.bounds<[4096]>>, tensor<?xi32, #trellis.bounds<[4097]>>, tensor<?xi32, #trellis.bounds<[4096]>>) -> tensor<?x128xf16, #trellis.bounds<[4096]>>
   // CHECK: trellis.gather_rows {{.*}}threads_per_row = 16 : i64}
+  // An index outside x's 4096 rows reads row 0 and stores NaN.
   // KERNEL-LABEL: gpu.func @gather_rows_f16_dx128
   // KERNEL: memref.load {{.*}} : memref<4096xi32>
-  // KERNEL: vector.load {{.*}} : memref<524288xf16>, vector<8xf16>
+  // KERNEL: %[[OK:.*]] = arith.cmpi ult, %{{.*}}, %c4096 : index
+  // KERNEL: arith.select %[[OK]], %{{.*}}, %c0 : index
+  // KERNEL: %[[ROW:.*]] = vector.load {{.*}} : memref<524288xf16>, vector<8xf16>
+  // KERNEL: %[[NAN:.*]] = vector.broadcast %{{.*}} : f16 to vector<8xf16>
+  // KERNEL: arith.select %[[OK]], %[[ROW]], %[[NAN]] : vector<8xf16>
   %u = trellis.gather_rows %d, %p : (tensor<?x128xf16, #trellis.bounds<[4096]>>, tensor<?xi32, #trellis.bounds<[4096]>>) -> tensor<?x128xf16, #trellis.bounds<[4096]>>
   return
 }

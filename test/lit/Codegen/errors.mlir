@@ -42,6 +42,17 @@ func.func @softmax_rows(%x: tensor<?x8xf16, #trellis.bounds<[64]>>) -> tensor<?x
 
 // -----
 
+// A reduction over the dynamic dimension 0 (it would loop over the rows).
+func.func @reduce_rows(%x: tensor<?x8xf32, #trellis.bounds<[64]>>) -> tensor<8xf32>
+    attributes {trellis.device = "cuda"} {
+  // expected-error @+2 {{has no GPU implementation for dynamic rows}}
+  // expected-note @+1 {{in CUDA function @reduce_rows}}
+  %0 = trellis.reduce %x {kind = "sum", axis = 0 : i64} : (tensor<?x8xf32, #trellis.bounds<[64]>>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
 // The same op outside a CUDA function is not looked at.
 func.func @cpu(%p: tensor<16x3xi32>) -> tensor<16x12xf32> {
   %0 = trellis.ape %p {channels = 12 : i64} : (tensor<16x3xi32>) -> tensor<16x12xf32>

@@ -63,6 +63,24 @@ func.func @norms(%x: tensor<2x4096x1024xf16>, %v: tensor<1x32x64x64x64xf32>, %ga
          : (tensor<2x16x4096x1374xf16>) -> tensor<2x16x4096x1374xf16>
   // CHECK: trellis.softmax %{{.*}} {axis = 1 : i64} : (tensor<2x16x4096x1374xf16>) -> tensor<2x16x4096x1374xf16>
   %p1 = trellis.softmax %s {axis = 1 : i64} : (tensor<2x16x4096x1374xf16>) -> tensor<2x16x4096x1374xf16>
+  // CHECK: trellis.reduce %{{.*}} {kind = "sum"} : (tensor<2x16x4096x1374xf16>) -> tensor<2x16x4096xf16>
+  %r0 = trellis.reduce %s {kind = "sum"} : (tensor<2x16x4096x1374xf16>) -> tensor<2x16x4096xf16>
+  // CHECK: trellis.reduce %{{.*}} {axis = 1 : i64, keepdim = true, kind = "max"} : (tensor<2x16x4096x1374xf16>) -> tensor<2x1x4096x1374xf16>
+  %r1 = trellis.reduce %s {kind = "max", axis = 1 : i64, keepdim = true} : (tensor<2x16x4096x1374xf16>) -> tensor<2x1x4096x1374xf16>
+  // A bounded dimension that is not reduced keeps its bound.
+  // CHECK: trellis.reduce %{{.*}} {kind = "mean"} : (tensor<?x1024xf16, #trellis.bounds<[32768]>>) -> tensor<?xf16, #trellis.bounds<[32768]>>
+  %r2 = trellis.reduce %r {kind = "mean"} : (tensor<?x1024xf16, #trellis.bounds<[32768]>>) -> tensor<?xf16, #trellis.bounds<[32768]>>
+  // Reducing the only axis gives a rank-0 tensor.
+  // CHECK: trellis.reduce %{{.*}} {axis = 0 : i64, kind = "sum"} : (tensor<32xf32>) -> tensor<f32>
+  %r3 = trellis.reduce %gamma {kind = "sum", axis = 0 : i64} : (tensor<32xf32>) -> tensor<f32>
+  return
+}
+
+// CHECK-LABEL: func.func @reduce
+func.func @reduce(%x: tensor<2x16x64xf16>) {
+  // CHECK: trellis.reduce %{{.*}} {keepdim = true, kind = "mean"} : (tensor<2x16x64xf16>) -> tensor<2x16x1xf16>
+  %m = trellis.reduce %x {kind = "mean", axis = -1 : i64, keepdim = true}
+         : (tensor<2x16x64xf16>) -> tensor<2x16x1xf16>
   return
 }
 

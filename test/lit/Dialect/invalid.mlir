@@ -484,6 +484,38 @@ func.func @softmax_axis(%x: tensor<4x8xf16>) {
 
 // -----
 
+func.func @reduce_kind(%x: tensor<4x8xf16>) {
+  // expected-error @+1 {{kind must be "sum", "mean" or "max", found "min"}}
+  %y = trellis.reduce %x {kind = "min"} : (tensor<4x8xf16>) -> tensor<4xf16>
+  return
+}
+
+// -----
+
+func.func @reduce_axis(%x: tensor<4x8xf16>) {
+  // expected-error @+1 {{axis 2 is out of range for rank 2 (expected [-2, 2))}}
+  %y = trellis.reduce %x {kind = "sum", axis = 2 : i64} : (tensor<4x8xf16>) -> tensor<4xf16>
+  return
+}
+
+// -----
+
+func.func @reduce_result(%x: tensor<4x8xf16>) {
+  // expected-error @+1 {{result #0 has type 'tensor<4xf16>' but the operands and attributes give 'tensor<4x1xf16>'}}
+  %y = trellis.reduce %x {kind = "sum", keepdim = true} : (tensor<4x8xf16>) -> tensor<4xf16>
+  return
+}
+
+// -----
+
+func.func @reduce_int(%x: tensor<4x8xi32>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 16-bit float or 32-bit float values}}
+  %y = trellis.reduce %x {kind = "sum"} : (tensor<4x8xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
 func.func @softmax_result(%x: tensor<4x8xf16>) {
   // expected-error @+1 {{result #0 has type 'tensor<8x4xf16>' but the operands and attributes give 'tensor<4x8xf16>'}}
   %y = trellis.softmax %x : (tensor<4x8xf16>) -> tensor<8x4xf16>
