@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "python" / "examples"))
@@ -30,7 +32,7 @@ def main():
     dest.mkdir(parents=True, exist_ok=True)
     out = Path(tempfile.mkdtemp())
     times = {}
-    for name, (cls, (shape, dtype)) in programs.PROGRAMS.items():
+    for name, (cls, (shape, dtype)) in {**programs.PROGRAMS, **programs.PARITY}.items():
         module = cls()
         module.load_state_dict(programs.params(module))
         t0 = time.perf_counter()
@@ -42,6 +44,14 @@ def main():
     # check_finite on the GPU: a NaN names the op and the user's line.
     exe = tc.compile(programs.log_of, args=[tc.InputInfo((4, 64))], target="cuda", check_finite=True)
     exe.save(out / "log_of.tcx")
+    # sync_ops: an injected GPU fault names the op and the user's line (run_device.py's fault check).
+    exe = tc.compile(programs.log_of, args=[tc.InputInfo((4, 64))], target="cuda", sync_ops=True)
+    exe.save(out / "log_of_sync.tcx")
+    table = tc.Tensor(np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32))
+    exe = tc.compile(
+        lambda i: programs.embedding_of(i, table), args=[tc.InputInfo((5,), tc.int32)], target="cuda"
+    )
+    exe.save(out / "embedding.tcx")
     for preset, tokens in (("tiny", 21), ("large", 1374)):
         model_dir = Path("/tmp") / preset
         model, args = ss_flow.load(model_dir)

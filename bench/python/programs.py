@@ -46,6 +46,31 @@ class Small(tc.Module):
         return tc.gelu(self.fc(x)) * 2.0
 
 
+class OpsMix(tc.Module):
+    """The general ops of Python models in one program, for GPU-vs-CPU parity (not timed): a GroupNorm of a
+    conv's output, reductions over several axes, an embedding lookup, comparisons + where, pow, sin."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv_w = tc.Parameter(shape=(16, 8, 3, 3, 3))
+        self.norm = tc.GroupNorm(4, 16)
+        self.emb = tc.Embedding(64, 32)
+
+    def forward(self, x):  # x [2, 8, 8, 8, 8]
+        h = tc.silu(self.norm(tc.conv3d(x, self.conv_w)))
+        pooled = tc.mean(h, axis=(2, 3, 4))  # [2, 16]
+        peak = tc.max(h, axis=1)  # [2, 8, 8, 8]
+        idx = tc.Tensor(np.array([[3, 0, 63, 7], [1, 1, 2, 40]], np.int32))
+        e = tc.sum(self.emb(idx), axis=1)  # [2, 32]
+        mixed = tc.where(tc.greater(e, 0.0), e**2.0, tc.sin(e))
+        return pooled, peak, mixed, tc.sum(h)
+
+
+def embedding_of(indices, table):
+    """A lookup with the indices as an input: an index outside the table gives a NaN row on the GPU."""
+    return tc.embedding(indices, table)
+
+
 def log_of(x):
     """NaN for negative inputs: with check_finite the run stops at this op, naming this line."""
     return tc.log(x) * 2.0
@@ -56,6 +81,8 @@ PROGRAMS = {
     "mlp": (MlpHalf, ((1, TOKENS, C), F16)),
     "small": (Small, ((4, 64), tc.float32)),
 }
+# Programs checked GPU against CPU only (no PyTorch form, not timed).
+PARITY = {"ops": (OpsMix, ((2, 8, 8, 8, 8), tc.float32))}
 
 
 def params(module, seed=0):
@@ -69,5 +96,5 @@ def params(module, seed=0):
 
 
 def example_input(name, seed=1):
-    shape, dtype = PROGRAMS[name][1]
+    shape, dtype = {**PROGRAMS, **PARITY}[name][1]
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype.numpy)

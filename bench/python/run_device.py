@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -141,6 +142,99 @@ def error_checks(d):
     return 0 if ok else 1
 
 
+def parity_checks(d):
+    """The PARITY programs (the general ops: group norm, reductions, embedding, where, ...) GPU vs CPU, each
+    output within MAX_REL_L2; an embedding's out-of-range index: a NaN row on the GPU, the other rows exact, an
+    error naming the index on the CPU. Returns 1 when a check fails."""
+    status = 0
+    for name in programs.PARITY:
+        x = programs.example_input(name)
+        gpu = tc.Executable.load(d / f"{name}.tcx")
+        gpu.gpu = "require"
+        cpu = tc.Executable.load(d / f"{name}.tcx")
+        cpu.gpu = "off"
+        rels = [rel_l2(g, c) for g, c in zip(gpu(x), cpu(x))]
+        ok = gpu.backend == "cuda" and max(rels) <= MAX_REL_L2
+        status |= not ok
+        print(
+            f"{'' if ok else 'FAIL: '}{name}: GPU vs CPU reference rel L2 per output "
+            f"{', '.join(f'{r:.2e}' for r in rels)} (limit {MAX_REL_L2:g})"
+        )
+    gpu = tc.Executable.load(d / "embedding.tcx")
+    gpu.gpu = "require"
+    cpu = tc.Executable.load(d / "embedding.tcx")
+    cpu.gpu = "off"
+    good, bad = np.array([0, 15, 3, 3, 7], np.int32), np.array([0, 16, 3, -1, 7], np.int32)
+    same = np.array_equal(gpu(good), cpu(good))
+    rows = gpu(bad)
+    nan_rows = [bool(np.isnan(r).all()) for r in rows]
+    kept = np.array_equal(rows[[0, 2, 4]], cpu(good)[[0, 2, 4]])
+    try:
+        cpu(bad)
+        message = "no error"
+    except tc.TrellisError as e:
+        message = str(e)
+    ok = same and nan_rows == [False, True, False, True, False] and kept and "index 16" in message
+    status |= not ok
+    print(
+        f"{'' if ok else 'FAIL: '}embedding: GPU == CPU on valid indices {same}; out-of-range indices 16 and -1 "
+        f"give NaN rows on the GPU {nan_rows} (others exact {kept}); the CPU reference: {message.splitlines()[0]}"
+    )
+    return status
+
+
+FAULT_SCRIPT = """
+import sys, numpy as np, trellisc as tc
+exe = tc.Executable.load(sys.argv[1])
+exe.gpu = "require"
+try:
+    exe(np.ones((4, 64), np.float32))
+    print("no error")
+except tc.TrellisError as e:
+    print(e)
+"""
+
+
+def fault_checks(d):
+    """sync_ops: a GPU fault injected into the first trellis.log kernel (TRELLIS_GPU_INJECT_FAULT, in a child
+    process: the fault ends its CUDA context) is reported with the op and the user's line. Returns 1 if not.
+    """
+    env = dict(os.environ, TRELLIS_GPU_INJECT_FAULT="trellis.log")
+    r = subprocess.run(
+        [sys.executable, "-c", FAULT_SCRIPT, str(d / "log_of_sync.tcx")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    text = r.stdout.strip()
+    ok = "GPU failed in this op" in text and "programs.py" in text and "log" in text
+    print(
+        f"{'' if ok else 'FAIL: '}sync_ops, an injected GPU fault: {text.splitlines()[0] if text else r.stderr}"
+    )
+    if ok:
+        print("\n".join("    " + l for l in text.splitlines()[1:4]))
+    return 0 if ok else 1
+
+
+def overhead_breakdown(d, reps):
+    """Where a warm call of the small executable spends its host time: the whole call, the session call alone
+    (ctypes and the runtime), and the GPU time."""
+    exe = tc.Executable.load(d / "small.tcx")
+    exe.gpu = "require"
+    x = programs.example_input("small")
+    exe(x)
+    whole = wall_ms(lambda: exe(x), reps * 50, warmup=50)
+    session = exe._session_for()
+    native = wall_ms(
+        lambda: session.call(exe._function, [x], 1, out_specs=exe._out_specs), reps * 50, warmup=50
+    )
+    exe(x)
+    print(
+        f"per-call overhead (small, warm, median of {reps * 50}): whole call {whole * 1e3:.1f} us, of which the "
+        f"session call (ctypes + runtime) {native * 1e3:.1f} us; GPU time {exe.last_gpu_seconds * 1e6:.1f} us"
+    )
+
+
 def ss_flow_checks(d, reps):
     """The Python SS flow vs trellisc's network, per preset; returns 1 when a check fails."""
     status = 0
@@ -229,6 +323,9 @@ def main():
     status |= ss_flow_checks(d, a.reps)
     status |= dlpack_checks(d, a.reps)
     status |= error_checks(d)
+    status |= parity_checks(d)
+    overhead_breakdown(d, a.reps)
+    status |= fault_checks(d)
     print(
         "\n| program | trellisc, wall per call (NumPy in/out) | trellisc GPU time (events) | torch eager (events) "
         "| torch.compile (events) |"

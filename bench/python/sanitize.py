@@ -21,14 +21,15 @@ def main():
         tar.extractall(d)
     import torch
 
-    for name in ("small", "attention"):
+    for name in ("small", "attention", "ops"):
         exe = tc.Executable.load(d / f"{name}.tcx")
         exe.gpu = "require"
         x = programs.example_input(name)
         exe(x)
-        y = torch.from_dlpack(exe(torch.from_numpy(x).cuda()))
+        ys = exe(torch.from_numpy(x).cuda())
+        ys = [torch.from_dlpack(y) for y in (ys if isinstance(ys, tuple) else (ys,))]
         torch.cuda.synchronize()
-        print(f"{name}: {exe.backend}, {tuple(y.shape)}")
+        print(f"{name}: {exe.backend}, {[tuple(y.shape) for y in ys]}")
     return 0
 
 

@@ -537,11 +537,15 @@ class Session:
         b = runtime().trellis_session_backend(self._handle, function.encode())
         return b.decode() if b else None
 
-    def call(self, function, arrays, num_outputs, on_device=False):
+    def call(self, function, arrays, num_outputs, on_device=False, out_specs=None):
         """Inputs: NumPy arrays, or Tensor descriptions of device memory (on_device = 1, see _dlpack).
         ``on_device``: ask for the outputs in device memory; those that come back so are returned as
-        (Tensor, self) pairs for _dlpack.DeviceArray, the others as NumPy arrays."""
+        (Tensor, self) pairs for _dlpack.DeviceArray, the others as NumPy arrays. ``out_specs``: per output,
+        (shape, NumPy dtype) when its shape is static, else None: the runtime then writes the result straight
+        into a NumPy array of that shape (no allocation and copy of its own)."""
         lib = runtime()
+        if isinstance(function, str):
+            function = function.encode()
         ins = (Tensor * max(1, len(arrays)))()
         keep = []
         for i, a in enumerate(arrays):
@@ -552,16 +556,33 @@ class Session:
                 keep.append(a)
                 ins[i] = tensor_of(a)
         outs = (Tensor * max(1, num_outputs))()
+        ready = [None] * num_outputs
         for i in range(num_outputs):
-            outs[i].on_device = 1 if on_device else 0
+            if on_device:
+                outs[i].on_device = 1
+            elif out_specs is not None and out_specs[i] is not None:
+                a = np.empty(*out_specs[i])
+                if a.size:
+                    ready[i] = a
+                    outs[i].data = a.ctypes.data
+                    outs[i].capacity = a.nbytes
         err = Error()
         check(
             lib.trellis_session_call(
-                self._handle, function.encode(), ins, len(arrays), outs, num_outputs, ctypes.byref(err)
+                self._handle, function, ins, len(arrays), outs, num_outputs, ctypes.byref(err)
             ),
             err,
         )
-        return [(outs[i], self) if outs[i].on_device else array_of(outs[i]) for i in range(num_outputs)]
+        results = []
+        for i in range(num_outputs):
+            o = outs[i]
+            if o.on_device:
+                results.append((o, self))
+            elif ready[i] is not None and not o.owned:
+                results.append(ready[i])
+            else:
+                results.append(array_of(o))
+        return results
 
     def free_tensor(self, t):
         if getattr(self, "_handle", None) and _runtime is not None:

@@ -107,6 +107,10 @@ def _compile_graph(
     return Executable(result.bundle, signature, params)
 
 
+def _input_name(i, info):
+    return f"input {i}" + (f" ('{info.name}')" if info.name else "")
+
+
 class Executable:
     """A compiled function: call it on NumPy arrays; ``save``/``load`` it.
 
@@ -130,6 +134,13 @@ class Executable:
         self.sync_ops = signature.get("sync_ops", False)
         self.gpu = "auto"
         self._session, self._session_key = None, None
+        self._function = signature["function"].encode()
+        self._single = signature.get("single", True)
+        # Static outputs come back in NumPy arrays made here (out_specs of _native.Session.call).
+        self._out_specs = [
+            (tuple(o["shape"]), _dt.from_code(o["dtype"]).numpy) if all(d >= 0 for d in o["shape"]) else None
+            for o in signature["outputs"]
+        ]
 
     @property
     def target(self):
@@ -196,25 +207,27 @@ class Executable:
             raise TrellisError(f"out must be 'auto', 'numpy' or 'device', found {out!r}", user_location())
         checked, keep, any_device = [], [], False
         for i, (a, info) in enumerate(zip(arrays, infos)):
-            what = f"input {i}" + (f" ('{info.name}')" if info.name else "")
-            if _dlpack.on_cuda(a):
+            if type(a) is np.ndarray:  # the common case first: no DLPack probing
+                problem = info.check(a, i)
+                value = a
+            elif _dlpack.on_cuda(a):
                 try:
-                    desc, alive, dtype, shape = _dlpack.device_input(a, what)
+                    desc, alive, dtype, shape = _dlpack.device_input(a, _input_name(i, info))
                 except ValueError as e:
                     raise TrellisError(str(e), user_location()) from None
                 keep.append(alive)
                 described = np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, [0] * len(shape))
-                problem = info.check(described, what)
+                problem = info.check(described, i)
                 value = desc
                 any_device = True
             else:
                 a = np.from_dlpack(a) if hasattr(a, "__dlpack__") and not isinstance(a, np.ndarray) else a
                 a = np.asarray(a)
-                problem = info.check(a, what)
-                value = np.ascontiguousarray(a)
+                problem = info.check(a, i)
+                value = a
             if problem:
                 raise TrellisError(
-                    problem + " (declared by this InputInfo)",
+                    problem.replace(f"input {i}", _input_name(i, info), 1) + " (declared by this InputInfo)",
                     info.loc,
                     details=f"  called at {user_location()}",
                 )
@@ -223,12 +236,13 @@ class Executable:
         on_device = out == "device" or (out == "auto" and any_device)
         try:
             outs = session.call(
-                self._sig["function"], checked, len(self._sig["outputs"]), on_device=on_device
+                self._function, checked, len(self._out_specs), on_device=on_device, out_specs=self._out_specs
             )
         except _native.RuntimeFailure as f:
             raise runtime_error(f.message, self._locs()) from None
-        outs = [_dlpack.DeviceArray(*o) if isinstance(o, tuple) else o for o in outs]
-        return outs[0] if self._sig.get("single", True) else tuple(outs)
+        if on_device:
+            outs = [_dlpack.DeviceArray(*o) if isinstance(o, tuple) else o for o in outs]
+        return outs[0] if self._single else tuple(outs)
 
     def save(self, path, params=True):
         """Writes one file: the bundle plus the signature and (``params=True``) the parameters; without them,

@@ -55,6 +55,7 @@ class InputInfo:
                 )
             dims.append((lo, opt, hi))
         self.shape, self.dtype, self.name = tuple(dims), dtype, name
+        self._static = self.shape if all(isinstance(d, int) for d in dims) else None
 
     def trace_shape(self):
         return [d if isinstance(d, int) else -1 for d in self.shape]
@@ -66,7 +67,11 @@ class InputInfo:
         return "[" + ", ".join(str(d) if isinstance(d, int) else f"{d[0]}..{d[2]}" for d in self.shape) + "]"
 
     def check(self, array, what):
-        """None, or why ``array`` does not fit."""
+        """None, or why ``array`` does not fit (``what`` names it; an int i: "input i")."""
+        if array.dtype == self.dtype.numpy and array.shape == self._static:
+            return None  # the fast path of a warm call
+        if isinstance(what, int):
+            what = f"input {what}"
         if array.dtype != self.dtype.numpy:
             return (
                 f"{what} is {array.dtype.name} {list(array.shape)}, the "
@@ -101,6 +106,7 @@ class InputInfo:
         info = cls.__new__(cls)
         info.shape = tuple(d if isinstance(d, int) else tuple(d) for d in j["shape"])
         info.dtype, info.name = _dt.from_code(j["dtype"]), j.get("name")
+        info._static = info.shape if all(isinstance(d, int) for d in info.shape) else None
         info.loc = SourceLoc(*j["loc"])
         return info
 

@@ -42,9 +42,11 @@ GpuExecutor::Impl::~Impl() {
     api->cuMemFree(setupWorkspace);
   if (setupStream)
     api->cuStreamDestroy(setupStream);
-  for (CUevent e : {fork, join})
+  for (CUevent e : {fork, join, runStart, runStop})
     if (e)
       api->cuEventDestroy(e);
+  for (CUevent e : eventPool)
+    api->cuEventDestroy(e);
   if (stream2)
     api->cuStreamDestroy(stream2);
   if (lt)

@@ -403,33 +403,45 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
   if (deviceArgs) // the producers' streams have written the arguments
     if (Status s = m.check(api.cuCtxSynchronize(), "cuCtxSynchronize"); !s)
       return Error{s.message()};
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto *t = std::get_if<HostTensor>(&args[i]);
-    const ValueType &type = p.slots[p.args[i]].type;
-    if (!t || t->dtype() != type.dtype || t->shape() != type.shape)
-      return Error{"argument " + std::to_string(i) + " of '" + name +
-                   "': expected " + type.str() +
-                   (t ? ", found " + shapeToString(t->shape()) + " " +
-                            std::string(dtypeName(t->dtype()))
-                      : ", found a non-tensor")};
-    if (io && i < io->args.size() && io->args[i]) {
-      if (p.slots[m.root(p, p.args[i])].where != SlotInfo::Where::Arena)
+  auto copyArguments = [&]() -> Status {
+    for (size_t i = 0; i < args.size(); ++i) {
+      auto *t = std::get_if<HostTensor>(&args[i]);
+      const ValueType &type = p.slots[p.args[i]].type;
+      if (!t || t->dtype() != type.dtype || t->shape() != type.shape)
         return Error{"argument " + std::to_string(i) + " of '" + name +
-                     "' is read on the host (its values shape the program): "
-                     "give it in host memory"};
-      if (Status s = m.check(api.cuMemcpyDtoDAsync(m.address(p, p.args[i]),
-                                                   CUdeviceptr(io->args[i]),
-                                                   t->nbytes(), m.stream),
-                             "cuMemcpyDtoDAsync (device argument)");
-          !s)
-        return Error{s.message()};
-      continue;
+                     "': expected " + type.str() +
+                     (t ? ", found " + shapeToString(t->shape()) + " " +
+                              std::string(dtypeName(t->dtype()))
+                        : ", found a non-tensor")};
+      if (io && i < io->args.size() && io->args[i]) {
+        if (p.slots[m.root(p, p.args[i])].where != SlotInfo::Where::Arena)
+          return Error{"argument " + std::to_string(i) + " of '" + name +
+                       "' is read on the host (its values shape the program): "
+                       "give it in host memory"};
+        if (Status s = m.check(api.cuMemcpyDtoDAsync(m.address(p, p.args[i]),
+                                                     CUdeviceptr(io->args[i]),
+                                                     t->nbytes(), m.stream),
+                               "cuMemcpyDtoDAsync (device argument)");
+            !s)
+          return s;
+        continue;
+      }
+      // Not waited for: `args` lives past the stream synchronization below
+      // (a pageable source is consumed before the call returns anyway).
+      TRELLIS_RETURN_IF_ERROR(
+          m.upload(p, p.args[i], *t, m.stream, /*wait=*/false));
     }
-    TRELLIS_RETURN_IF_ERROR(m.upload(p, p.args[i], *t, m.stream));
+    return Status::ok();
+  };
+  if (Status s = copyArguments(); !s) {
+    api.cuStreamSynchronize(m.stream); // the copies queued so far read `args`
+    return Error{s.message()};
   }
-  CUevent start = nullptr, stop = nullptr;
-  api.cuEventCreate(&start, CU_EVENT_DEFAULT);
-  api.cuEventCreate(&stop, CU_EVENT_DEFAULT);
+  if (!m.runStart) {
+    api.cuEventCreate(&m.runStart, CU_EVENT_DEFAULT);
+    api.cuEventCreate(&m.runStop, CU_EVENT_DEFAULT);
+  }
+  CUevent start = m.runStart, stop = m.runStop;
   api.cuEventRecord(start, m.stream);
   m.report.commands = 0;
   m.lastResults.clear();
@@ -440,8 +452,6 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
   CUresult sync = api.cuStreamSynchronize(m.stream);
   float ms = 0;
   api.cuEventElapsedTime(&ms, start, stop);
-  api.cuEventDestroy(start);
-  api.cuEventDestroy(stop);
   m.report.runSeconds = ms / 1e3;
   if (!ran)
     return Error{ran.message()};

@@ -123,6 +123,10 @@ struct GpuExecutor::Impl {
   std::vector<std::tuple<const std::string *, CUevent, CUevent>> timings;
   std::vector<CUevent> eventPool;
   size_t eventsUsed = 0;
+  /// The events around each run's commands (GpuReport::runSeconds), made at
+  /// the first run and kept: creating two per call cost a warm small call
+  /// several microseconds.
+  CUevent runStart = nullptr, runStop = nullptr;
   CUevent nextEvent() {
     if (eventsUsed == eventPool.size()) {
       CUevent e = nullptr;
@@ -407,8 +411,10 @@ struct GpuExecutor::Impl {
   int64_t algoConfig(const cublasLtMatmulAlgo_t &algo,
                      cublasLtMatmulAlgoConfigAttributes_t attr);
   Result<HostTensor> download(const Prepared &p, int slot);
-  /// Copies `t` into `slot` on stream `on` and waits for the copy.
-  Status upload(const Prepared &p, int slot, const HostTensor &t, CUstream on);
+  /// Copies `t` into `slot` on stream `on`; waits for the copy unless
+  /// `wait` is false (then `t` must live until the stream is synchronized).
+  Status upload(const Prepared &p, int slot, const HostTensor &t, CUstream on,
+                bool wait = true);
   /// Frees what `p` holds on the device. `forgetResults`: also drop the
   /// device copies of the last run's results (lastResults), which may live in
   /// `p`'s arena; only the main thread may.

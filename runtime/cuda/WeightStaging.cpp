@@ -123,12 +123,14 @@ Result<HostTensor> GpuExecutor::Impl::download(const Prepared &p, int slot) {
 }
 
 Status GpuExecutor::Impl::upload(const Prepared &p, int slot,
-                                 const HostTensor &t, CUstream on) {
+                                 const HostTensor &t, CUstream on, bool wait) {
   if (t.nbytes() == 0)
     return Status::ok();
   TRELLIS_RETURN_IF_ERROR(
       check(api->cuMemcpyHtoDAsync(address(p, slot), t.raw(), t.nbytes(), on),
             "cuMemcpyHtoDAsync"));
+  if (!wait)
+    return Status::ok();
   // The host tensor may die when we return: wait for the copy.
   return check(api->cuStreamSynchronize(on), "the GPU stream");
 }

@@ -54,8 +54,11 @@ def test_reductions_in_float16_accumulate_in_float32(target):
     """A 4096-long f16 row of 1.0 sums to 4096 (an f16 accumulator would stop at 2048); max propagates NaN."""
     x = np.ones((2, 4096), np.float16)
     x[1, 7] = np.nan
-    s, m = tc.compile(lambda x: (tc.sum(x, axis=-1), tc.max(x, axis=-1)), args=[tc.InputInfo((2, 4096), tc.float16)],
-                      target=target)(x)
+    s, m = tc.compile(
+        lambda x: (tc.sum(x, axis=-1), tc.max(x, axis=-1)),
+        args=[tc.InputInfo((2, 4096), tc.float16)],
+        target=target,
+    )(x)
     assert s.dtype == np.float16 and s[0] == 4096
     assert m[0] == 1 and np.isnan(m[1])
 
@@ -77,14 +80,18 @@ def test_group_norm_matches_numpy(target):
     x = (rng.standard_normal((2, 8, 4, 4, 4)) * 3 + 1).astype(np.float32)
     norm = tc.GroupNorm(4, 8)
     norm.load_state_dict(
-        {"weight": rng.standard_normal(8).astype(np.float32), "bias": rng.standard_normal(8).astype(np.float32)}
+        {
+            "weight": rng.standard_normal(8).astype(np.float32),
+            "bias": rng.standard_normal(8).astype(np.float32),
+        }
     )
     y = tc.compile(norm, args=[tc.InputInfo((2, 8, 4, 4, 4))], target=target)(x)
     want = group_norm_np(x, 4, norm.weight.eval(), norm.bias.eval(), 1e-5)
     assert rel_l2(y, want) < 1e-6
     # Without the affine, and in float16 (f32 statistics).
-    y16 = tc.compile(lambda x: tc.group_norm(x, 2), args=[tc.InputInfo((2, 8, 4, 4, 4), tc.float16)],
-                     target=target)(x.astype(np.float16))
+    y16 = tc.compile(
+        lambda x: tc.group_norm(x, 2), args=[tc.InputInfo((2, 8, 4, 4, 4), tc.float16)], target=target
+    )(x.astype(np.float16))
     assert y16.dtype == np.float16
     assert rel_l2(y16, group_norm_np(x.astype(np.float16), 2, np.ones(8), np.zeros(8), 1e-5)) < 1e-3
 
@@ -113,7 +120,9 @@ def test_embedding_index_out_of_range_names_the_line():
         exe(np.array([0, 4, 1], np.int32))
     text = str(err.value)
     assert "index 4" in text and "4 rows" in text, text
-    line = next(i + 1 for i, l in enumerate(Path(THIS).read_text().splitlines()) if l.endswith("# embedding-line"))
+    line = next(
+        i + 1 for i, l in enumerate(Path(THIS).read_text().splitlines()) if l.endswith("# embedding-line")
+    )
     assert f"{THIS}:{line}:" in text, text
 
 
