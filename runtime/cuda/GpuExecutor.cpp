@@ -426,17 +426,20 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
           return s;
         continue;
       }
-      // Not waited for: `args` lives past the stream synchronization below
-      // (a pageable source is consumed before the call returns anyway).
       TRELLIS_RETURN_IF_ERROR(
           m.upload(p, p.args[i], *t, m.stream, /*wait=*/false));
     }
     return Status::ok();
   };
-  if (Status s = copyArguments(); !s) {
-    api.cuStreamSynchronize(m.stream); // the copies queued so far read `args`
-    return Error{s.message()};
-  }
+  // One wait for all the argument copies, before any command runs: an
+  // argument may be a view of pinned memory that the run's host work
+  // reuses (a per-run wait-free upload crashed the mesh decoder's run).
+  Status copied = copyArguments();
+  if (Status s = m.check(api.cuStreamSynchronize(m.stream), "the GPU stream");
+      copied && !s)
+    copied = s;
+  if (!copied)
+    return Error{copied.message()};
   if (!m.runStart) {
     api.cuEventCreate(&m.runStart, CU_EVENT_DEFAULT);
     api.cuEventCreate(&m.runStop, CU_EVENT_DEFAULT);
