@@ -12,6 +12,8 @@ PACKAGES=(
   # C++ libraries
   nlohmann-json3-dev libgtest-dev libgmock-dev zlib1g-dev libzip-dev
   libtinygltf-dev libmeshoptimizer-dev
+  # HTTP server (tools/trellis-serve; header-only)
+  libcpp-httplib-dev
   # Image decoding (runtime/image)
   libpng-dev libjpeg62-turbo-dev
   # Python (Debian's /usr/bin/python3; PyPI is not reachable)
@@ -25,7 +27,9 @@ if [[ "${1:-}" == "--test" ]]; then
   # clang-format-14, black, codespell: scripts/check-format.sh
   # pip, setuptools, venv: `pip install ./python` offline (test/python/test_installed_package.py)
   PACKAGES+=(python3-open3d python3-pil clang-format-14 black codespell
-    python3-pip python3-setuptools python3-venv)
+    python3-pip python3-setuptools python3-venv
+    # chromium: the headless browser of test/python/test_serve_browser.py (driven by puppeteer-core)
+    chromium)
 fi
 
 missing=()
@@ -68,4 +72,35 @@ if [[ "${1:-}" == "--test" ]]; then
   else
     echo "install-deps: note: npm not found; the GLB validation tests will be skipped" >&2
   fi
+fi
+
+# The trellis-serve web page's JavaScript packages (npm, pinned), part of the product:
+# tools/trellis-serve/web/CMakeLists.txt copies their ES-module bundles into the build.
+# With --test also puppeteer-core for the browser test (it drives Debian's chromium
+# and never downloads a browser). 24.x: 25.x needs node >= 22, Debian 12 has 18.
+# They go to build-deps/web/ in the repository (ignored by git). Needs node and npm.
+WEB_PACKAGES=(
+  @google/model-viewer@4.4.0
+  three@0.183.2 # the version model-viewer 4.4.0 was built against (peer ^0.183.0)
+  @mkkellogg/gaussian-splats-3d@0.4.7
+)
+if [[ "${1:-}" == "--test" ]]; then
+  WEB_PACKAGES+=(puppeteer-core@24.43.1)
+fi
+WEB_PREFIX="$(cd "$(dirname "$0")/.." && pwd)/build-deps/web"
+web_missing=()
+for spec in "${WEB_PACKAGES[@]}"; do
+  name="${spec%@*}" version="${spec##*@}"
+  have=$(node -p "require('$WEB_PREFIX/node_modules/$name/package.json').version" 2>/dev/null || true)
+  if [[ "$have" != "$version" ]]; then web_missing+=("$spec"); fi
+done
+if ((${#web_missing[@]} == 0)); then
+  echo "install-deps: web packages present in $WEB_PREFIX"
+elif command -v npm >/dev/null 2>&1; then
+  echo "install-deps: installing ${web_missing[*]} into $WEB_PREFIX"
+  mkdir -p "$WEB_PREFIX"
+  PUPPETEER_SKIP_DOWNLOAD=1 npm install --prefix "$WEB_PREFIX" --no-audit --no-fund --save-exact \
+    "${web_missing[@]}"
+else
+  echo "install-deps: note: npm not found; trellis-serve's web page (and its browser test) cannot be built" >&2
 fi

@@ -145,8 +145,11 @@ Result<PipelineResult> Engine::run(const GenerationRequest &request,
   PipelineObserver &obs = observer ? *observer : none;
   session_->setRunHooks(
       {{"ss_stage", request.ss}, {"slat_stage", request.slat}},
-      [&obs](const std::string &fn, int64_t k, int64_t n) {
+      [&obs](const std::string &fn, int64_t k, int64_t n) -> Status {
         obs.step(fn, k, n);
+        if (obs.cancelled())
+          return Error{"cancelled"};
+        return Status::ok();
       });
   GenerationStats stats;
   const uint64_t firstJob = writer_.mark();

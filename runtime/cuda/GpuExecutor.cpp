@@ -240,6 +240,16 @@ void GpuExecutor::Impl::release(Prepared &p, bool forgetResults) {
 GpuExecutor::GpuExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuExecutor::~GpuExecutor() = default;
 
+Result<int> GpuExecutor::deviceCount() {
+  auto api = cuda::loadApi(); // fails when the driver reports no GPU
+  if (!api)
+    return Error{api.message()};
+  int count = 0;
+  if (CUresult r = (*api)->cuDeviceGetCount(&count); r != CUDA_SUCCESS)
+    return Error{"cuDeviceGetCount failed: " + (*api)->describe(r)};
+  return count;
+}
+
 Result<std::unique_ptr<GpuExecutor>>
 GpuExecutor::create(const Program &program, const GpuImages &images,
                     WeightProvider weights, GpuOptions options) {

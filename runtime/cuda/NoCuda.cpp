@@ -21,6 +21,9 @@ Result<GpuMemoryPlan> GpuExecutor::planMemory(const Program &,
                                               const std::vector<RtValue> *) {
   return Error{"this runtime was built without the CUDA backend"};
 }
+Result<int> GpuExecutor::deviceCount() {
+  return Error{"this runtime was built without the CUDA backend"};
+}
 Status GpuExecutor::supports(const std::string &) {
   return Error{"built without the CUDA backend"};
 }

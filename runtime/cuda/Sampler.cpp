@@ -280,7 +280,8 @@ Status GpuExecutor::Impl::reportSamplerStep(SamplerRun &r, int64_t step) {
                        "the GPU stream");
       !s)
     return fail(s.message());
-  onStep(p.name, step + 1, n);
+  if (Status s = onStep(p.name, step + 1, n); !s)
+    return fail(s.message());
   return Status::ok();
 }
 

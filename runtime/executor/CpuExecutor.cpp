@@ -462,7 +462,8 @@ Status CpuExecutor::FlowSampler::step(HostTensor &x, int64_t i) {
     return fail("the sample has a non-finite value after step " +
                 std::to_string(i + 1) + " (--check-finite)");
   if (ex_.onStep_)
-    ex_.onStep_(ex_.entry_, i + 1, steps_);
+    if (Status s = ex_.onStep_(ex_.entry_, i + 1, steps_); !s)
+      return fail(s.message());
   return Status::ok();
 }
 

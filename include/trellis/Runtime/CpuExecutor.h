@@ -37,8 +37,10 @@ struct SamplerRunOverrides {
 };
 
 /// Called once per sampler step: (sampler function, step k (1-based), n).
+/// An error stops the sampler there (a cancelled generation) and becomes the
+/// run's error.
 using StepCallback =
-    std::function<void(const std::string &function, int64_t k, int64_t n)>;
+    std::function<Status(const std::string &function, int64_t k, int64_t n)>;
 
 class CpuExecutor {
 public:

@@ -186,6 +186,9 @@ public:
                                                      WeightProvider weights,
                                                      GpuOptions options);
   ~GpuExecutor();
+  /// How many GPUs the driver reports; an error when there is no usable
+  /// driver (or this runtime was built without the CUDA backend).
+  static Result<int> deviceCount();
 
   /// Whether `function` can run here (every op has a GPU command). The reason
   /// when not.

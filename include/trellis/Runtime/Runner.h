@@ -175,6 +175,9 @@ public:
   virtual void coords(const HostTensor &coords) {}
   /// A human-readable line (what trellis.exe prints on stderr).
   virtual void message(const std::string &line) {}
+  /// Asked after every sampler step: true stops the generation there with
+  /// the error "cancelled" (a server's DELETE of a running job).
+  virtual bool cancelled() const { return false; }
 };
 
 /// Checks an input against the entry function's argument type:

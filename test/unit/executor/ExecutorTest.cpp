@@ -81,7 +81,10 @@ void checkMode(const std::string &mode, int64_t images) {
     return Result<HostTensor>(Error{"no weights"});
   });
   int64_t calls = 0;
-  exec.setStepCallback([&](const std::string &, int64_t, int64_t) { ++calls; });
+  exec.setStepCallback([&](const std::string &, int64_t, int64_t) {
+    ++calls;
+    return Status::ok();
+  });
   HostTensor noise(DType::F32, {1, 2});
   noise.mutableData<float>()[0] = 0.5f;
   noise.mutableData<float>()[1] = -1.25f;
