@@ -160,21 +160,6 @@ struct Options {
   int lastStage = 3;
 };
 
-/// Where the GEMM picks are kept by default: $TRELLIS_CACHE_DIR, else
-/// $XDG_CACHE_HOME/trellis, else ~/.cache/trellis; empty without any.
-std::string defaultGemmTuningCache() {
-  auto env = [](const char *name) -> std::string {
-    const char *v = std::getenv(name);
-    return v ? v : "";
-  };
-  std::string dir = env("TRELLIS_CACHE_DIR");
-  if (dir.empty() && !env("XDG_CACHE_HOME").empty())
-    dir = env("XDG_CACHE_HOME") + "/trellis";
-  if (dir.empty() && !env("HOME").empty())
-    dir = env("HOME") + "/.cache/trellis";
-  return dir.empty() ? "" : dir + "/gemm-tuning.json";
-}
-
 /// The command line, one option at a time: its name and typed values.
 class ArgReader {
 public:

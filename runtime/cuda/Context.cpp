@@ -47,6 +47,9 @@ GpuExecutor::Impl::~Impl() {
       api->cuEventDestroy(e);
   for (CUevent e : eventPool)
     api->cuEventDestroy(e);
+  for (PinnedBuffer *b : {&pinnedArgs, &pinnedResults})
+    if (b->data)
+      api->cuMemFreeHost(b->data);
   if (stream2)
     api->cuStreamDestroy(stream2);
   if (lt)

@@ -240,6 +240,10 @@ void GpuExecutor::Impl::release(Prepared &p, bool forgetResults) {
 GpuExecutor::GpuExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuExecutor::~GpuExecutor() = default;
 
+/// Arguments and results up to this size each way go through pinned memory
+/// (Impl::pinnedArgs / pinnedResults).
+constexpr size_t kPinnedRunBytes = size_t(8) << 20;
+
 Result<int> GpuExecutor::deviceCount() {
   auto api = cuda::loadApi(); // fails when the driver reports no GPU
   if (!api)
@@ -413,6 +417,27 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
   if (deviceArgs) // the producers' streams have written the arguments
     if (Status s = m.check(api.cuCtxSynchronize(), "cuCtxSynchronize"); !s)
       return Error{s.message()};
+  // Small host arguments go through the executor's pinned buffer: their
+  // uploads need no wait (the buffer is not reused before this run's
+  // synchronization). Larger ones are uploaded from the caller's memory and
+  // waited for once, before any command runs: an argument may be a view of
+  // memory that the run's host work reuses (without that wait trellis.exe's
+  // mesh path crashed).
+  auto align = [](size_t n) { return (n + 255) & ~size_t(255); };
+  size_t hostArgBytes = 0;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (auto *t = std::get_if<HostTensor>(&args[i]);
+        t && !(io && i < io->args.size() && io->args[i]))
+      hostArgBytes += align(t->nbytes());
+  char *staging = nullptr;
+  if (hostArgBytes && hostArgBytes <= kPinnedRunBytes) {
+    auto b = m.pinned(m.pinnedArgs, hostArgBytes);
+    if (!b)
+      return Error{b.message()};
+    staging = *b;
+  }
+  size_t stagingUsed = 0;
+  bool waitForCopies = false;
   auto copyArguments = [&]() -> Status {
     for (size_t i = 0; i < args.size(); ++i) {
       auto *t = std::get_if<HostTensor>(&args[i]);
@@ -436,18 +461,29 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
           return s;
         continue;
       }
+      if (!staging) {
+        waitForCopies = true;
+        TRELLIS_RETURN_IF_ERROR(
+            m.upload(p, p.args[i], *t, m.stream, /*wait=*/false));
+        continue;
+      }
+      if (t->nbytes() == 0)
+        continue;
+      char *at = staging + stagingUsed;
+      std::memcpy(at, t->raw(), t->nbytes());
+      stagingUsed += align(t->nbytes());
       TRELLIS_RETURN_IF_ERROR(
-          m.upload(p, p.args[i], *t, m.stream, /*wait=*/false));
+          m.check(api.cuMemcpyHtoDAsync(m.address(p, p.args[i]), at,
+                                        t->nbytes(), m.stream),
+                  "cuMemcpyHtoDAsync (argument)"));
     }
     return Status::ok();
   };
-  // One wait for all the argument copies, before any command runs: an
-  // argument may be a view of pinned memory that the run's host work
-  // reuses (a per-run wait-free upload crashed the mesh decoder's run).
   Status copied = copyArguments();
-  if (Status s = m.check(api.cuStreamSynchronize(m.stream), "the GPU stream");
-      copied && !s)
-    copied = s;
+  if (!copied || waitForCopies)
+    if (Status s = m.check(api.cuStreamSynchronize(m.stream), "the GPU stream");
+        copied && !s)
+      copied = s;
   if (!copied)
     return Error{copied.message()};
   if (!m.runStart) {
@@ -462,6 +498,43 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
   m.eventsUsed = 0;
   Status ran = m.runSegments(p, p.body);
   api.cuEventRecord(stop, m.stream);
+  // The plain results' downloads, queued behind the commands into pinned
+  // memory: they share the run's synchronization below.
+  std::vector<size_t> queuedAt(p.results.size(), SIZE_MAX);
+  if (ran) {
+    auto plain = [&](size_t i) {
+      int r = p.results[i];
+      bool toDevice =
+          io && i < io->resultsOnDevice.size() && io->resultsOnDevice[i];
+      bool kept = deviceOnly && i < deviceOnly->size() && (*deviceOnly)[i] &&
+                  !m.options.lowMemory;
+      return !toDevice && !kept &&
+             p.slots[m.root(p, r)].where == SlotInfo::Where::Arena &&
+             !m.tokenStride(p, r);
+    };
+    size_t bytes = 0;
+    for (size_t i = 0; i < p.results.size(); ++i)
+      if (plain(i))
+        bytes +=
+            align(HostTensor::view(p.slots[p.results[i]].type.dtype,
+                                   p.slots[p.results[i]].type.shape, nullptr)
+                      .nbytes());
+    char *out = nullptr;
+    if (bytes && bytes <= kPinnedRunBytes)
+      if (auto b = m.pinned(m.pinnedResults, bytes))
+        out = *b;
+    for (size_t i = 0, at = 0; out && i < p.results.size(); ++i) {
+      if (!plain(i))
+        continue;
+      const ValueType &type = p.slots[p.results[i]].type;
+      size_t n = HostTensor::view(type.dtype, type.shape, nullptr).nbytes();
+      if (n && api.cuMemcpyDtoHAsync(out + at, m.address(p, p.results[i]), n,
+                                     m.stream) != CUDA_SUCCESS)
+        break; // downloaded the usual way below
+      queuedAt[i] = at;
+      at += align(n);
+    }
+  }
   CUresult sync = api.cuStreamSynchronize(m.stream);
   float ms = 0;
   api.cuEventElapsedTime(&ms, start, stop);
@@ -533,6 +606,17 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
       HostTensor shapeOnly = HostTensor::view(type.dtype, type.shape, nullptr);
       m.lastResults.push_back({nullptr, shapeOnly.nbytes(), m.address(p, r)});
       results.push_back(shapeOnly);
+      continue;
+    }
+    if (queuedAt[i] != SIZE_MAX) {
+      const ValueType &type = p.slots[r].type;
+      HostTensor t(type.dtype, type.shape);
+      std::memcpy(t.mutableRaw(),
+                  static_cast<char *>(m.pinnedResults.data) + queuedAt[i],
+                  t.nbytes());
+      if (!m.options.lowMemory)
+        m.lastResults.push_back({t.raw(), t.nbytes(), m.address(p, r)});
+      results.push_back(std::move(t));
       continue;
     }
     auto t = m.download(p, r);

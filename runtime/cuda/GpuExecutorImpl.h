@@ -127,6 +127,17 @@ struct GpuExecutor::Impl {
   /// the first run and kept: creating two per call cost a warm small call
   /// several microseconds.
   CUevent runStart = nullptr, runStop = nullptr;
+  /// Pinned host memory for a run's small arguments and results (up to
+  /// kPinnedRunBytes each way), kept and grown: an argument copied there
+  /// needs no wait for its upload, and the results' downloads are queued
+  /// behind the commands and share the run's one synchronization.
+  struct PinnedBuffer {
+    void *data = nullptr;
+    size_t bytes = 0;
+  };
+  PinnedBuffer pinnedArgs, pinnedResults;
+  /// `buffer` with room for `bytes` (reallocated when it has less).
+  Result<char *> pinned(PinnedBuffer &buffer, size_t bytes);
   CUevent nextEvent() {
     if (eventsUsed == eventPool.size()) {
       CUevent e = nullptr;

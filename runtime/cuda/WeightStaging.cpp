@@ -122,6 +122,19 @@ Result<HostTensor> GpuExecutor::Impl::download(const Prepared &p, int slot) {
   return t;
 }
 
+Result<char *> GpuExecutor::Impl::pinned(PinnedBuffer &buffer, size_t bytes) {
+  if (buffer.bytes < bytes) {
+    if (buffer.data)
+      api->cuMemFreeHost(buffer.data);
+    buffer = PinnedBuffer{};
+    void *data = nullptr;
+    TRELLIS_RETURN_IF_ERROR(
+        check(api->cuMemAllocHost(&data, bytes), "cuMemAllocHost (run I/O)"));
+    buffer = PinnedBuffer{data, bytes};
+  }
+  return static_cast<char *>(buffer.data);
+}
+
 Status GpuExecutor::Impl::upload(const Prepared &p, int slot,
                                  const HostTensor &t, CUstream on, bool wait) {
   if (t.nbytes() == 0)

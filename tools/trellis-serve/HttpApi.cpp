@@ -60,8 +60,8 @@ std::optional<std::string> readFile(const std::string &path) {
 
 } // namespace
 
-HttpApi::HttpApi(Scheduler &scheduler, Metrics &metrics,
-                 const Program &program, HttpOptions options)
+HttpApi::HttpApi(Scheduler &scheduler, Metrics &metrics, const Program &program,
+                 HttpOptions options)
     : scheduler_(scheduler), metrics_(metrics), program_(program),
       options_(std::move(options)) {}
 
@@ -77,52 +77,54 @@ bool HttpApi::authorized(const httplib::Request &req) const {
 
 void HttpApi::install(httplib::Server &server) {
   server.set_payload_max_length(options_.maxBody);
+  // An idle keep-alive connection holds SIGTERM's exit up to this long.
+  server.set_keep_alive_timeout(2);
   // Event streams hold a thread each while their job runs.
   server.new_task_queue = [] { return new httplib::ThreadPool(64); };
 
-  server.set_pre_routing_handler([this](const httplib::Request &req,
-                                        httplib::Response &res) {
-    const std::string &p = req.path;
-    bool guarded = (p.rfind("/v1/", 0) == 0 && p.rfind("/v1/health/", 0) != 0) ||
-                   p == "/metrics";
-    if (options_.token.empty() || !guarded || authorized(req))
-      return httplib::Server::HandlerResponse::Unhandled;
-    metrics_.rejected("unauthorized");
-    res.set_header("WWW-Authenticate", "Bearer");
-    sendError(res, 401,
-              "this server needs a token: Authorization: Bearer <token>");
-    return httplib::Server::HandlerResponse::Handled;
-  });
+  server.set_pre_routing_handler(
+      [this](const httplib::Request &req, httplib::Response &res) {
+        const std::string &p = req.path;
+        bool guarded =
+            (p.rfind("/v1/", 0) == 0 && p.rfind("/v1/health/", 0) != 0) ||
+            p == "/metrics";
+        if (options_.token.empty() || !guarded || authorized(req))
+          return httplib::Server::HandlerResponse::Unhandled;
+        metrics_.rejected("unauthorized");
+        res.set_header("WWW-Authenticate", "Bearer");
+        sendError(res, 401,
+                  "this server needs a token: Authorization: Bearer <token>");
+        return httplib::Server::HandlerResponse::Handled;
+      });
   // The answers httplib makes itself (404 of an unknown route, 413 of a
   // body over --max-body, 400 of a malformed request) get a JSON body too.
   server.set_error_handler(httplib::Server::HandlerWithResponse(
       [this](const httplib::Request &req, httplib::Response &res) {
-    if (!res.body.empty())
-      return httplib::Server::HandlerResponse::Unhandled;
-    std::string message = "HTTP " + std::to_string(res.status);
-    if (res.status == 400)
-      message = "malformed HTTP request";
-    if (res.status == 404)
-      message = "no route " + req.method + " " + req.path;
-    if (res.status == 413) {
-      // httplib limits a form-encoded body to 8 KiB, whatever --max-body says.
-      message = req.get_header_value("Content-Type") ==
-                        "application/x-www-form-urlencoded"
-                    ? "the body is form-encoded (curl -d without -H "
-                      "'Content-Type: application/json'); send JSON"
-                    : "the body is over the server's limit of " +
-                          std::to_string(options_.maxBody) +
-                          " bytes (--max-body)";
-      metrics_.rejected("too_large");
-    }
-    sendError(res, res.status, message);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+        if (!res.body.empty())
+          return httplib::Server::HandlerResponse::Unhandled;
+        std::string message = "HTTP " + std::to_string(res.status);
+        if (res.status == 400)
+          message = "malformed HTTP request";
+        if (res.status == 404)
+          message = "no route " + req.method + " " + req.path;
+        if (res.status == 413) {
+          // httplib limits a form-encoded body to 8 KiB, whatever --max-body
+          // says.
+          message = req.get_header_value("Content-Type") ==
+                            "application/x-www-form-urlencoded"
+                        ? "the body is form-encoded (curl -d without -H "
+                          "'Content-Type: application/json'); send JSON"
+                        : "the body is over the server's limit of " +
+                              std::to_string(options_.maxBody) +
+                              " bytes (--max-body)";
+          metrics_.rejected("too_large");
+        }
+        sendError(res, res.status, message);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
 
-  server.Post("/v1/infer",
-              [this](const httplib::Request &req, httplib::Response &res) {
-                infer(req, res);
-              });
+  server.Post("/v1/infer", [this](const httplib::Request &req,
+                                  httplib::Response &res) { infer(req, res); });
   server.Get(R"(/v1/jobs/([0-9a-f]+))",
              [this](const httplib::Request &req, httplib::Response &res) {
                auto job = scheduler_.find(req.matches[1]);
@@ -130,19 +132,18 @@ void HttpApi::install(httplib::Server &server) {
                  return sendError(res, 404, "no job " + req.matches[1].str());
                sendJson(res, 200, job->describe());
              });
-  server.Delete(R"(/v1/jobs/([0-9a-f]+))",
-                [this](const httplib::Request &req, httplib::Response &res) {
-                  auto job = scheduler_.find(req.matches[1]);
-                  if (!job)
-                    return sendError(res, 404,
-                                     "no job " + req.matches[1].str());
-                  if (job->finished())
-                    return sendError(res, 409,
-                                     std::string("the job has already ended (") +
-                                         stateName(job->state()) + ")");
-                  scheduler_.cancel(job->id);
-                  sendJson(res, 202, job->describe());
-                });
+  server.Delete(R"(/v1/jobs/([0-9a-f]+))", [this](const httplib::Request &req,
+                                                  httplib::Response &res) {
+    auto job = scheduler_.find(req.matches[1]);
+    if (!job)
+      return sendError(res, 404, "no job " + req.matches[1].str());
+    if (job->finished())
+      return sendError(res, 409,
+                       std::string("the job has already ended (") +
+                           stateName(job->state()) + ")");
+    scheduler_.cancel(job->id);
+    sendJson(res, 202, job->describe());
+  });
   server.Get(R"(/v1/jobs/([0-9a-f]+)/events)",
              [this](const httplib::Request &req, httplib::Response &res) {
                auto job = scheduler_.find(req.matches[1]);
@@ -167,11 +168,11 @@ void HttpApi::install(httplib::Server &server) {
                sendJson(res, ready ? 200 : 503,
                         {{"status", ready ? "ready" : "not ready"}});
              });
-  server.Get("/metrics", [this](const httplib::Request &,
-                                httplib::Response &res) {
-    res.set_content(metrics_.render(scheduler_.queueDepth()),
-                    "text/plain; version=0.0.4");
-  });
+  server.Get("/metrics",
+             [this](const httplib::Request &, httplib::Response &res) {
+               res.set_content(metrics_.render(scheduler_.queueDepth()),
+                               "text/plain; version=0.0.4");
+             });
   server.Get("/", [this](const httplib::Request &, httplib::Response &res) {
     auto page = readFile((fs::path(options_.webRoot) / "index.html").string());
     if (!page)
@@ -233,7 +234,8 @@ void HttpApi::events(const std::shared_ptr<Job> &job, httplib::Response &res) {
       "text/event-stream", [job, next](size_t, httplib::DataSink &sink) {
         bool ended = false;
         auto events = job->eventsFrom(*next, std::chrono::seconds(15), ended);
-        if (events.empty() && !ended) { // a comment keeps proxies from timing out
+        if (events.empty() &&
+            !ended) { // a comment keeps proxies from timing out
           const std::string ping = ": keep-alive\n\n";
           return sink.write(ping.data(), ping.size());
         }

@@ -56,17 +56,15 @@ std::optional<RequestError> parseSampler(const json &v, const std::string &name,
     if (it.key() == "steps") {
       if (!it->is_number_integer() || it->get<int64_t>() < 1 ||
           it->get<int64_t>() > kMaxSteps)
-        return bad(field,
-                   "expected an integer in 1.." + std::to_string(kMaxSteps) +
-                       ", found " +
-                       (it->is_number() ? it->dump() : kindOf(*it)));
+        return bad(field, "expected an integer in 1.." +
+                              std::to_string(kMaxSteps) + ", found " +
+                              (it->is_number() ? it->dump() : kindOf(*it)));
       out.steps = it->get<int64_t>();
     } else if (it.key() == "cfg") {
       if (!it->is_number() || !std::isfinite(it->get<double>()) ||
           it->get<double>() < 0 || it->get<double>() > kMaxCfg)
-        return bad(field,
-                   "expected a number in 0..1000, found " +
-                       (it->is_number() ? it->dump() : kindOf(*it)));
+        return bad(field, "expected a number in 0..1000, found " +
+                              (it->is_number() ? it->dump() : kindOf(*it)));
       out.cfgStrength = it->get<double>();
     } else {
       return bad(field, "unknown field (expected \"steps\" or \"cfg\")");
@@ -79,8 +77,8 @@ std::optional<RequestError> parseSampler(const json &v, const std::string &name,
 std::optional<RequestError> parseCond(const json &v, const Program &program,
                                       GenerationRequest &req) {
   if (!v.is_string())
-    return bad("cond", "expected a string (base64 of a .npy file), found " +
-                           kindOf(v));
+    return bad("cond",
+               "expected a string (base64 of a .npy file), found " + kindOf(v));
   auto bytes = decodeBase64(v.get<std::string>());
   if (!bytes)
     return bad("cond", "is not valid base64 (RFC 4648 with padding)");
@@ -175,9 +173,10 @@ std::variant<JobSpec, RequestError> parseJobRequest(std::string_view body,
         req.seed = it->get<uint64_t>();
     } else if (key == "formats") {
       if (!it->is_array() || it->empty())
-        e = bad("formats",
-                "expected a non-empty list of \"gs\", \"rf\", \"mesh\", found " +
-                    (it->is_array() ? std::string("[]") : kindOf(*it)));
+        e = bad(
+            "formats",
+            "expected a non-empty list of \"gs\", \"rf\", \"mesh\", found " +
+                (it->is_array() ? std::string("[]") : kindOf(*it)));
       req.gs = req.rf = req.mesh = false;
       std::set<std::string> seen;
       for (size_t i = 0; !e && i < it->size(); ++i) {

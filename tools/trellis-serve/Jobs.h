@@ -1,4 +1,5 @@
-//===- Jobs.h - Queued generations and the engines that run them -*- C++ -*-===//
+//===- Jobs.h - Queued generations and the engines that run them -*- C++
+//-*-===//
 //
 // A Job is one generation: its request, its state (queued → running → done
 // | failed | cancelled), its event log (what GET /v1/jobs/{id}/events
@@ -49,6 +50,7 @@ public:
 
   const std::string id;
   const std::string dir; ///< the job's files
+  const std::chrono::steady_clock::time_point submittedAt;
   JobSpec spec;
 
   /// {"id", "state", "files", "error"?, "voxels"?, "formats", "seed"}.
@@ -62,9 +64,8 @@ public:
   void publish(std::string type, nlohmann::json data);
   /// Events from index `from` on; waits up to `timeout` for one when there
   /// is none yet. `ended` is set when the log is complete (done / failed).
-  std::vector<JobEvent> eventsFrom(size_t from,
-                                   std::chrono::milliseconds timeout,
-                                   bool &ended) const;
+  std::vector<JobEvent>
+  eventsFrom(size_t from, std::chrono::milliseconds timeout, bool &ended) const;
   /// Waits until the job has finished (or `timeout` passes).
   bool waitFinished(std::chrono::milliseconds timeout) const;
 
@@ -79,8 +80,8 @@ public:
   void setRunning();
   /// The final state and its event (done: the files and `seconds`, the
   /// run's wall time; else failed: the error and the state).
-  void finish(JobState state, std::vector<std::string> files,
-              std::string error, double seconds = 0);
+  void finish(JobState state, std::vector<std::string> files, std::string error,
+              double seconds = 0);
   void setVoxels(int64_t n);
   std::chrono::steady_clock::time_point endedAt() const;
 

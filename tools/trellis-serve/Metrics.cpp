@@ -8,7 +8,7 @@ namespace trellis::serve {
 namespace {
 /// Upper bounds (seconds) of the histograms' buckets: a tiny CPU generation
 /// takes about a second, an image-large GPU stage tenths to seconds.
-const std::vector<double> kBounds = {0.05, 0.1, 0.25, 0.5, 1,  2.5,
+const std::vector<double> kBounds = {0.05, 0.1, 0.25, 0.5, 1,   2.5,
                                      5,    10,  25,   60,  120, 300};
 
 std::string le(double b) {

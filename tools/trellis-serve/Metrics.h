@@ -3,11 +3,12 @@
 // GET /metrics in Prometheus' text exposition format (version 0.0.4):
 //   trellis_serve_queue_depth                 gauge
 //   trellis_serve_jobs_total{state}           counter: done, failed, cancelled
-//   trellis_serve_requests_rejected_total{reason}  counter: invalid, queue_full,
+//   trellis_serve_requests_rejected_total{reason}  counter: invalid,
+//   queue_full,
 //                                             unauthorized, too_large
 //   trellis_serve_steps_total{stage}          counter: sampler steps run
 //   trellis_serve_stage_seconds{stage}        histogram per stage function
-//   trellis_serve_generation_seconds          histogram, queued → done
+//   trellis_serve_generation_seconds          histogram, submitted → done
 //   trellis_serve_device_memory_bytes{device} gauge (GPU memory in use after
 //                                             the last run on that device)
 //

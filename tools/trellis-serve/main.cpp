@@ -56,7 +56,7 @@ GET /v1/jobs/{id}[/events|/files/NAME], DELETE /v1/jobs/{id}, /v1/health/*,
 
 struct Options {
   std::string program, model, host = "127.0.0.1", devices = "all", work,
-                           tokenFile, webRoot;
+                              tokenFile, webRoot;
   int port = 8080;
   size_t queue = 16, maxBody = size_t(64) << 20;
   int64_t deadline = 600, keep = 3600;
@@ -292,8 +292,9 @@ int serveMain(int argc, char **argv) {
     port = -1;
   if (port < 0)
     return fail("cannot listen on " + opts->host + ":" +
-                std::to_string(opts->port) + " (in use, or not an address "
-                                             "of this machine)");
+                std::to_string(opts->port) +
+                " (in use, or not an address "
+                "of this machine)");
   std::cerr << "trellis-serve: listening on http://" << opts->host << ":"
             << port << "/ (work " << opts->work << ")" << std::endl;
 

@@ -153,6 +153,11 @@ private:
   std::atomic<bool> busy_{false};
 };
 
+/// Where the timed GEMM picks are kept across processes by default
+/// (GpuOptions::gemmTuningCache): $TRELLIS_CACHE_DIR/gemm-tuning.json, else
+/// $XDG_CACHE_HOME/trellis/..., else ~/.cache/trellis/...; empty without any.
+std::string defaultGemmTuningCache();
+
 /// The pipeline stage (0 to 3) an entry function belongs to: image_stage 0,
 /// ss_stage 1, slat_stage 2, the decoders 3.
 int pipelineStageOf(const std::string &function);
