@@ -21,7 +21,9 @@ def tiny_program(d: Path):
     if not exe.exists():
         r = run(BUILD / "bin/trellis-mkmodel", "--preset", "tiny", "--seed", "1", "--out", model, "--quiet")
         assert r.returncode == 0, r.stderr
-        r = run(BUILD / "bin/trellisc", model / "pipeline.json", "--target=cpu", "--cond-tokens", "21", "-o", exe)
+        r = run(
+            BUILD / "bin/trellisc", model / "pipeline.json", "--target=cpu", "--cond-tokens", "21", "-o", exe
+        )
         assert r.returncode == 0, r.stderr
     return model, exe
 

@@ -195,7 +195,6 @@ def test_sigterm_finishes_the_running_job(tiny, tmp_path):
     assert (work / job / "gaussians.ply").is_file(), log  # it finished, its files are there
 
 
-
 def malformed_requests(model, n=1000, seed=0):
     """(method, path, headers, body, why) of `n` malformed requests: truncated JSON, wrong types, bad base64,
     bad .npy, unknown fields, out-of-range numbers, huge bodies, wrong content types and routes."""
@@ -261,9 +260,13 @@ def malformed_requests(model, n=1000, seed=0):
         kind = i % 8
         if kind == 0:  # truncated JSON
             body = json.dumps({"cond": good, "seed": i, **FAST})
-            out.append(("POST", "/v1/infer", "application/json", body[: rng.randrange(1, len(body) - 1)], "trunc"))
+            out.append(
+                ("POST", "/v1/infer", "application/json", body[: rng.randrange(1, len(body) - 1)], "trunc")
+            )
         elif kind == 1:
-            out.append(("POST", "/v1/infer", "application/json", json.dumps({"cond": rng.choice(bad_conds)}), "cond"))
+            out.append(
+                ("POST", "/v1/infer", "application/json", json.dumps({"cond": rng.choice(bad_conds)}), "cond")
+            )
         elif kind == 2:
             out.append(("POST", "/v1/infer", "application/json", json.dumps(rng.choice(wrong)), "types"))
         elif kind == 3:  # random bytes
@@ -275,7 +278,9 @@ def malformed_requests(model, n=1000, seed=0):
             ctype = rng.choice(["text/plain", "application/octet-stream", "multipart/form-data; boundary=x"])
             out.append(("POST", "/v1/infer", ctype, json.dumps({"cond": good}), "ctype"))
         elif kind == 6:
-            path = rng.choice(["/v1/jobs/zz", "/v1/jobs/0123456789abcdef", "/v1/nothing", "/v1/jobs/abc/files/x"])
+            path = rng.choice(
+                ["/v1/jobs/zz", "/v1/jobs/0123456789abcdef", "/v1/nothing", "/v1/jobs/abc/files/x"]
+            )
             out.append((rng.choice(["GET", "DELETE"]), path, None, None, "route"))
         else:  # well-formed JSON, wrong nesting / huge numbers
             body = json.dumps({"cond": good, "ss": {"steps": 10 ** rng.randrange(5, 30)}})
@@ -310,7 +315,12 @@ def test_a_thousand_malformed_requests_get_4xx_and_the_server_keeps_serving(tiny
         ({"cond": "@@@@"}, 400, "cond", "not valid base64"),
         ({"cond": None}, 400, "cond", "expected a string"),
         ({"ss": {"steps": 0}, "cond": "GOOD"}, 400, "ss.steps", "expected an integer in 1..10000, found 0"),
-        ({"cond": "GOOD", "formats": ["glb"]}, 400, "formats[0]", 'expected "gs", "rf" or "mesh", found "glb"'),
+        (
+            {"cond": "GOOD", "formats": ["glb"]},
+            400,
+            "formats[0]",
+            'expected "gs", "rf" or "mesh", found "glb"',
+        ),
         ({"cond": "GOOD", "sead": 1}, 400, "sead", "unknown field"),
         ({"cond": "AAAA"}, 422, "cond", "too short for a .npy header"),
     ],
