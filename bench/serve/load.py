@@ -803,6 +803,9 @@ def main():
             f"  GLBs fetched: {len(glb)}, {statistics.median(glb) / 1024:.0f} KiB median; "
             f"voxels {min(j.voxels or 0 for j in done)}..{max(j.voxels or 0 for j in done)}"
         )
+    if args.follow == "events" and done:
+        seen = sorted({j.steps_seen for j in done})
+        print(f"  sampler steps streamed per done job: {', '.join(map(str, seen))}")
     for j in failed[:10]:
         print(f"  FAILED job {j.n} ({j.id}): {j.state}: {j.error}")
     if never:
@@ -856,6 +859,7 @@ def main():
             "done": len(done),
             "failed": len(failed),
             "unfinished": len(never),
+            "steps_streamed": sorted({j.steps_seen for j in done}),
             "follow": args.follow,
             "formats": args.formats,
             "devices": devices,

@@ -154,6 +154,24 @@ struct Scheduler::Worker {
   std::unique_ptr<Engine> engine;
   bool rebuild = false; ///< the last run failed: the engine's state is unknown
   std::thread thread;
+
+  /// Jobs whose run returned and whose files are being written, in order
+  /// (the finisher thread's queue).
+  struct Writing {
+    std::shared_ptr<Job> job;
+    GenerationStats stats;
+    double seconds;
+  };
+  std::thread finisher;
+  std::mutex mu;
+  std::condition_variable changed;
+  std::deque<Writing> writing;
+  bool stop = false;
+  /// Waits until the finisher has settled every job handed to it.
+  void waitWritten() {
+    std::unique_lock<std::mutex> lock(mu);
+    changed.wait(lock, [&] { return writing.empty(); });
+  }
 };
 
 namespace {
@@ -247,8 +265,10 @@ Status Scheduler::start() {
     std::cerr << "trellis-serve: engine ready on " << w->name << "\n";
     workers_.push_back(std::move(w));
   }
-  for (auto &w : workers_)
+  for (auto &w : workers_) {
+    w->finisher = std::thread([this, &w] { finishing(*w); });
     w->thread = std::thread([this, &w] { work(*w); });
+  }
   sweeper_ = std::thread([this] { expire(); });
   ready_ = true;
   return Status::ok();
@@ -311,11 +331,12 @@ void Scheduler::work(Worker &w) {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty())
-        return; // stopping
+        break; // stopping
       job = queue_.front();
       queue_.pop_front();
     }
     if (w.rebuild) {
+      w.waitWritten(); // the finisher still waits on the old engine's writer
       w.engine.reset();
       if (Status s = createEngine(w); !s) {
         job->finish(JobState::Failed, {},
@@ -324,16 +345,59 @@ void Scheduler::work(Worker &w) {
         continue;
       }
     }
-    run(w, *job);
+    run(w, job);
+  }
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.stop = true;
+  }
+  w.changed.notify_all();
+  w.finisher.join(); // after the last job's files
+}
+
+void Scheduler::finishing(Worker &w) {
+  for (;;) {
+    Worker::Writing item;
+    {
+      std::unique_lock<std::mutex> lock(w.mu);
+      w.changed.wait(lock, [&] { return w.stop || !w.writing.empty(); });
+      if (w.writing.empty())
+        return;
+      item = w.writing.front();
+    }
+    Job &job = *item.job;
+    if (Status written = w.engine->finishWrites(item.stats); !written) {
+      // (finishWrites removed the generation's files.)
+      job.finish(JobState::Failed, {},
+                 "writing the files failed: " + written.message());
+      metrics_.jobEnded("failed", item.seconds);
+    } else {
+      std::vector<std::string> files;
+      std::error_code ec;
+      for (const auto &entry : fs::directory_iterator(job.dir, ec))
+        if (entry.is_regular_file())
+          files.push_back(entry.path().filename().string());
+      std::sort(files.begin(), files.end());
+      job.finish(JobState::Done, std::move(files), "", item.seconds);
+      metrics_.jobEnded("done", std::chrono::duration<double>(
+                                    Clock::now() - job.submittedAt)
+                                    .count());
+    }
+    {
+      std::lock_guard<std::mutex> lock(w.mu);
+      w.writing.pop_front();
+    }
+    w.changed.notify_all();
   }
 }
 
-void Scheduler::run(Worker &w, Job &job) {
+void Scheduler::run(Worker &w, const std::shared_ptr<Job> &jobPtr) {
+  Job &job = *jobPtr;
   const auto start = Clock::now();
   job.setRunning();
   GenerationRequest req = job.spec.request;
   req.outDir = job.dir;
-  req.asyncWrites = false;
+  req.asyncWrites = true; // written while the next job computes
   JobObserver observer(job, metrics_);
   auto result = w.engine->run(req, &observer);
   const double seconds =
@@ -341,16 +405,11 @@ void Scheduler::run(Worker &w, Job &job) {
   if (const GpuReport *report = w.engine->gpuReport())
     metrics_.deviceMemory(w.name, double(report->deviceBytesInUse));
   if (result) {
-    std::vector<std::string> files;
-    std::error_code ec;
-    for (const auto &entry : fs::directory_iterator(job.dir, ec))
-      if (entry.is_regular_file())
-        files.push_back(entry.path().filename().string());
-    std::sort(files.begin(), files.end());
-    job.finish(JobState::Done, std::move(files), "", seconds);
-    metrics_.jobEnded(
-        "done",
-        std::chrono::duration<double>(Clock::now() - job.submittedAt).count());
+    {
+      std::lock_guard<std::mutex> lock(w.mu);
+      w.writing.push_back({jobPtr, w.engine->lastStats(), seconds});
+    }
+    w.changed.notify_all();
     return;
   }
   std::error_code ec;

@@ -8,7 +8,10 @@
 //
 // The Scheduler owns one Engine per device (a GPU ordinal, or the CPU
 // reference) and one worker thread per engine; workers take jobs in
-// submission order from a bounded queue. A job is cancelled between sampler
+// submission order from a bounded queue. A job's files are written by the
+// engine's writer thread while the next job computes (as trellis.exe does);
+// the worker's finisher thread waits for them and only then marks the job
+// done. A job is cancelled between sampler
 // steps (PipelineObserver::cancelled) or when its deadline passes; an engine
 // whose run failed for another reason is rebuilt before its next job (its
 // state is unknown). Finished jobs and their files are dropped `keep`
@@ -133,7 +136,8 @@ public:
 private:
   struct Worker;
   void work(Worker &w);
-  void run(Worker &w, Job &job);
+  void run(Worker &w, const std::shared_ptr<Job> &job);
+  void finishing(Worker &w);
   void expire();
   Status createEngine(Worker &w);
 

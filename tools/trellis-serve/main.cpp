@@ -209,6 +209,14 @@ Result<std::string> readToken(const std::string &path) {
 }
 
 int serveMain(int argc, char **argv) {
+  // SIGTERM / SIGINT go to one thread (sigwait below), not to a random one:
+  // blocked before any thread exists (the CUDA driver starts its own at
+  // cuInit), so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::string error;
   auto opts = parse(argc, argv, error);
   if (!opts)
@@ -258,13 +266,6 @@ int serveMain(int argc, char **argv) {
         (fs::canonical("/proc/self/exe").parent_path().parent_path() /
          "share/trellis-serve/web")
             .string();
-
-  // SIGTERM / SIGINT go to one thread (sigwait below), not to a random one.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   Metrics metrics;
   SchedulerOptions so;

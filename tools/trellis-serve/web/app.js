@@ -14,7 +14,9 @@ const ACTIVE_STATES = new Set(['submitting', 'queued', 'running']);
 const DECODER_NAMES = { decode_gs: 'Gaussians', decode_rf: 'radiance field', decode_mesh: 'mesh' };
 
 let job = null; // {id, events, decoders, decodersDone: Set, decoderSeconds}
-let results = { objectUrls: [], splatViewer: null, generation: 0 };
+// The shown job's blob: URLs, its splat viewer's close(), and a counter that
+// tells callbacks of an older job's viewers to stand down.
+let results = { objectUrls: [], closeSplats: null, generation: 0 };
 
 /// A refused request: the server's message and, for 4xx, the field it names.
 class RequestError extends Error {
@@ -96,9 +98,9 @@ function requestBody(conditioning) {
 async function submit(event) {
   event.preventDefault();
   if (ACTIVE_STATES.has(document.body.dataset.state)) return;
-  await reset();
-  setState('submitting');
   try {
+    await reset();
+    setState('submitting');
     const { text, formats } = requestBody(await readConditioning());
     const response = await api('v1/infer', {
       method: 'POST',
@@ -216,8 +218,13 @@ function finished(id, files, seconds) {
 }
 
 function jobFailed(error, state) {
-  setState(state === 'cancelled' ? 'cancelled' : 'failed');
-  setStatus(`job ${job.id}: ${state ?? 'failed'}`);
+  if (state === 'cancelled') {
+    setState('cancelled');
+    setStatus(`job ${job.id}: cancelled`);
+    return;
+  }
+  setState('failed');
+  setStatus(`job ${job.id}: failed`);
   showError(error ?? 'the job failed');
 }
 
@@ -259,7 +266,8 @@ function refused(e) {
     input.setAttribute('aria-invalid', 'true');
     input.focus?.();
   }
-  showError(e.field ? `${e.field}: ${e.message}` : e.message);
+  // The server's messages often start with the field's name already.
+  showError(e.field && !e.message.startsWith(e.field) ? `${e.field}: ${e.message}` : e.message);
 }
 
 // ---- results -----------------------------------------------------------------
@@ -348,13 +356,22 @@ function showMesh(path) {
 
 function showSplats(path, name) {
   return showViewer('splats', async (current) => {
-    const GaussianSplats3D = await import('@mkkellogg/gaussian-splats-3d');
+    const [THREE, GaussianSplats3D] = await Promise.all([import('three'), import('@mkkellogg/gaussian-splats-3d')]);
     const src = await blobUrl(path);
     if (!current()) return;
     $('splats-view').hidden = false;
     $('splats-view').querySelector('figcaption').textContent = name;
+    const viewport = $('splats-viewport');
+    // Our own renderer: with one of its own, the viewer's dispose() removes
+    // the root element from document.body, and throws for ours, not a child of it.
+    const renderer = new THREE.WebGLRenderer({ antialias: false, alpha: true, precision: 'highp' });
+    renderer.setPixelRatio(window.devicePixelRatio);
+    renderer.setClearColor(0x000000, 0);
+    renderer.setSize(viewport.clientWidth, viewport.clientHeight);
+    viewport.replaceChildren(renderer.domElement);
     const viewer = new GaussianSplats3D.Viewer({
-      rootElement: $('splats-viewport'),
+      renderer,
+      rootElement: viewport,
       // TRELLIS's PLY is y-up, the object inside [-0.5, 0.5]^3; seen from the
       // front and a little above, like model-viewer's default camera.
       cameraUp: [0, 1, 0],
@@ -365,9 +382,21 @@ function showSplats(path, name) {
       sharedMemoryForWorkers: false,
       gpuAcceleratedSort: false,
       sceneRevealMode: GaussianSplats3D.SceneRevealMode.Instant,
+      // Draw when the camera moves or a sort lands, not every frame (software
+      // GL in tests, laptops' batteries).
+      renderMode: GaussianSplats3D.RenderMode.OnChange,
       sphericalHarmonicsDegree: 0,
     });
-    results.splatViewer = viewer;
+    const resize = new ResizeObserver(() => {
+      renderer.setSize(viewport.clientWidth, viewport.clientHeight);
+      viewer.forceRenderNextFrame();
+    });
+    resize.observe(viewport);
+    results.closeSplats = async () => {
+      resize.disconnect();
+      await viewer.dispose();
+      renderer.dispose();
+    };
     // The URL is a blob: without an extension, hence the explicit format.
     await viewer.addSplatScene(src, {
       format: GaussianSplats3D.SceneFormat.Ply,
@@ -383,18 +412,20 @@ async function reset() {
   job?.events?.close();
   job = null;
   results.generation += 1;
-  const { objectUrls, splatViewer } = results;
+  const { objectUrls, closeSplats } = results;
   results.objectUrls = [];
-  results.splatViewer = null;
+  results.closeSplats = null;
   objectUrls.forEach((url) => URL.revokeObjectURL(url));
   delete document.body.dataset.mesh;
   delete document.body.dataset.splats;
-  await splatViewer?.dispose();
+  await closeSplats?.().catch((e) => console.warn('closing the splat viewer:', e));
   $('mesh-viewport').replaceChildren();
   $('splats-viewport').replaceChildren();
   $('mesh-view').hidden = $('splats-view').hidden = $('results').hidden = true;
   $('downloads').replaceChildren();
   $('error').hidden = true;
+  $('progress').hidden = true;
+  setStatus('');
   $('voxels').textContent = '';
   for (const row of document.querySelectorAll('.stage')) {
     row.querySelector('.title').textContent = row.dataset.title;
