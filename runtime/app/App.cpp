@@ -18,6 +18,7 @@
 #include "trellis/Runtime/GpuExecutor.h"
 #include "trellis/Support/AtomicFile.h"
 
+#include "runtime/app/BatchOutput.h"
 #include "runtime/app/Generation.h"
 #include "runtime/app/GenerationList.h"
 
@@ -34,6 +35,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <unistd.h>
 
 namespace trellis {
 namespace {
@@ -46,7 +48,8 @@ const char *const kUsage =
 
 usage: trellis.exe --model DIR --image FILE [--image FILE ...] --out DIR [options]
        trellis.exe --model DIR --cond FILE [--cond FILE ...] --out DIR [options]
-       trellis.exe --model DIR --inputs MANIFEST.jsonl --out DIR [options]
+       trellis.exe --model DIR --inputs MANIFEST.jsonl --out DIR [--shard I/N]
+       trellis.exe --summarize DIR
        trellis.exe --inspect
 
 One process sets the model up once (weights staged, GPU code loaded) and runs
@@ -76,8 +79,20 @@ time and voxel count.
                        {"id": "chair", "cond": "chair.npy", "seed": 7}
                        or {"id": "chair", "image": "chair.png", "seed": 7}
                        ("image": a list for a multi-image generation;
-                       optional "coords": FILE); outputs go to OUT/<id>;
-                       relative paths are relative to the manifest
+                       optional "coords": FILE, "ss" / "slat": {"steps": N,
+                       "cfg": W}, "formats": ["gs", "rf", "mesh"]);
+                       relative paths are relative to the manifest. A batch:
+                       each job's folder OUT/<id> appears whole, with
+                       done.json (its record), or with failed.json (a bad
+                       line or input: the others go on); a rerun skips the
+                       jobs that have either (docs/guide/scale-out.md)
+  --shard I/N          take the manifest lines whose index is I mod N
+                       (default: Slurm's SLURM_ARRAY_TASK_ID / _COUNT when
+                       set, else all)
+  --retry-failed       run the jobs with a failed.json again
+  --summarize DIR      print the table of a batch's records (jobs done,
+                       failed with their messages, time percentiles,
+                       GPU-hours) and exit: 1 if a job failed
   --repeat N           run each generation N times (benchmarking; the
                        files are rewritten)
   --neg-cond FILE      unconditional tokens (text pipelines: CLIP(""))
@@ -147,6 +162,9 @@ struct Options {
   std::vector<std::string> images; // --image (one generation of them all)
   bool noBackgroundRemoval = false, saveCond = false;
   std::string inputs; // --inputs manifest
+  std::string shard;  // --shard I/N
+  bool retryFailed = false;
+  std::string summarize; // --summarize DIR
   int64_t repeat = 1;
   bool debugOutputs = false;
   bool benchStage1 = false;
@@ -356,7 +374,9 @@ Result<Options> parseArgs(int argc, char **argv) {
       {"--slat-noise", &o.slatNoise},
       {"--coords", &o.coords},
       {"--bundle", &o.bundle},
-      {"--inputs", &o.inputs}};
+      {"--inputs", &o.inputs},
+      {"--shard", &o.shard},
+      {"--summarize", &o.summarize}};
   while (r.next()) {
     const std::string &a = r.name();
     Status s = Status::ok();
@@ -374,6 +394,8 @@ Result<Options> parseArgs(int argc, char **argv) {
       o.checkFinite = true;
     else if (a == "--mesh-cpu")
       o.meshCpu = true;
+    else if (a == "--retry-failed")
+      o.retryFailed = true;
     else if (a == "--debug-outputs")
       o.debugOutputs = true;
     else if (a == "--bench-stage1")
@@ -500,10 +522,13 @@ Result<GenerationRequest> makeRequest(const Options &o,
   if (!g.images.empty()) {
     TRELLIS_ASSIGN_OR_RETURN(req.images, readImages(g.images, o, req, g));
   } else {
-    auto cond = readArray(g.cond, "--cond");
+    // Named by the option, or by the manifest line ("m.jsonl:3: cond").
+    const bool fromManifest = !g.origin.starts_with("--");
+    const std::string what = fromManifest ? g.origin + ": cond" : "--cond";
+    auto cond = readArray(g.cond, what.c_str());
     if (!cond)
       return Error{cond.message()};
-    req.cond = {*cond, "--cond " + g.cond};
+    req.cond = {*cond, what + " " + g.cond};
   }
   req.saveCond = o.saveCond;
   auto optional = [](const std::string &path, const char *what,
@@ -529,8 +554,25 @@ Result<GenerationRequest> makeRequest(const Options &o,
   req.rf = o.rf;
   req.mesh = o.mesh;
   req.meshOnCpu = o.meshCpu;
+  // A manifest entry's sampler settings over the command line's.
   req.ss = o.ss;
   req.slat = o.slat;
+  for (auto [entry, dst] : {std::pair{&g.ss, &req.ss}, {&g.slat, &req.slat}})
+    if (*entry) {
+      if ((*entry)->steps)
+        dst->steps = (*entry)->steps;
+      if ((*entry)->cfgStrength)
+        dst->cfgStrength = (*entry)->cfgStrength;
+    }
+  if (g.formats) {
+    auto has = [&](const char *f) {
+      return std::find(g.formats->begin(), g.formats->end(), f) !=
+             g.formats->end();
+    };
+    req.gs = has("gs");
+    req.rf = has("rf");
+    req.mesh = has("mesh");
+  }
   req.lastStage = o.lastStage;
   req.outDir = g.outDir;
   req.debugOutputs = o.debugOutputs;
@@ -619,14 +661,75 @@ int inspect(const Bundle &bundle, const Program &program, const json &meta,
   return 0;
 }
 
+/// A manifest batch's bookkeeping (BatchOutput.h): the shard, the program's
+/// identity for the records, counts for the closing line.
+struct Batch {
+  Shard shard;
+  std::string programCrc32;
+  int skippedDone = 0, skippedFailed = 0;
+};
+
+/// The record of a job that ran (done.json).
+json doneRecord(const GenerationSpec &g, const GenerationStats &st,
+                const Engine &engine, const Batch &batch, double readSeconds,
+                const std::string &started) {
+  char host[256] = "";
+  ::gethostname(host, sizeof host - 1);
+  json files = json::array();
+  for (const std::string &f : st.files)
+    files.push_back(fs::path(f).filename().string());
+  return json{
+      {"id", g.id},
+      {"origin", g.origin},
+      {"seed", g.seed},
+      {"voxels", st.voxels},
+      {"wall_seconds", st.wallSeconds},
+      {"gpu_seconds", st.gpuSeconds},
+      {"setup_seconds", st.setupSeconds},
+      {"download_seconds", st.downloadSeconds},
+      {"read_seconds", readSeconds},
+      {"backend", engine.backend("ss_stage")},
+      {"files", files},
+      {"program_crc32", batch.programCrc32},
+      {"versions",
+       {{"trellis", TRELLIS_VERSION}, {"bundle_format", kBundleFormatVersion}}},
+      {"shard", batch.shard.str()},
+      {"host", host},
+      {"pid", ::getpid()},
+      {"started", started},
+      {"finished", utcNow()}};
+}
+
+/// Records a job that could not run: OUT/<id>/failed.json, appearing whole.
+Status recordFailure(const Options &opts, const GenerationSpec &g,
+                     const Batch &batch, const std::string &error) {
+  auto tmp = makeTemporary(opts.out, g.id);
+  if (!tmp)
+    return tmp.status();
+  return commitJob(*tmp, g.outDir, "failed.json",
+                   json{{"id", g.id},
+                        {"origin", g.origin},
+                        {"error", error},
+                        {"shard", batch.shard.str()},
+                        {"program_crc32", batch.programCrc32},
+                        {"pid", ::getpid()},
+                        {"finished", utcNow()}});
+}
+
 /// Creates the engine and runs every generation (each opts.repeat times).
 /// Files of generation g are written while g+1 computes; a write error is
-/// reported as g's.
+/// reported as g's. With a manifest (`batch`), each job's folder appears
+/// whole with its record, jobs recorded earlier are skipped, and a failed job
+/// is recorded and does not stop the others.
 int runGenerations(const LoadedBundle &loaded, const Options &opts,
-                   const std::vector<GenerationSpec> &generations) {
+                   const std::vector<GenerationSpec> &generations,
+                   Batch *batch) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   StderrObserver observer;
+  if (batch)
+    if (Status s = removeStaleTemporaries(opts.out); !s)
+      return fail(s.message());
   EngineOptions eo;
   eo.gpu = opts.gpu;
   eo.checkFinite = opts.checkFinite;
@@ -645,22 +748,62 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
   struct Pending {
     std::string label;
     GenerationStats stats;
+    const GenerationSpec *spec;
+    std::string tmp; ///< batch: the job's temporary folder
+    json record;     ///< batch: its done.json
   };
   std::optional<Pending> pending; // the last generation's files
   int failed = 0, runs = 0;
+  // A batch job that failed: recorded; a failure to record it ends the run.
+  auto jobFailed = [&](const GenerationSpec &g, const std::string &label,
+                       const std::string &error) {
+    std::cerr << "trellis.exe: error: " << label << ": " << error << "\n";
+    ++failed;
+    if (!batch)
+      return true;
+    if (Status s = recordFailure(opts, g, *batch, error); !s) {
+      std::cerr << "trellis.exe: error: " << label
+                << ": recording the failure: " << s.message() << "\n";
+      return false;
+    }
+    return true;
+  };
+  bool stop = false;
   auto settle = [&]() {
     if (!pending)
       return;
-    if (Status s = (*engine)->finishWrites(pending->stats); !s) {
-      std::cerr << "trellis.exe: error: " << pending->label << ": "
-                << s.message() << "\n";
-      ++failed;
+    Status s = (*engine)->finishWrites(pending->stats);
+    if (s && batch)
+      s = commitJob(pending->tmp, pending->spec->outDir, "done.json",
+                    pending->record);
+    if (!s) {
+      if (batch) {
+        std::error_code ec;
+        fs::remove_all(pending->tmp, ec);
+      }
+      stop |= !jobFailed(*pending->spec, pending->label, s.message());
     }
     pending.reset();
   };
   const bool several = generations.size() > 1 || opts.repeat > 1;
-  for (const GenerationSpec &g : generations)
-    for (int64_t rep = 0; rep < opts.repeat; ++rep) {
+  for (const GenerationSpec &g : generations) {
+    if (stop)
+      break;
+    if (batch) {
+      JobRecord record = recordOf(g.outDir);
+      if (record == JobRecord::Done ||
+          (record == JobRecord::Failed && !opts.retryFailed)) {
+        ++(record == JobRecord::Done ? batch->skippedDone
+                                     : batch->skippedFailed);
+        continue;
+      }
+      if (!g.invalid.empty()) {
+        ++runs;
+        stop |= !jobFailed(g, "generation " + g.id, g.invalid);
+        continue;
+      }
+    }
+    for (int64_t rep = 0; rep < opts.repeat && !stop; ++rep) {
       ++runs;
       std::string label = "generation " + g.id;
       if (opts.repeat > 1)
@@ -668,28 +811,44 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
                  std::to_string(opts.repeat) + ")";
       if (several)
         std::cerr << "== " << label << " (" << g.origin << ")\n";
+      const std::string started = utcNow();
       const auto readStart = Clock::now();
       auto request = makeRequest(opts, g);
       // Reading the inputs: .npy files, or decoding and preprocessing images.
       const double readSeconds =
           std::chrono::duration<double>(Clock::now() - readStart).count();
       if (!request) {
-        std::cerr << "trellis.exe: error: " << label << ": "
-                  << request.message() << "\n";
-        ++failed;
+        settle();
+        stop |= !jobFailed(g, label, request.message());
         continue;
+      }
+      std::string tmp;
+      if (batch) {
+        auto made = makeTemporary(opts.out, g.id);
+        if (!made) {
+          settle();
+          stop |= !jobFailed(g, label, made.message());
+          continue;
+        }
+        tmp = *made;
+        request->outDir = tmp;
       }
       request->asyncWrites = true;
       auto result = (*engine)->run(*request, &observer);
       settle(); // the previous generation's files, written meanwhile
       if (!result) {
-        std::cerr << "trellis.exe: error: " << label << ": " << result.message()
-                  << "\n";
-        ++failed;
+        if (batch) {
+          std::error_code ec;
+          fs::remove_all(tmp, ec);
+        }
+        stop |= !jobFailed(g, label, result.message());
         continue;
       }
       const GenerationStats &st = (*engine)->lastStats();
-      pending = Pending{label, st};
+      pending = Pending{label, st, &g, tmp, json()};
+      if (batch)
+        pending->record =
+            doneRecord(g, st, **engine, *batch, readSeconds, started);
       std::ostringstream line;
       line << label << ": " << st.wallSeconds << " s wall, " << st.gpuSeconds
            << " s GPU, " << st.voxels << " voxels -> " << g.outDir
@@ -698,14 +857,20 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
            << " s)";
       std::cerr << line.str() << "\n";
     }
+  }
   settle();
   const double total =
       std::chrono::duration<double>(Clock::now() - start).count();
   std::cerr << runs - failed << " of " << runs << " generation"
             << (runs == 1 ? "" : "s") << " written to " << opts.out << " in "
             << total << " s (engine setup " << setupSeconds
-            << " s; files included)\n";
-  return failed ? 1 : 0;
+            << " s; files included)";
+  if (batch)
+    std::cerr << "; shard " << batch->shard.str() << ", skipped "
+              << batch->skippedDone << " done earlier and "
+              << batch->skippedFailed << " failed earlier";
+  std::cerr << "\n";
+  return failed || stop ? 1 : 0;
 }
 
 } // namespace
@@ -738,6 +903,8 @@ int runtimeMainImpl(int argc, char **argv) {
     std::cout << kUsage;
     return 0;
   }
+  if (!opts->summarize.empty())
+    return summarizeBatch(opts->summarize, std::cout);
   std::string source = opts->bundle.empty() ? "/proc/self/exe" : opts->bundle;
   auto loaded = LoadedBundle::load(source, opts->bundle.empty());
   if (!loaded)
@@ -757,6 +924,9 @@ int runtimeMainImpl(int argc, char **argv) {
         "--image, --cond and --inputs exclude each other (--image: "
         "the images of one generation; --cond: one generation each; "
         "--inputs: every generation in the manifest)");
+  if ((!opts->shard.empty() || opts->retryFailed) && opts->inputs.empty())
+    return usageFail("--shard and --retry-failed apply to a manifest "
+                     "(--inputs)");
   if (opts->benchStage1 && opts->coords.empty() && opts->inputs.empty())
     return fail("--bench-stage1 replaces stage 1's voxels by --coords (or a "
                 "manifest's \"coords\"): give them");
@@ -793,7 +963,21 @@ int runtimeMainImpl(int argc, char **argv) {
               << "; CPU reference stages use " << ref::numThreads()
               << " threads\n";
   }
-  return runGenerations(*loaded, *opts, generations);
+  if (opts->inputs.empty())
+    return runGenerations(*loaded, *opts, generations, nullptr);
+  Batch batch;
+  auto shard = shardOf(opts->shard);
+  if (!shard)
+    return usageFail(shard.message());
+  batch.shard = *shard;
+  batch.programCrc32 = fileCrc32(source);
+  std::vector<GenerationSpec> mine;
+  for (GenerationSpec &g : generations)
+    if (int64_t(g.index) % batch.shard.count == batch.shard.index)
+      mine.push_back(std::move(g));
+  std::cerr << "trellis.exe: shard " << batch.shard.str() << ": " << mine.size()
+            << " of " << generations.size() << " manifest entries\n";
+  return runGenerations(*loaded, *opts, mine, &batch);
 }
 
 } // namespace

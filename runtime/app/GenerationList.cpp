@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -39,6 +40,108 @@ std::string resolve(const fs::path &base, const std::string &p) {
 
 } // namespace
 
+namespace {
+
+/// {"steps": N, "cfg": W} of a manifest entry; an error names the field.
+Status samplerOverrides(const json &v, const std::string &name,
+                        std::optional<SamplerRunOverrides> &dst) {
+  if (!v.is_object())
+    return Error{"field '" + name +
+                 "' must be an object {\"steps\": N, \"cfg\": W}, found " +
+                 v.dump()};
+  SamplerRunOverrides o;
+  for (const auto &[key, value] : v.items()) {
+    if (key == "steps") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 ||
+          value.get<int64_t>() > 10000)
+        return Error{"field '" + name +
+                     ".steps' must be an integer in 1..10000, found " +
+                     value.dump()};
+      o.steps = value.get<int64_t>();
+    } else if (key == "cfg") {
+      if (!value.is_number() || !std::isfinite(value.get<double>()) ||
+          value.get<double>() < 0)
+        return Error{"field '" + name +
+                     ".cfg' must be a finite number >= 0, found " +
+                     value.dump()};
+      o.cfgStrength = value.get<double>();
+    } else {
+      return Error{"unknown field '" + name + "." + key +
+                   "' (expected steps, cfg)"};
+    }
+  }
+  dst = o;
+  return Status::ok();
+}
+
+/// Every field of one manifest object but its id, into `g`.
+Status readEntry(const json &j, const fs::path &base, GenerationSpec &g) {
+  for (const auto &[key, value] : j.items())
+    if (key != "id" && key != "cond" && key != "image" && key != "seed" &&
+        key != "coords" && key != "ss" && key != "slat" && key != "formats")
+      return Error{"unknown field '" + key +
+                   "' (expected id, cond or image, seed, coords, ss, slat, "
+                   "formats)"};
+  if (j.contains("image")) {
+    // One picture, or the pictures of one multi-image generation.
+    const json &image = j["image"];
+    if (j.contains("cond"))
+      return Error{"fields 'cond' and 'image' exclude each other (tokens, or "
+                   "the pictures to encode)"};
+    std::vector<json> items = image.is_array() ? image.get<std::vector<json>>()
+                                               : std::vector<json>{image};
+    for (const json &item : items) {
+      if (!item.is_string() || item.get<std::string>().empty())
+        return Error{"field 'image' must be an image path or a non-empty "
+                     "list of them, found " +
+                     image.dump()};
+      g.images.push_back(resolve(base, item.get<std::string>()));
+    }
+    if (g.images.empty())
+      return Error{"field 'image' must be an image path or a non-empty list "
+                   "of them, found []"};
+  } else {
+    if (!j.contains("cond") || !j["cond"].is_string() ||
+        j["cond"].get<std::string>().empty())
+      return Error{"field 'cond' (or 'image') must be a file path, found " +
+                   (j.contains("cond") ? j["cond"].dump() : "nothing")};
+    g.cond = resolve(base, j["cond"].get<std::string>());
+  }
+  if (!j.contains("seed") || !j["seed"].is_number_unsigned())
+    return Error{"field 'seed' must be an integer in 0..2^64-1, found " +
+                 (j.contains("seed") ? j["seed"].dump() : "nothing")};
+  g.seed = j["seed"].get<uint64_t>();
+  if (j.contains("coords")) {
+    if (!j["coords"].is_string())
+      return Error{"field 'coords' must be a file path, found " +
+                   j["coords"].dump()};
+    g.coords = resolve(base, j["coords"].get<std::string>());
+  }
+  for (const char *stage : {"ss", "slat"})
+    if (j.contains(stage))
+      TRELLIS_RETURN_IF_ERROR(
+          samplerOverrides(j[stage], stage, stage[1] == 's' ? g.ss : g.slat));
+  if (j.contains("formats")) {
+    const json &f = j["formats"];
+    std::vector<std::string> formats;
+    for (const json &item : f.is_array() ? f : json::array({nullptr})) {
+      std::string name = item.is_string() ? item.get<std::string>() : "";
+      if (name != "gs" && name != "rf" && name != "mesh")
+        return Error{"field 'formats' must be a non-empty list of \"gs\", "
+                     "\"rf\", \"mesh\", found " +
+                     f.dump()};
+      formats.push_back(name);
+    }
+    if (formats.empty())
+      return Error{"field 'formats' must be a non-empty list of \"gs\", "
+                   "\"rf\", \"mesh\", found []"};
+    g.formats = formats;
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 Result<std::vector<GenerationSpec>>
 readGenerationManifest(const std::string &path, const std::string &outDir) {
   std::ifstream in(path);
@@ -52,68 +155,28 @@ readGenerationManifest(const std::string &path, const std::string &outDir) {
     std::string where = path + ":" + std::to_string(lineNo);
     if (line.find_first_not_of(" \t\r") == std::string::npos)
       continue;
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      return Error{where + ": expected one JSON object per line, found '" +
-                   line.substr(0, 80) + "'"};
-    for (const auto &[key, value] : j.items())
-      if (key != "id" && key != "cond" && key != "image" && key != "seed" &&
-          key != "coords")
-        return Error{where + ": unknown field '" + key +
-                     "' (expected id, cond or image, seed, coords)"};
     GenerationSpec g;
     g.origin = where;
-    if (!j.contains("id") || !j["id"].is_string() ||
-        !safeId(j["id"].get<std::string>()))
-      return Error{where +
-                   ": field 'id' must be a string of letters, "
-                   "digits, '-', '_' or '.' (it names the output "
-                   "folder), found " +
-                   (j.contains("id") ? j["id"].dump() : "nothing")};
-    g.id = j["id"].get<std::string>();
-    if (!ids.insert(g.id).second)
-      return Error{where + ": id '" + g.id + "' appears twice"};
-    if (j.contains("image")) {
-      // One picture, or the pictures of one multi-image generation.
-      const json &image = j["image"];
-      if (j.contains("cond"))
-        return Error{where + ": fields 'cond' and 'image' exclude each other "
-                             "(tokens, or the pictures to encode)"};
-      std::vector<json> items = image.is_array()
-                                    ? image.get<std::vector<json>>()
-                                    : std::vector<json>{image};
-      for (const json &item : items) {
-        if (!item.is_string() || item.get<std::string>().empty())
-          return Error{where +
-                       ": field 'image' must be an image path or a non-empty "
-                       "list of them, found " +
-                       image.dump()};
-        g.images.push_back(resolve(base, item.get<std::string>()));
-      }
-      if (g.images.empty())
-        return Error{where + ": field 'image' must be an image path or a "
-                             "non-empty list of them, found []"};
+    g.index = specs.size();
+    g.id = "line-" + std::to_string(lineNo);
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      g.invalid = where + ": expected one JSON object per line, found '" +
+                  line.substr(0, 80) + "'";
+    } else if (!j.contains("id") || !j["id"].is_string() ||
+               !safeId(j["id"].get<std::string>())) {
+      g.invalid = where +
+                  ": field 'id' must be a string of letters, digits, '-', "
+                  "'_' or '.' (it names the output folder), found " +
+                  (j.contains("id") ? j["id"].dump() : "nothing");
     } else {
-      if (!j.contains("cond") || !j["cond"].is_string() ||
-          j["cond"].get<std::string>().empty())
-        return Error{where +
-                     ": field 'cond' (or 'image') must be a file path, "
-                     "found " +
-                     (j.contains("cond") ? j["cond"].dump() : "nothing")};
-      g.cond = resolve(base, j["cond"].get<std::string>());
+      g.id = j["id"].get<std::string>();
+      if (Status s = readEntry(j, base, g); !s)
+        g.invalid = where + ": " + s.message();
     }
-    if (!j.contains("seed") || !j["seed"].is_number_unsigned())
-      return Error{where +
-                   ": field 'seed' must be an integer in 0..2^64-1, "
-                   "found " +
-                   (j.contains("seed") ? j["seed"].dump() : "nothing")};
-    g.seed = j["seed"].get<uint64_t>();
-    if (j.contains("coords")) {
-      if (!j["coords"].is_string())
-        return Error{where + ": field 'coords' must be a file path, found " +
-                     j["coords"].dump()};
-      g.coords = resolve(base, j["coords"].get<std::string>());
-    }
+    if (!ids.insert(g.id).second)
+      return Error{where + ": id '" + g.id +
+                   "' appears twice (each id names one output folder)"};
     g.outDir = (fs::path(outDir) / g.id).string();
     specs.push_back(std::move(g));
   }
