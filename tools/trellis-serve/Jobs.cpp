@@ -379,9 +379,9 @@ void Scheduler::finishing(Worker &w) {
           files.push_back(entry.path().filename().string());
       std::sort(files.begin(), files.end());
       job.finish(JobState::Done, std::move(files), "", item.seconds);
-      metrics_.jobEnded("done", std::chrono::duration<double>(
-                                    Clock::now() - job.submittedAt)
-                                    .count());
+      metrics_.jobEnded(
+          "done", std::chrono::duration<double>(Clock::now() - job.submittedAt)
+                      .count());
     }
     {
       std::lock_guard<std::mutex> lock(w.mu);
