@@ -160,6 +160,8 @@ TRELLIS_RT_API trellis_status trellis_program_call(
 /* GPU: wait for every op (eager launches, no graphs), so that a GPU fault
  * is reported with the op and its source location (slow; for debugging). */
 #define TRELLIS_FLAG_SYNC_OPS 128u
+/* GPU: the code an sm_75 card runs, on any GPU (--gpu-arch portable). */
+#define TRELLIS_FLAG_PORTABLE_GPU 256u
 
 /* Sampler settings of one stage. 0 (steps) or NaN (others) keep what was
  * compiled. steps and cfg_strength change at run time (steps of a CUDA
@@ -284,7 +286,8 @@ typedef struct trellis_engine trellis_engine;
 typedef struct trellis_engine_options {
   uint32_t struct_size; /* sizeof(trellis_engine_options) */
   /* TRELLIS_FLAG_LOW_MEMORY, _GRAPHS, _CHECK_FINITE, _CPU_ONLY,
-   * _REQUIRE_GPU, _IMAGES, _SYNC_OPS (the other bits are per run). */
+   * _REQUIRE_GPU, _IMAGES, _SYNC_OPS, _PORTABLE_GPU (the other bits are per
+   * run). */
   uint32_t flags;
   int32_t device;  /* CUDA device ordinal (default 0) */
   int32_t threads; /* CPU threads; 0 = all */

@@ -131,18 +131,20 @@ class Pipeline:
         device=0,
         threads=0,
         images=False,
+        gpu_arch="native",
     ):
         """The engine for these settings (made at the first call, then kept;
-        ``images``: check the image-conditioning model's weights at setup)."""
+        ``images``: check the image-conditioning model's weights at setup;
+        ``gpu_arch="portable"``: the code an sm_75 card runs, on any GPU)."""
         device = _checks.check_int("device", device, 0, _checks.INT32_MAX)
         threads = _check_threads(threads)
         model_dir = model_dir or self.model_dir
-        key = (model_dir, id(weights) if weights else None, gpu, check_finite, low_memory, device)
+        key = (model_dir, id(weights) if weights else None, gpu, check_finite, low_memory, device, gpu_arch)
         if self._engine is None or self._engine_key != key:
             if self._engine is not None:
                 self._engine.close()
                 self._engine = None
-            flags = _engine_flags(gpu, check_finite, low_memory) | (_IMAGES_FLAG if images else 0)
+            flags = _engine_flags(gpu, check_finite, low_memory, gpu_arch) | (_IMAGES_FLAG if images else 0)
             try:
                 self._engine = _native.Engine(
                     self._program, weights, model_dir, flags=flags, device=device, threads=threads
@@ -176,6 +178,7 @@ class Pipeline:
         device=0,
         images=None,
         no_background_removal=False,
+        gpu_arch="native",
     ):
         """One generation through the pipeline's engine; returns {name: array}
         (names of trellis_outputs).
@@ -189,7 +192,8 @@ class Pipeline:
         alpha channel as it is (docs/guide/images.md).
 
         ``gpu``: where the bundle's GPU stages run: "auto" (the GPU when one
-        is usable, else the CPU reference), "off" or "require".
+        is usable, else the CPU reference), "off" or "require". ``gpu_arch``:
+        "native" or "portable" (the code an sm_75 card runs, on any GPU).
 
         ``weights``: {(model key, tensor name): array} (e.g. mapped
         safetensors); what it lacks comes from ``model_dir`` (default: the
@@ -201,7 +205,15 @@ class Pipeline:
         numbers = _check_run(seed, ss_steps, slat_steps, ss_cfg, slat_cfg, threads, formats)
         images = _check_images(cond, images)
         engine = self.engine(
-            model_dir, weights, gpu, check_finite, low_memory, device, threads, images=images is not None
+            model_dir,
+            weights,
+            gpu,
+            check_finite,
+            low_memory,
+            device,
+            threads,
+            images=images is not None,
+            gpu_arch=gpu_arch,
         )
         return _run(
             engine,
@@ -279,10 +291,16 @@ def _check_run(seed, ss_steps, slat_steps, ss_cfg, slat_cfg, threads, formats):
     )
 
 
-def _engine_flags(gpu, check_finite, low_memory):
+_PORTABLE_GPU_FLAG = 256  # trellis_rt.h's TRELLIS_FLAG_PORTABLE_GPU
+
+
+def _engine_flags(gpu, check_finite, low_memory, gpu_arch="native"):
     if gpu not in _GPU_FLAGS:
         raise TrellisError(f"gpu must be 'auto', 'off' or 'require', found {gpu!r}", user_location())
-    return 4 | _GPU_FLAGS[gpu] | (8 if check_finite else 0) | (1 if low_memory else 0)
+    if gpu_arch not in ("native", "portable"):
+        raise TrellisError(f"gpu_arch must be 'native' or 'portable', found {gpu_arch!r}", user_location())
+    portable = _PORTABLE_GPU_FLAG if gpu_arch == "portable" else 0
+    return 4 | _GPU_FLAGS[gpu] | (8 if check_finite else 0) | (1 if low_memory else 0) | portable
 
 
 _KINDS = {0: "stage_begin", 1: "stage_end", 2: "step", 3: "coords", 4: "message"}

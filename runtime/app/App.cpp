@@ -139,6 +139,10 @@ time and voxel count.
   --stop-after STAGE   ss (after coords.npy) or slat (after slat.npy); only
                        the checkpoints of the stages run are needed
   --low-memory         release a stage's device weights and arena after it
+  --gpu-arch ARCH      native (default: the kernels made for this GPU) or
+                       portable: the code an sm_75 (RTX 20xx) card runs, on
+                       any GPU through the driver's JIT (testing the
+                       consumer-card path)
   --gpu-device N       the CUDA device to run on (default 0)
   --debug-outputs      also write mesh_fields.npz (the mesh decoder's raw
                        fields) and print the mesh report
@@ -287,6 +291,16 @@ std::optional<Status> parseGpuArg(ArgReader &r, Options &o) {
     g.cudaGraphs = false;
   else if (a == "--low-memory")
     g.lowMemory = true;
+  else if (a == "--gpu-arch") {
+    std::string arch;
+    Status s = r.str(arch);
+    if (s && (arch == "native" || arch == "portable"))
+      g.portable = arch == "portable";
+    else if (s)
+      s = Error{"option --gpu-arch expects native or portable, found '" +
+                arch + "'"};
+    return s;
+  }
   else if (a == "--gpu-device") {
     int64_t device = 0;
     Status s = r.integer(device, 0, 1023);

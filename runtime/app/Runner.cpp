@@ -170,7 +170,9 @@ Session::Session(const Program &program, WeightProvider weights,
                        s += (s.empty() ? "" : ", ") + e;
                      return s;
                    }() +
-                   " (kernel modules loaded in " +
+                   " (" + gpu_->report().codePath + " kernels" +
+                   (gpuOptions.portable ? ", --gpu-arch portable" : "") +
+                   ", modules loaded in " +
                    std::to_string(gpu_->report().moduleLoadSeconds) + " s)");
 }
 

@@ -347,7 +347,7 @@ private:
 constexpr uint32_t kEngineFlags =
     TRELLIS_FLAG_LOW_MEMORY | TRELLIS_FLAG_GRAPHS | TRELLIS_FLAG_CHECK_FINITE |
     TRELLIS_FLAG_CPU_ONLY | TRELLIS_FLAG_REQUIRE_GPU | TRELLIS_FLAG_IMAGES |
-    TRELLIS_FLAG_SYNC_OPS;
+    TRELLIS_FLAG_SYNC_OPS | TRELLIS_FLAG_PORTABLE_GPU;
 constexpr uint32_t kAllFlags = kEngineFlags | TRELLIS_FLAG_DETERMINISTIC;
 
 /// Engine options from C flags; errors name the field.
@@ -366,6 +366,7 @@ Result<EngineOptions> engineOptions(uint32_t flags, int32_t device,
   o.gpu.options.lowMemory = flags & TRELLIS_FLAG_LOW_MEMORY;
   o.gpu.options.cudaGraphs = flags & TRELLIS_FLAG_GRAPHS;
   o.gpu.options.syncEachOp = flags & TRELLIS_FLAG_SYNC_OPS;
+  o.gpu.options.portable = flags & TRELLIS_FLAG_PORTABLE_GPU;
   o.gpu.options.device = device;
   o.images = flags & TRELLIS_FLAG_IMAGES;
   if (flags & TRELLIS_FLAG_CPU_ONLY)
@@ -993,8 +994,8 @@ trellis_status trellis_engine_create(trellis_program *program,
     if (o.flags & ~kEngineFlags)
       return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
                     "options.flags: only TRELLIS_FLAG_LOW_MEMORY, _GRAPHS, "
-                    "_CHECK_FINITE, _CPU_ONLY, _REQUIRE_GPU, _IMAGES and "
-                    "_SYNC_OPS are engine options");
+                    "_CHECK_FINITE, _CPU_ONLY, _REQUIRE_GPU, _IMAGES, "
+                    "_SYNC_OPS and _PORTABLE_GPU are engine options");
     setThreads(o.threads);
     return engineCreate(program, weights, o.flags, o.device, o.progress,
                         o.user_data, out, err);

@@ -130,27 +130,32 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
   const auto loadStart = std::chrono::steady_clock::now();
   // Generated kernels: on Hopper trellisc's sm_90a cubin (no JIT; where the
   // driver refuses it, e.g. one older than the toolkit that assembled it, the
-  // PTX it came from), else its PTX; the portable PTX elsewhere.
+  // PTX it came from), else its PTX; the portable PTX elsewhere, and
+  // everywhere with `portable` (the code an sm_75 card runs).
+  const int codeSm = options.portable ? 75 : sm;
   bool cubinLoaded = false;
-  if (sm == 90 && !images.cubinSm90a.empty())
+  if (codeSm == 90 && !images.cubinSm90a.empty())
     cubinLoaded =
         bool(loadModule(generated, images.cubinSm90a, "generated-kernel"));
-  const std::string &ptx = sm == 90 && !images.ptxSm90a.empty()
+  const std::string &ptx = codeSm == 90 && !images.ptxSm90a.empty()
                                ? images.ptxSm90a
                                : images.ptxCompute75;
   if (!cubinLoaded && !ptx.empty())
     TRELLIS_RETURN_IF_ERROR(loadModule(generated, ptx, "generated-kernel"));
   // Attention: the wgmma cubin on sm_90, else the mma.sync PTX.
-  if (sm == 90 && !images.attnSm90a.empty()) {
+  if (codeSm == 90 && !images.attnSm90a.empty()) {
     attentionFamily = TRELLIS_ATTN_SM90A;
+    report.codePath = "sm_90a";
     TRELLIS_RETURN_IF_ERROR(
         loadModule(attention, images.attnSm90a, "attention"));
-  } else if (sm >= 80 && !images.attnCompute80.empty()) {
+  } else if (codeSm >= 80 && !images.attnCompute80.empty()) {
     attentionFamily = TRELLIS_ATTN_SM80;
+    report.codePath = "sm_80";
     TRELLIS_RETURN_IF_ERROR(
         loadModule(attention, images.attnCompute80, "attention"));
   } else if (!images.attnCompute75.empty()) {
     attentionFamily = TRELLIS_ATTN_SM75;
+    report.codePath = "sm_75";
     TRELLIS_RETURN_IF_ERROR(
         loadModule(attention, images.attnCompute75, "attention"));
   }

@@ -38,6 +38,11 @@ struct GpuOptions {
   int device = 0;
   /// Capture each sampler body as a CUDA graph (off: eager launches).
   bool cudaGraphs = true;
+  /// Run the code a consumer card (sm_75) runs, whatever this GPU is: the
+  /// generated kernels' compute_75 PTX and the sm_75 mma.sync attention,
+  /// both through the driver's JIT, and the paths that follow from them (no
+  /// implicit-GEMM sparse conv). `--gpu-arch portable`.
+  bool portable = false;
   /// Compare every op's result with the CPU reference on the same inputs
   /// (slow; implies eager launches). Fails on the first op whose relative L2
   /// error exceeds `checkTolerance`.
@@ -105,6 +110,9 @@ struct GpuImages {
 struct GpuReport {
   std::string device;
   int computeCapability = 0; // 90 for sm_90
+  /// The kernels loaded: "sm_90a", "sm_80" or "sm_75" (attention's family;
+  /// the generated kernels' PTX or cubin goes with it).
+  std::string codePath;
   size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
   size_t deviceBytesInUse = 0;    // cuMemGetInfo: total - free, after the run
   double weightUploadSeconds = 0; // of the last run (0: weights were resident)
