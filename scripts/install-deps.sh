@@ -29,7 +29,10 @@ if [[ "${1:-}" == "--test" ]]; then
   PACKAGES+=(python3-open3d python3-pil clang-format-14 black codespell
     python3-pip python3-setuptools python3-venv
     # chromium: the headless browser of test/python/test_serve_browser.py (driven by puppeteer-core)
-    chromium)
+    chromium
+    # slurm-wlm (slurmctld, slurmd, slurm-client: sbatch scancel squeue), munge (munged): the single-node
+    # cluster of test/slurm/test_slurm_cluster.py (started by the test itself; no systemd needed)
+    slurm-wlm munge)
 fi
 
 missing=()

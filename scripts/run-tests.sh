@@ -4,6 +4,7 @@
 #   lit        test/lit      compiler IR tests (FileCheck, --verify-diagnostics)
 #   gtest      build/unittests/*   C++ unit and golden tests
 #   pytest     test/python   Python package and file-format tests
+#   slurm      test/slurm    a single-node Slurm cluster running a job array
 #   fuzz       test/fuzz     each libFuzzer target ~20 s (scripts/fuzz.sh --smoke)
 # GPU tests (label "gpu") never run here; see test/gpu/attention/README.md.
 set -uo pipefail
@@ -11,6 +12,7 @@ set -uo pipefail
 BUILD_DIR=$(cd "${1:-build}" && pwd)
 SRC_DIR=$(cd "$(dirname "$0")/.." && pwd)
 RESULTS="$BUILD_DIR/test-results"
+export TRELLIS_TEST_RESULTS=$RESULTS # artifacts (the browser test's screenshot)
 rm -rf "$RESULTS" && mkdir -p "$RESULTS"
 export TRELLIS_BUILD_DIR="$BUILD_DIR"
 PY=/usr/bin/python3
@@ -32,6 +34,12 @@ if compgen -G "$SRC_DIR/test/python/test_*.py" >/dev/null; then
   PYTHONPATH="$SRC_DIR/python${PYTHONPATH:+:$PYTHONPATH}" \
     "$PY" -m pytest -q -p no:cacheprovider --junitxml="$RESULTS/pytest.xml" "$SRC_DIR/test/python"
 fi
+
+echo "== Slurm (a single-node cluster) =="
+# test/slurm: a real slurmctld + slurmd from Debian's packages (install-deps.sh
+# --test), a job array over a manifest on the tiny preset, cancel and resume.
+PYTHONPATH="$SRC_DIR/python${PYTHONPATH:+:$PYTHONPATH}" \
+  "$PY" -m pytest -q -p no:cacheprovider --junitxml="$RESULTS/pytest-slurm.xml" "$SRC_DIR/test/slurm"
 
 echo "== fuzz (smoke) =="
 # Each libFuzzer target for a short budget from its seeds (scripts/fuzz.sh

@@ -297,11 +297,10 @@ std::optional<Status> parseGpuArg(ArgReader &r, Options &o) {
     if (s && (arch == "native" || arch == "portable"))
       g.portable = arch == "portable";
     else if (s)
-      s = Error{"option --gpu-arch expects native or portable, found '" +
-                arch + "'"};
+      s = Error{"option --gpu-arch expects native or portable, found '" + arch +
+                "'"};
     return s;
-  }
-  else if (a == "--gpu-device") {
+  } else if (a == "--gpu-device") {
     int64_t device = 0;
     Status s = r.integer(device, 0, 1023);
     g.device = int(device);
@@ -884,7 +883,9 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
               << batch->skippedDone << " done earlier and "
               << batch->skippedFailed << " failed earlier";
   std::cerr << "\n";
-  return failed || stop ? 1 : 0;
+  // A batch's shard is complete only when none of its jobs is failed, those
+  // recorded by an earlier run included.
+  return failed || stop || (batch && batch->skippedFailed) ? 1 : 0;
 }
 
 } // namespace

@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <ctime>
@@ -34,8 +35,19 @@ std::optional<int64_t> wholeNumber(const std::string &s) {
 }
 
 const std::regex &temporaryName() {
-  static const std::regex re("\\.(.+)\\.tmp-([0-9]+)");
+  static const std::regex re("\\.(.+)\\.tmp-(.+)-([0-9]+)");
   return re;
+}
+
+/// This machine's name, as temporary folder names carry it.
+std::string hostName() {
+  char host[256] = "";
+  ::gethostname(host, sizeof host - 1);
+  std::string h = host;
+  for (char &c : h)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_')
+      c = '_';
+  return h.empty() ? "host" : h;
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -53,9 +65,8 @@ Result<Shard> shardOf(const std::string &option) {
   if (!option.empty()) {
     size_t slash = option.find('/');
     auto i = wholeNumber(option.substr(0, slash));
-    auto n = slash == std::string::npos
-                 ? std::nullopt
-                 : wholeNumber(option.substr(slash + 1));
+    auto n = slash == std::string::npos ? std::nullopt
+                                        : wholeNumber(option.substr(slash + 1));
     if (!i || !n || *n < 1 || *i < 0 || *i >= *n)
       return Error{"--shard must be I/N with 0 <= I < N, found '" + option +
                    "'"};
@@ -100,9 +111,12 @@ Status removeStaleTemporaries(const std::string &out) {
     const std::string name = e.path().filename().string();
     if (!e.is_directory() || !std::regex_match(name, m, temporaryName()))
       continue;
-    const std::string pid = m[2].str();
-    if (pid == std::to_string(::getpid()) || fs::exists("/proc/" + pid, ec))
-      continue; // its process still runs (another task on this node)
+    // Only this machine's: on a shared file system another node's task may
+    // still be writing its folder.
+    const std::string host = m[2].str(), pid = m[3].str();
+    if (host != hostName() || pid == std::to_string(::getpid()) ||
+        fs::exists("/proc/" + pid, ec))
+      continue; // another node's, or its process still runs
     fs::remove_all(e.path(), ec);
     if (ec)
       return Error{"cannot remove the unfinished job folder '" +
@@ -113,8 +127,8 @@ Status removeStaleTemporaries(const std::string &out) {
 
 Result<std::string> makeTemporary(const std::string &out,
                                   const std::string &id) {
-  fs::path tmp =
-      fs::path(out) / ("." + id + ".tmp-" + std::to_string(::getpid()));
+  fs::path tmp = fs::path(out) / ("." + id + ".tmp-" + hostName() + "-" +
+                                  std::to_string(::getpid()));
   std::error_code ec;
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);

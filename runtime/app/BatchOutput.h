@@ -5,8 +5,9 @@
 // job's folder atomically, so that a task killed at any point and run again
 // neither loses nor redoes finished work:
 //
-//   OUT/.<id>.tmp-<pid>/   a job being computed (removed when that process
-//                          is gone: a later run starts the job again)
+//   OUT/.<id>.tmp-<host>-<pid>/  a job being computed (removed by a later
+//                          run on the same host once that process is gone;
+//                          the job starts again)
 //   OUT/<id>/done.json     complete: the outputs and their record (timings,
 //                          voxels, versions, the program's CRC-32)
 //   OUT/<id>/failed.json   the job could not run (its message)
@@ -45,11 +46,11 @@ enum class JobRecord { None, Done, Failed };
 /// The record in a job's final folder (OUT/<id>).
 JobRecord recordOf(const std::string &jobDir);
 
-/// Removes the temporary job folders in `out` of processes that no longer
-/// run.
+/// Removes the temporary job folders in `out` of this host's processes that
+/// no longer run.
 Status removeStaleTemporaries(const std::string &out);
 
-/// A new, empty OUT/.<id>.tmp-<pid>.
+/// A new, empty OUT/.<id>.tmp-<host>-<pid>.
 Result<std::string> makeTemporary(const std::string &out,
                                   const std::string &id);
 

@@ -71,11 +71,18 @@ def test_malformed_entries_are_recorded_and_the_rest_completes(tiny, tmp_path):
         assert len(done["program_crc32"]) == 8 and done["shard"] == "0/1"
         assert all((out / good / f).is_file() for f in ("coords.npy", "gaussians.ply", "mesh.glb"))
         assert not (out / good / "radiance_field.npz").exists()  # the entry's formats
-    messages = {d: json.loads((out / d / "failed.json").read_text())["error"] for d in ("missing", "shape", "seed")}
-    assert "m.jsonl:2: cond: cannot open" in messages["missing"] and "nope.npy" in messages["missing"], messages
+    messages = {
+        d: json.loads((out / d / "failed.json").read_text())["error"] for d in ("missing", "shape", "seed")
+    }
+    assert (
+        "m.jsonl:2: cond: cannot open" in messages["missing"] and "nope.npy" in messages["missing"]
+    ), messages
     assert "[1, 20, 128]" in messages["shape"] and "1x21x128" in messages["shape"], messages
     assert "field 'seed' must be an integer in 0..2^64-1, found -3" in messages["seed"], messages
-    assert "expected one JSON object per line" in json.loads((out / "line-6" / "failed.json").read_text())["error"]
+    assert (
+        "expected one JSON object per line"
+        in json.loads((out / "line-6" / "failed.json").read_text())["error"]
+    )
     assert sorted(os.listdir(out)) == ["j0", "j1", "line-6", "missing", "seed", "shape"]  # no temporary left
 
     table = subprocess.run([str(exe), "--summarize", str(out)], capture_output=True, text=True)

@@ -269,12 +269,13 @@ def test_trellis_exe_runs_several_generations(tiny, tmp_path):
     for sub in ("a", "c"):
         assert (man / sub / "mesh_fields.npz").exists()  # --debug-outputs
         assert (man / sub / "slat.npy").read_bytes() == (single / "slat.npy").read_bytes()
-    assert not (man / "broken").exists()
-    # Manifest errors stop before any work, naming the line.
+    # The failed one is recorded (a batch: test_batch_manifest.py), with nothing of its outputs.
+    assert sorted(p.name for p in (man / "broken").iterdir()) == ["failed.json"]
+    # A malformed line is recorded the same way, naming the line and the field.
     (tmp_path / "bad.jsonl").write_text('{"id": "a", "cond": "x.npy"}\n')
     r = run(exe, "--model", model, "--inputs", tmp_path / "bad.jsonl", "--out", tmp_path / "none")
     assert r.returncode == 1 and "bad.jsonl:1: field 'seed'" in r.stderr, r.stderr
-    assert not (tmp_path / "none").exists()
+    assert "bad.jsonl:1: field 'seed'" in (tmp_path / "none" / "a" / "failed.json").read_text()
 
 
 def test_bench_stage1_runs_stage1_then_takes_the_given_voxels(tiny, tmp_path):

@@ -3,6 +3,7 @@
 deadline, the bearer token, SIGTERM with a job running, and 1,000 malformed requests that each get a 4xx while
 the server keeps serving."""
 import base64
+import http.client
 import io
 import json
 import random
@@ -175,6 +176,19 @@ def test_the_token(tiny, tmp_path):
         assert s.request("GET", "/metrics")[0] == 401
         assert s.request("GET", "/v1/health/ready")[0] == 200  # probes need no token
         auth = {"Authorization": "Bearer s3cret-token"}
+        # A refused POST leaves its connection usable: the next request on it is answered.
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+        for headers, want in (({}, 401), (auth, 202)):
+            c.request(
+                "POST",
+                "/v1/infer",
+                body=json.dumps(body),
+                headers={"Content-Type": "application/json", **headers},
+            )
+            r = c.getresponse()
+            assert r.status == want, (r.status, r.read())
+            r.read()
+        c.close()
         job = s.submit(body, auth)
         assert [k for k, _ in s.events(job, query="?token=s3cret-token")][-1] == "done"
         assert s.wait(job, headers=auth)["state"] == "done"

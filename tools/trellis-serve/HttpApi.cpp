@@ -88,7 +88,10 @@ void HttpApi::install(httplib::Server &server) {
         bool guarded =
             (p.rfind("/v1/", 0) == 0 && p.rfind("/v1/health/", 0) != 0) ||
             p == "/metrics";
-        if (options_.token.empty() || !guarded || authorized(req))
+        // POST /v1/infer checks the token itself, after its body was read:
+        // a refusal here would leave the body on a keep-alive connection.
+        if (options_.token.empty() || !guarded || authorized(req) ||
+            (req.method == "POST" && p == "/v1/infer"))
           return httplib::Server::HandlerResponse::Unhandled;
         metrics_.rejected("unauthorized");
         res.set_header("WWW-Authenticate", "Bearer");
@@ -186,6 +189,12 @@ void HttpApi::install(httplib::Server &server) {
 }
 
 void HttpApi::infer(const httplib::Request &req, httplib::Response &res) {
+  if (!options_.token.empty() && !authorized(req)) {
+    metrics_.rejected("unauthorized");
+    res.set_header("WWW-Authenticate", "Bearer");
+    return sendError(
+        res, 401, "this server needs a token: Authorization: Bearer <token>");
+  }
   if (draining_)
     return sendError(res, 503, "the server is shutting down");
   const std::string type = req.get_header_value("Content-Type");

@@ -19,9 +19,16 @@ std::string writeManifest(const std::string &name, const std::string &text) {
   return p.string();
 }
 
+/// The manifest's error, or else what is wrong with its entries (a bad line
+/// is an entry to record as failed, not an error of the whole manifest).
 std::string errorOf(const std::string &text) {
   auto r = readGenerationManifest(writeManifest("bad.jsonl", text), "/out");
-  return r ? "" : r.message();
+  if (!r)
+    return r.message();
+  std::string problems;
+  for (const GenerationSpec &g : *r)
+    problems += g.invalid.empty() ? "" : g.invalid + "\n";
+  return problems;
 }
 
 } // namespace
@@ -103,6 +110,35 @@ TEST(GenerationList, ManifestErrorsNameTheLineAndField) {
   ASSERT_FALSE(bool(missing));
   EXPECT_NE(missing.message().find("cannot open '/nonexistent/m.jsonl'"),
             std::string::npos);
+}
+
+TEST(GenerationList, ABadLineIsAnEntryToRecord) {
+  auto r = readGenerationManifest(
+      writeManifest("mixed.jsonl",
+                    "{\"id\": \"a\", \"cond\": \"a.npy\", \"seed\": 1}\n"
+                    "not json\n"
+                    "{\"id\": \"b\", \"cond\": \"b.npy\", \"seed\": 2, "
+                    "\"ss\": {\"steps\": 0}}\n"
+                    "{\"id\": \"c\", \"cond\": \"c.npy\", \"seed\": 3, "
+                    "\"slat\": {\"steps\": 4, \"cfg\": 2.5}, \"formats\": "
+                    "[\"mesh\"]}\n"),
+      "/out");
+  ASSERT_TRUE(bool(r)) << r.message();
+  ASSERT_EQ(r->size(), 4u);
+  EXPECT_TRUE((*r)[0].invalid.empty());
+  EXPECT_EQ((*r)[1].id, "line-2");
+  EXPECT_EQ((*r)[1].outDir, "/out/line-2");
+  EXPECT_NE((*r)[1].invalid.find("mixed.jsonl:2: expected one JSON object"),
+            std::string::npos);
+  EXPECT_NE((*r)[2].invalid.find("field 'ss.steps' must be an integer in "
+                                 "1..10000, found 0"),
+            std::string::npos);
+  EXPECT_TRUE((*r)[3].invalid.empty());
+  EXPECT_EQ((*r)[3].slat->steps, 4);
+  EXPECT_EQ((*r)[3].slat->cfgStrength, 2.5);
+  EXPECT_EQ(*(*r)[3].formats, std::vector<std::string>{"mesh"});
+  for (size_t i = 0; i < r->size(); ++i)
+    EXPECT_EQ((*r)[i].index, i); // the unit of --shard
 }
 
 TEST(GenerationList, RepeatedCondsGetNumberedFolders) {

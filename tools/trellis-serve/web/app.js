@@ -18,7 +18,7 @@ let job = null; // {id, events, decoders, decodersDone: Set, decoderSeconds}
 // tells callbacks of an older job's viewers to stand down.
 let results = { objectUrls: [], closeSplats: null, generation: 0 };
 
-/// A refused request: the server's message and, for 4xx, the field it names.
+// A refused request: the server's message and, for 4xx, the field it names.
 class RequestError extends Error {
   constructor(message, { status = 0, field = '' } = {}) {
     super(message);
@@ -31,7 +31,7 @@ function token() {
   return $('token').value.trim();
 }
 
-/// fetch() with the bearer token, throwing RequestError on a non-2xx answer.
+// fetch() with the bearer token, throwing RequestError on a non-2xx answer.
 async function api(path, options = {}) {
   const headers = new Headers(options.headers);
   if (token()) headers.set('Authorization', `Bearer ${token()}`);
@@ -70,7 +70,7 @@ function base64Of(file) {
   });
 }
 
-/// The POST body (as text) and the formats it asks for.
+// The POST body (as text) and the formats it asks for.
 function requestBody(conditioning) {
   const body = { ...conditioning };
   const formats = [...document.querySelectorAll('input[name=formats]:checked')].map((box) => box.value);
@@ -126,23 +126,23 @@ function setStatus(text) {
   $('status').textContent = text;
 }
 
-/// The progress row "ss", "slat" or "decoders" of index.html.
+// The progress row "ss", "slat" or "decoders" of index.html.
 function stageRow(name) {
   const row = document.querySelector(`.stage[data-stage="${name}"]`);
   if (!row) return null;
   return { title: row.querySelector('.title'), bar: row.querySelector('progress'), detail: row.querySelector('.detail') };
 }
 
-/// The progress row of an event's stage ("ss_stage", "decode_mesh", ...).
+// The progress row of an event's stage ("ss_stage", "decode_mesh", ...).
 function rowOf(stage) {
   if (stage === 'ss_stage') return stageRow('ss');
   if (stage === 'slat_stage') return stageRow('slat');
   return stage.startsWith('decode_') ? stageRow('decoders') : null;
 }
 
-/// Follows job `id` through its event stream. The server replays the stream
-/// from the job's start to every subscriber (also after EventSource's own
-/// reconnects), so every handler below only sets, never accumulates blindly.
+// Follows job `id` through its event stream. The server replays the stream
+// from the job's start to every subscriber (also after EventSource's own
+// reconnects), so every handler below only sets, never accumulates blindly.
 function follow(id, formats) {
   job = { id, decoders: formats.length, decodersDone: new Set(), decoderSeconds: 0 };
   setState('queued');
@@ -228,7 +228,7 @@ function jobFailed(error, state) {
   showError(error ?? 'the job failed');
 }
 
-/// The job's state by GET, when the event stream is gone for good.
+// The job's state by GET, when the event stream is gone for good.
 async function pollOnce(id) {
   try {
     const info = await (await api(`v1/jobs/${encodeURIComponent(id)}`)).json();
@@ -258,7 +258,7 @@ function showError(message) {
   $('error').hidden = false;
 }
 
-/// A request that never became a job (or lost track of it).
+// A request that never became a job (or lost track of it).
 function refused(e) {
   setState(e instanceof RequestError && e.status === 0 ? 'idle' : 'failed');
   const input = e.field ? $(e.field.replace(/\[.*$/, '').replace('.', '-')) : null;
@@ -276,8 +276,8 @@ function fileUrl(id, name) {
   return `v1/jobs/${encodeURIComponent(id)}/files/${encodeURIComponent(name)}`;
 }
 
-/// A blob: URL of a job file, fetched with the token (viewers and <a download>
-/// cannot send the Authorization header).
+// A blob: URL of a job file, fetched with the token (viewers and <a download>
+// cannot send the Authorization header).
 async function blobUrl(path) {
   const url = URL.createObjectURL(await (await api(path)).blob());
   results.objectUrls.push(url);
@@ -316,8 +316,8 @@ async function downloadWithToken(event) {
   }
 }
 
-/// Runs `show` for a viewer and records its progress in body.dataset[key],
-/// ignoring a result that a newer job has replaced.
+// Runs `show` for a viewer and records its progress in body.dataset[key],
+// ignoring a result that a newer job has replaced.
 async function showViewer(key, show) {
   const generation = results.generation;
   const current = () => generation === results.generation;
@@ -381,10 +381,11 @@ function showSplats(path, name) {
       // the server does not send; without it the sort runs on copies.
       sharedMemoryForWorkers: false,
       gpuAcceleratedSort: false,
-      sceneRevealMode: GaussianSplats3D.SceneRevealMode.Instant,
       // Draw when the camera moves or a sort lands, not every frame (software
-      // GL in tests, laptops' batteries).
+      // GL in tests, laptops' batteries). The viewer also draws every frame
+      // while the scene fades in: 20 times faster, that is ~20 frames, not ~400.
       renderMode: GaussianSplats3D.RenderMode.OnChange,
+      sceneFadeInRateMultiplier: 20,
       sphericalHarmonicsDegree: 0,
     });
     const resize = new ResizeObserver(() => {
@@ -407,7 +408,7 @@ function showSplats(path, name) {
   });
 }
 
-/// Forgets the previous job: its stream, progress, errors and results.
+// Forgets the previous job: its stream, progress, errors and results.
 async function reset() {
   job?.events?.close();
   job = null;
