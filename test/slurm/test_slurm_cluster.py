@@ -9,9 +9,8 @@ trellis-array.sbatch on a single-node cluster started from Debian's packages
   resubmitted: the result is complete and identical, and nothing was computed
   twice (the done.json of the jobs finished before the kill are unchanged,
   and the rerun's logs show only the missing generations).
-* Malformed entries (missing file, wrong shape, bad seed) among good ones:
-  the good ones complete, the bad ones are recorded with their messages
-  (no Slurm needed).
+* submit.sh's argument checks.
+(Malformed manifest entries without Slurm: test/python/test_batch_manifest.py.)
 
 Needs root and slurm-wlm + munge (scripts/install-deps.sh --test); without
 them the Slurm tests fail when CI=true, else they are skipped.
@@ -245,53 +244,6 @@ def test_cancelled_task_resumes_without_recomputing(cluster, program, manifest, 
     assert not [p.name for p in out.iterdir() if ".tmp-" in p.name]
     text = (out / "summary.txt").read_text()
     assert f"| {len(ids)} | 0 |" in text, text
-
-
-def test_malformed_entries_are_recorded(program, tmp_path):
-    """Three bad entries among good ones (no Slurm): the good ones complete,
-    the bad ones get failed.json with their messages; exit status 1; a rerun
-    redoes nothing; --summarize lists the failures."""
-    model, exe, _ = program
-    d = tmp_path / "jobs"
-    m = write_manifest(d, model, n=3)
-    cond = np.load(model / "cond.npy")
-    np.save(d / "short.npy", cond[:, :20])  # [1, 20, 128]: the program takes 21 tokens
-    bad = [
-        {"id": "missing-file", "cond": "nope.npy", "seed": 1},
-        {"id": "wrong-shape", "cond": "short.npy", "seed": 2},
-        {"id": "bad-seed", "cond": "cond_a.npy", "seed": -1},
-    ]
-    good = ids_of(m)
-    lines = m.read_text().splitlines()
-    lines = [lines[0], json.dumps(bad[0]), lines[1], json.dumps(bad[1]), json.dumps(bad[2]), lines[2]]
-    m.write_text("\n".join(lines) + "\n")
-
-    out = tmp_path / "out"
-    r = run(exe, "--model", model, "--inputs", m, "--out", out, env=plain_env(), timeout=600)
-    assert r.returncode == 1, r.stderr[-4000:]
-    for i in good:
-        assert (out / i / "done.json").exists(), r.stderr[-4000:]
-        assert (out / i / "gaussians.ply").exists()
-        assert not (out / i / "failed.json").exists()
-    expect = {"missing-file": "nope.npy", "wrong-shape": "[1, 20, 128]", "bad-seed": "seed"}
-    for i, needle in expect.items():
-        f = json.loads((out / i / "failed.json").read_text())
-        assert f["id"] == i
-        assert needle in f["error"], f
-        assert not (out / i / "done.json").exists()
-    assert not [p.name for p in out.iterdir() if ".tmp-" in p.name]
-
-    stamps = {i: (out / i / "done.json").read_bytes() for i in good}
-    r = run(exe, "--model", model, "--inputs", m, "--out", out, env=plain_env(), timeout=600)
-    # Exit 1 "when any job of the shard failed", also when an earlier run recorded it.
-    assert r.returncode == 1, r.stderr[-4000:]
-    assert {i: (out / i / "done.json").read_bytes() for i in good} == stamps  # nothing redone
-
-    r = run(exe, "--summarize", out)
-    assert r.returncode == 1, r.stdout + r.stderr
-    text = r.stdout + r.stderr
-    for i, needle in expect.items():
-        assert i in text and needle in text, text
 
 
 def test_submit_checks_its_arguments(program, tmp_path):
