@@ -75,6 +75,13 @@ bool HttpApi::authorized(const httplib::Request &req) const {
   return constantTimeEquals(given, options_.token);
 }
 
+void HttpApi::refuse(httplib::Response &res) {
+  metrics_.rejected("unauthorized");
+  res.set_header("WWW-Authenticate", "Bearer");
+  sendError(res, 401,
+            "this server needs a token: Authorization: Bearer <token>");
+}
+
 void HttpApi::install(httplib::Server &server) {
   server.set_payload_max_length(options_.maxBody);
   // An idle keep-alive connection holds SIGTERM's exit up to this long.
@@ -93,10 +100,7 @@ void HttpApi::install(httplib::Server &server) {
         if (options_.token.empty() || !guarded || authorized(req) ||
             (req.method == "POST" && p == "/v1/infer"))
           return httplib::Server::HandlerResponse::Unhandled;
-        metrics_.rejected("unauthorized");
-        res.set_header("WWW-Authenticate", "Bearer");
-        sendError(res, 401,
-                  "this server needs a token: Authorization: Bearer <token>");
+        refuse(res);
         return httplib::Server::HandlerResponse::Handled;
       });
   // The answers httplib makes itself (404 of an unknown route, 413 of a
@@ -189,12 +193,8 @@ void HttpApi::install(httplib::Server &server) {
 }
 
 void HttpApi::infer(const httplib::Request &req, httplib::Response &res) {
-  if (!options_.token.empty() && !authorized(req)) {
-    metrics_.rejected("unauthorized");
-    res.set_header("WWW-Authenticate", "Bearer");
-    return sendError(
-        res, 401, "this server needs a token: Authorization: Bearer <token>");
-  }
+  if (!options_.token.empty() && !authorized(req))
+    return refuse(res);
   if (draining_)
     return sendError(res, 503, "the server is shutting down");
   const std::string type = req.get_header_value("Content-Type");

@@ -42,6 +42,8 @@ public:
 
 private:
   bool authorized(const httplib::Request &req) const;
+  /// The 401 of a missing or wrong token (counted in the metrics).
+  void refuse(httplib::Response &res);
   void infer(const httplib::Request &req, httplib::Response &res);
   void events(const std::shared_ptr<Job> &job, httplib::Response &res);
   void file(const Job &job, const std::string &name, httplib::Response &res);
