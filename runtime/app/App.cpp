@@ -16,6 +16,7 @@
 #include "trellis/Runtime/Bundle.h"
 #include "trellis/Runtime/Engine.h"
 #include "trellis/Runtime/GpuExecutor.h"
+#include "trellis/Runtime/MemoryBudget.h"
 #include "trellis/Support/AtomicFile.h"
 
 #include "runtime/app/BatchOutput.h"
@@ -139,6 +140,15 @@ time and voxel count.
   --stop-after STAGE   ss (after coords.npy) or slat (after slat.npy); only
                        the checkpoints of the stages run are needed
   --low-memory         release a stage's device weights and arena after it
+  --memory-budget SIZE the most device memory the run may allocate (6G,
+                       4096M, ...; the CUDA context comes on top; default:
+                       what the GPU has free). Before any work the engine
+                       plans every stage's memory and takes the fastest form
+                       that fits (default, sequential-branches, low-memory),
+                       or stops with the stage and bytes that do not fit
+  --max-voxels N       the voxel count that plan assumes for the sparse stages
+                       (default 32768); a generation with more is planned
+                       again, for its count, before its stage 2
   --gpu-arch ARCH      native (default: the kernels made for this GPU) or
                        portable: the code an sm_75 (RTX 20xx) card runs, on
                        any GPU through the driver's JIT (testing the
@@ -147,9 +157,12 @@ time and voxel count.
   --debug-outputs      also write mesh_fields.npz (the mesh decoder's raw
                        fields) and print the mesh report
   --bundle FILE        run this bundle (for the bare trellis-runtime)
-  --inspect            print the bundle (format, sections, functions, weights)
-                       and the device memory plan of its GPU stages (of the
-                       sparse ones for the voxels of --coords)
+  --inspect            print the bundle (format, sections, functions, weights),
+                       the device memory plan of its GPU stages (of the
+                       sparse ones for the voxels of --coords) and of the
+                       whole pipeline in each memory form (for --coords or
+                       --max-voxels voxels); with --memory-budget the form a
+                       run would take, or the error (exit 1) if none fits
 
 SIGINT, SIGTERM and SIGHUP end the run with 130, 143 and 129, removing the
 temporary file of any output being written.
@@ -179,6 +192,7 @@ struct Options {
   bool checkFinite = false, inspect = false, help = false;
   bool meshCpu = false;
   GpuRunOptions gpu;
+  int64_t memoryPlanVoxels = 32768; // --max-voxels
   int lastStage = 3;
 };
 
@@ -291,6 +305,17 @@ std::optional<Status> parseGpuArg(ArgReader &r, Options &o) {
     g.cudaGraphs = false;
   else if (a == "--low-memory")
     g.lowMemory = true;
+  else if (a == "--memory-budget") {
+    std::string text;
+    Status s = r.str(text);
+    if (!s)
+      return s;
+    auto bytes = parseByteSize(text);
+    if (!bytes)
+      return Status{Error{"option --memory-budget: " + bytes.message()}};
+    g.memoryBudget = *bytes;
+  } else if (a == "--max-voxels")
+    return r.integer(o.memoryPlanVoxels, 1, int64_t(1) << 24);
   else if (a == "--gpu-arch") {
     std::string arch;
     Status s = r.str(arch);
@@ -594,31 +619,8 @@ Result<GenerationRequest> makeRequest(const Options &o,
   return req;
 }
 
-/// The arguments of a sparse GPU entry for --inspect --coords: the voxel set,
-/// and zeros of the declared shapes (N rows where dynamic) for the rest (the
-/// plan depends on the coordinates only).
-std::vector<RtValue> planArguments(const Function &fn,
-                                   const HostTensor &coords) {
-  std::vector<RtValue> args;
-  for (size_t i = 0; i < fn.argTypes.size(); ++i) {
-    const ValueType &t = fn.argTypes[i];
-    if (i == 0 && t.dtype == DType::I32) {
-      args.push_back(coords);
-      continue;
-    }
-    Shape shape = t.shape;
-    for (int64_t &d : shape)
-      if (d < 0)
-        d = coords.dim(0);
-    HostTensor zeros(t.dtype, shape);
-    std::memset(zeros.mutableRaw(), 0, zeros.nbytes());
-    args.push_back(zeros);
-  }
-  return args;
-}
-
 int inspect(const Bundle &bundle, const Program &program, const json &meta,
-            const std::string &source, const std::string &coordsPath) {
+            const std::string &source, const Options &opts) {
   std::cout << "bundle: " << source << "\n"
             << "format version: " << kBundleFormatVersion << "\n"
             << "meta: " << meta.dump() << "\n"
@@ -640,37 +642,68 @@ int inspect(const Bundle &bundle, const Program &program, const json &meta,
   if (const std::string *w = bundle.find("weights"))
     std::cout << "weights: " << *w << "\n";
   // The device memory of the GPU stages, planned here (no GPU needed).
+  std::vector<std::string> gpuEntries;
   if (meta.contains("gpu_entries") && meta["gpu_entries"].is_array())
-    for (const auto &e : meta["gpu_entries"]) {
-      if (!e.is_string())
-        continue;
-      std::string name = e.get<std::string>();
-      const Function *fn = program.find(name);
-      bool dynamic = false;
-      for (const ValueType &t : fn ? fn->argTypes : std::vector<ValueType>{})
-        for (int64_t d : t.shape)
-          dynamic |= d < 0;
-      std::vector<RtValue> args;
-      if (dynamic && !coordsPath.empty()) {
-        auto coords = readNpy(coordsPath);
-        if (!coords)
-          return fail(coords.message());
-        args = planArguments(*fn, *coords);
-      }
-      auto plan = GpuExecutor::planMemory(program, name, {},
-                                          args.empty() ? nullptr : &args);
-      if (!plan) {
-        std::cout << "gpu plan of " << name << ": " << plan.message() << "\n";
-        continue;
-      }
-      auto mib = [](size_t b) { return std::to_string((b + (1 << 19)) >> 20); };
-      std::cout << "gpu plan of " << name << ": arena " << mib(plan->arenaBytes)
-                << " MiB for " << plan->values << " values ("
-                << mib(plan->naiveBytes) << " MiB without reuse; "
-                << plan->views << " views), weights " << mib(plan->weightBytes)
-                << " MiB, constants " << mib(plan->constantBytes)
-                << " MiB; checked: no two live values share memory\n";
+    for (const auto &e : meta["gpu_entries"])
+      if (e.is_string())
+        gpuEntries.push_back(e.get<std::string>());
+  std::optional<HostTensor> coords;
+  if (!opts.coords.empty()) {
+    auto read = readNpy(opts.coords);
+    if (!read)
+      return fail(read.message());
+    coords = *read;
+  }
+  for (const std::string &name : gpuEntries) {
+    const Function *fn = program.find(name);
+    bool dynamic = false;
+    for (const ValueType &t : fn ? fn->argTypes : std::vector<ValueType>{})
+      for (int64_t d : t.shape)
+        dynamic |= d < 0;
+    std::vector<RtValue> args;
+    if (dynamic && coords)
+      args = planArguments(*fn, *coords);
+    auto plan = GpuExecutor::planMemory(program, name, {},
+                                        args.empty() ? nullptr : &args);
+    if (!plan) {
+      std::cout << "gpu plan of " << name << ": " << plan.message() << "\n";
+      continue;
     }
+    auto mib = [](size_t b) { return std::to_string((b + (1 << 19)) >> 20); };
+    std::cout << "gpu plan of " << name << ": arena " << mib(plan->arenaBytes)
+              << " MiB for " << plan->values << " values ("
+              << mib(plan->naiveBytes) << " MiB without reuse; "
+              << plan->views << " views), weights " << mib(plan->weightBytes)
+              << " MiB, constants " << mib(plan->constantBytes)
+              << " MiB; checked: no two live values share memory\n";
+  }
+  if (gpuEntries.empty())
+    return 0;
+  // The whole pipeline in each memory form, and the form a run would take
+  // under --memory-budget (MemoryBudget.h).
+  PipelineMemoryRequest request;
+  request.functions = gpuEntries;
+  request.flexiCubes = std::find(gpuEntries.begin(), gpuEntries.end(),
+                                 "decode_mesh") != gpuEntries.end();
+  request.voxels = opts.memoryPlanVoxels;
+  request.coords = coords;
+  request.options = opts.gpu.options;
+  auto plans = planPipelineMemory(program, request);
+  if (!plans)
+    return fail(plans.message());
+  const size_t budget = opts.gpu.options.memoryBudget;
+  std::cout << describeMemoryPlans(*plans, budget);
+  if (!budget)
+    return 0;
+  std::vector<PipelineMemoryPlan> candidates = *plans;
+  if (opts.gpu.options.lowMemory)
+    candidates.erase(candidates.begin(), candidates.end() - 1);
+  auto chosen = chooseMemoryForm(candidates, budget);
+  if (!chosen)
+    return fail(chosen.message());
+  std::cout << "memory budget " << formatMiB(budget) << ": the "
+            << chosen->form << " form (peak " << formatMiB(chosen->peak)
+            << ")\n";
   return 0;
 }
 
@@ -745,6 +778,7 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
       return fail(s.message());
   EngineOptions eo;
   eo.gpu = opts.gpu;
+  eo.memoryPlanVoxels = opts.memoryPlanVoxels;
   eo.checkFinite = opts.checkFinite;
   eo.modelDir = opts.model;
   eo.lastStage = opts.lastStage; // --stop-after: the later models may be absent
@@ -926,7 +960,7 @@ int runtimeMainImpl(int argc, char **argv) {
     return fail(loaded.message());
   if (opts->inspect)
     return inspect(loaded->bundle, loaded->program, loaded->meta, source,
-                   opts->coords);
+                   *opts);
   if (opts->model.empty() ||
       (opts->conds.empty() && opts->images.empty() && opts->inputs.empty()) ||
       opts->out.empty()) {

@@ -112,8 +112,69 @@ Result<std::unique_ptr<Engine>> Engine::create(const LoadedBundle &bundle,
       !session->gpuUnavailable().empty())
     return Error{"--gpu=require: no usable GPU (" + session->gpuUnavailable() +
                  ")"};
-  return std::unique_ptr<Engine>(
+  std::unique_ptr<Engine> engine(
       new Engine(bundle, std::move(session), options.lastStage));
+  engine->notice_ = options.notice;
+  if (engine->session_->gpuExecutor()) {
+    // The GPU functions a generation may call, planned before any work.
+    PipelineMemoryRequest &request = engine->memoryRequest_;
+    for (const std::string &fn : so.gpuCode.entries)
+      if (fn == "image_stage" ? options.images
+                              : pipelineStageOf(fn) <= options.lastStage)
+        request.functions.push_back(fn);
+    request.flexiCubes =
+        std::find(request.functions.begin(), request.functions.end(),
+                  "decode_mesh") != request.functions.end();
+    request.options = options.gpu.options;
+    TRELLIS_RETURN_IF_ERROR(
+        engine->fitMemoryBudget(std::max<int64_t>(options.memoryPlanVoxels, 1)));
+  }
+  return engine;
+}
+
+Status Engine::fitMemoryBudget(int64_t voxels) {
+  GpuExecutor *gpu = session_->gpuExecutor();
+  PipelineMemoryRequest request = memoryRequest_;
+  request.voxels = voxels;
+  auto plans = planPipelineMemory(bundle_.program, request);
+  if (!plans)
+    return Error{plans.message()};
+  // Never a faster form than the one taken (nor than --low-memory).
+  const std::string floor =
+      request.options.lowMemory ? "low-memory" : memory_.form;
+  std::vector<PipelineMemoryPlan> candidates;
+  for (const PipelineMemoryPlan &plan : *plans)
+    if (!candidates.empty() || floor.empty() || plan.form == floor)
+      candidates.push_back(plan);
+  const size_t budget = gpu->report().memoryBudget;
+  auto chosen = chooseMemoryForm(candidates, budget);
+  if (!chosen)
+    return Error{chosen.message() +
+                 (voxels > memory_.voxels && memory_.voxels
+                      ? " (stage 1 found " + std::to_string(voxels) +
+                            " voxels, more than the " +
+                            std::to_string(memory_.voxels) + " planned for)"
+                      : std::string()) +
+                 "; the budget is " +
+                 (request.options.memoryBudget ? "--memory-budget's"
+                                               : "the device's free memory") +
+                 ", " + formatMiB(gpu->report().deviceFreeAtStart) +
+                 " were free"};
+  if (chosen->form != memory_.form)
+    TRELLIS_RETURN_IF_ERROR(gpu->reduceMemoryForm(
+        chosen->lowMemory, chosen->concurrentBranches));
+  if (notice_) {
+    std::string line = "[gpu] memory: " + chosen->form + " form, " +
+                       formatMiB(chosen->peak) + " planned for " +
+                       std::to_string(voxels) + " voxels, budget " +
+                       formatMiB(budget);
+    if (chosen->form != plans->front().form)
+      line += " (the " + plans->front().form + " form needs " +
+              formatMiB(plans->front().peak) + ")";
+    notice_(line);
+  }
+  memory_ = *chosen;
+  return Status::ok();
 }
 
 const char *Engine::backend(const std::string &name) const {
@@ -169,7 +230,15 @@ Result<PipelineResult> Engine::run(const GenerationRequest &request,
       });
   GenerationStats stats;
   const uint64_t firstJob = writer_.mark();
-  auto result = runGeneration(bundle_, *session_, writer_, request, obs, stats);
+  // A voxel set larger than the memory plan's is planned again before the
+  // sparse stages (maybe in a form that needs less).
+  auto voxelsKnown = [this](int64_t voxels) -> Status {
+    if (!session_->gpuExecutor() || voxels <= memory_.voxels)
+      return Status::ok();
+    return fitMemoryBudget(voxels);
+  };
+  auto result = runGeneration(bundle_, *session_, writer_, request, obs, stats,
+                              voxelsKnown);
   // The step callback refers to this run's observer: drop it.
   session_->setRunHooks({}, nullptr);
   stats.writeTicket = writer_.mark();

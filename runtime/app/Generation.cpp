@@ -184,9 +184,10 @@ class Generation {
 public:
   Generation(const LoadedBundle &b, Session &session, OutputWriter &writer,
              const GenerationRequest &req, PipelineObserver &obs,
-             GenerationStats &stats)
+             GenerationStats &stats,
+             const std::function<Status(int64_t)> &voxelsKnown)
       : b_(b), session_(session), writer_(writer), req_(req), obs_(obs),
-        stats_(stats) {}
+        stats_(stats), voxelsKnown_(voxelsKnown) {}
 
   Result<PipelineResult> run();
 
@@ -234,6 +235,7 @@ private:
   const GenerationRequest &req_;
   PipelineObserver &obs_;
   GenerationStats &stats_;
+  const std::function<Status(int64_t)> &voxelsKnown_;
   std::vector<std::pair<int64_t, int64_t>> ranges_;
 };
 
@@ -443,6 +445,8 @@ Result<PipelineResult> Generation::run() {
                  "try another seed or conditioning"};
   if (req_.lastStage <= 1)
     return res;
+  if (voxelsKnown_)
+    TRELLIS_RETURN_IF_ERROR(voxelsKnown_(res.coords.dim(0)));
 
   // The decoders' binding to this voxel set (host work) is planned on other
   // threads while the GPU runs the SLat stage; only the latent's shape
@@ -651,12 +655,13 @@ bool isGenerationOutputName(const std::string &name) {
   return std::regex_match(name, outputs);
 }
 
-Result<PipelineResult> runGeneration(const LoadedBundle &bundle,
-                                     Session &session, OutputWriter &writer,
-                                     const GenerationRequest &request,
-                                     PipelineObserver &observer,
-                                     GenerationStats &stats) {
-  Generation generation(bundle, session, writer, request, observer, stats);
+Result<PipelineResult>
+runGeneration(const LoadedBundle &bundle, Session &session,
+              OutputWriter &writer, const GenerationRequest &request,
+              PipelineObserver &observer, GenerationStats &stats,
+              const std::function<Status(int64_t)> &voxelsKnown) {
+  Generation generation(bundle, session, writer, request, observer, stats,
+                        voxelsKnown);
   return generation.run();
 }
 

@@ -15,11 +15,13 @@ namespace trellis {
 
 /// Runs `request` through `session`; files go to `writer` (not waited for).
 /// `stats` gets the stage and GPU times and the voxel count.
-Result<PipelineResult> runGeneration(const LoadedBundle &bundle,
-                                     Session &session, OutputWriter &writer,
-                                     const GenerationRequest &request,
-                                     PipelineObserver &observer,
-                                     GenerationStats &stats);
+/// `voxelsKnown` (may be empty) is called with stage 1's voxel count before
+/// any sparse stage runs; an error it returns ends the generation.
+Result<PipelineResult>
+runGeneration(const LoadedBundle &bundle, Session &session,
+              OutputWriter &writer, const GenerationRequest &request,
+              PipelineObserver &observer, GenerationStats &stats,
+              const std::function<Status(int64_t)> &voxelsKnown = {});
 
 /// Whether `name` (a file name, no folder) is one a generation writes into its
 /// output folder (ss_latent.npy ... mesh.glb, per-sample _<b> names too).

@@ -30,16 +30,11 @@ GpuExecutor::Impl::~Impl() {
   for (auto &[name, p] : prepared)
     release(*p);
   for (auto &[name, buffer] : flexiScratch.buffers)
-    if (buffer.first)
-      api->cuMemFree(buffer.first);
+    deallocate(buffer.first);
   if (staging)
     api->cuMemFreeHost(staging);
-  if (gemmWorkspace)
-    api->cuMemFree(gemmWorkspace);
-  if (gemmWorkspace2)
-    api->cuMemFree(gemmWorkspace2);
-  if (setupWorkspace)
-    api->cuMemFree(setupWorkspace);
+  for (CUdeviceptr *w : {&gemmWorkspace, &gemmWorkspace2, &setupWorkspace})
+    deallocate(*w);
   if (setupStream)
     api->cuStreamDestroy(setupStream);
   for (CUevent e : {fork, join, runStart, runStop})
@@ -89,6 +84,11 @@ Result<void *> GpuExecutor::Impl::pinnedStaging(size_t bytes) {
                                 "cuMemAllocHost (upload staging)"));
   stagingBytes = want;
   return staging;
+}
+
+size_t GpuExecutor::workspaceBytes(const GpuOptions &options) {
+  return kGemmWorkspaceBytes * (1 + (options.tuneGemms ? 1 : 0) +
+                                (Impl::concurrentBranchesFor(options) ? 1 : 0));
 }
 
 Status GpuExecutor::Impl::init(const GpuImages &images) {
@@ -164,23 +164,21 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
                                  .count();
   TRELLIS_RETURN_IF_ERROR(check(api->cublasLtCreate(&lt), "cublasLtCreate"));
   loadTuningCache();
+  TRELLIS_RETURN_IF_ERROR(measureMemoryBudget());
   TRELLIS_RETURN_IF_ERROR(
-      check(api->cuMemAlloc(&gemmWorkspace, kGemmWorkspaceBytes),
-            "cuMemAlloc (GEMM workspace)"));
+      allocate(gemmWorkspace, kGemmWorkspaceBytes, "the GEMM workspace"));
   TRELLIS_RETURN_IF_ERROR(
       check(api->cuStreamCreate(&setupStream, CU_STREAM_NON_BLOCKING),
             "cuStreamCreate"));
   if (options.tuneGemms)
-    TRELLIS_RETURN_IF_ERROR(
-        check(api->cuMemAlloc(&setupWorkspace, kGemmWorkspaceBytes),
-              "cuMemAlloc (GEMM workspace)"));
+    TRELLIS_RETURN_IF_ERROR(allocate(setupWorkspace, kGemmWorkspaceBytes,
+                                     "the setup GEMM workspace"));
   if (concurrentBranches()) {
     TRELLIS_RETURN_IF_ERROR(
         check(api->cuStreamCreate(&stream2, CU_STREAM_NON_BLOCKING),
               "cuStreamCreate"));
-    TRELLIS_RETURN_IF_ERROR(
-        check(api->cuMemAlloc(&gemmWorkspace2, kGemmWorkspaceBytes),
-              "cuMemAlloc (GEMM workspace)"));
+    TRELLIS_RETURN_IF_ERROR(allocate(gemmWorkspace2, kGemmWorkspaceBytes,
+                                     "the second branch's GEMM workspace"));
     api->cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING);
     api->cuEventCreate(&join, CU_EVENT_DISABLE_TIMING);
   }

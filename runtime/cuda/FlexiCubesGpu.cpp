@@ -90,15 +90,12 @@ Result<CUdeviceptr> GpuExecutor::Impl::scratch(const std::string &name,
   bytes = alignUp(std::max<size_t>(bytes, 1));
   if (b.first && b.second >= bytes)
     return b.first;
-  if (b.first)
-    api->cuMemFree(b.first);
+  deallocate(b.first);
   b = {0, 0};
   // Some headroom, so that slightly larger inputs reuse the buffer.
   size_t n = alignUp(bytes + bytes / 8);
-  if (Status s = check(api->cuMemAlloc(&b.first, n), "cuMemAlloc"); !s)
-    return Error{"FlexiCubes on the GPU: cannot allocate " +
-                 std::to_string(n >> 20) + " MiB for '" + name +
-                 "': " + s.message()};
+  if (Status s = allocate(b.first, n, "FlexiCubes' '" + name + "'"); !s)
+    return Error{"FlexiCubes on the GPU: " + s.message()};
   b.second = n;
   return b.first;
 }
@@ -492,6 +489,20 @@ GpuExecutor::extractFlexiCubes(const HostTensor &coords,
   if (N == 0)
     return out;
 
+  // With lowMemory the scratch goes when the extraction ends, however it
+  // ends: the next generation's stages need the memory more than the next
+  // extraction needs the reuse.
+  struct ReleaseScratch {
+    Impl &m;
+    ~ReleaseScratch() {
+      if (!m.options.lowMemory)
+        return;
+      m.api->cuStreamSynchronize(m.stream);
+      for (auto &[name, buffer] : m.flexiScratch.buffers)
+        m.deallocate(buffer.first);
+      m.flexiScratch.buffers.clear();
+    }
+  } releaseScratch{m};
   FlexiCubesRun run(m, coords, fields, R);
   TRELLIS_RETURN_IF_ERROR(run.loadKernels());
   run.createEvents();

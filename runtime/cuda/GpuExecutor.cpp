@@ -228,10 +228,7 @@ void GpuExecutor::Impl::release(Prepared &p, bool forgetResults) {
   }
   for (CUdeviceptr *m :
        {&p.arena, &p.weightPool, &p.constantPool, &p.boundPool})
-    if (*m) {
-      api->cuMemFree(*m);
-      *m = 0;
-    }
+    deallocate(*m);
   p.arenaCapacity = p.boundCapacity = 0;
   p.constantsUploaded = false;
   p.resident = false;
@@ -252,6 +249,28 @@ Result<int> GpuExecutor::deviceCount() {
   if (CUresult r = (*api)->cuDeviceGetCount(&count); r != CUDA_SUCCESS)
     return Error{"cuDeviceGetCount failed: " + (*api)->describe(r)};
   return count;
+}
+
+Status GpuExecutor::reduceMemoryForm(bool lowMemory, bool concurrentBranches) {
+  Impl &m = *impl_;
+  TRELLIS_RETURN_IF_ERROR(m.makeCurrent());
+  // The plans depend on the form (the second branch's memory), so every
+  // function is planned again; background preparations are waited for.
+  m.openResidencyGate();
+  for (auto &[name, plan] : m.pendingPlans)
+    if (plan.valid())
+      if (auto p = plan.get())
+        m.release(**p);
+  m.pendingPlans.clear();
+  for (auto &[name, p] : m.prepared)
+    m.release(*p);
+  m.prepared.clear();
+  m.options.lowMemory = m.options.lowMemory || lowMemory;
+  m.options.concurrentBranches =
+      m.options.concurrentBranches && concurrentBranches;
+  if (!m.concurrentBranches())
+    m.deallocate(m.gemmWorkspace2);
+  return Status::ok();
 }
 
 Result<std::unique_ptr<GpuExecutor>>
@@ -299,19 +318,15 @@ Status GpuExecutor::Impl::makeResident(Prepared &p, const std::string &name) {
   p.setup = {};
   if (!p.arena) {
     size_t capacity = capacityFor(p.arenaBytes, p.dynamic);
-    if (Status s =
-            check(api->cuMemAlloc(&p.arena, capacity), "cuMemAlloc (arena)");
-        !s)
-      return Error{"cannot allocate the " + std::to_string(p.arenaBytes >> 20) +
-                   " MiB activation arena of '" + name + "': " + s.message()};
+    TRELLIS_RETURN_IF_ERROR(
+        allocate(p.arena, capacity, "the activation arena of '" + name + "'"));
     p.arenaCapacity = capacity;
   }
   if (!p.weightPool)
     TRELLIS_RETURN_IF_ERROR(stageWeights(p));
   if (p.constantBytes && !p.constantPool)
-    TRELLIS_RETURN_IF_ERROR(
-        check(api->cuMemAlloc(&p.constantPool, p.constantBytes),
-              "cuMemAlloc (constants)"));
+    TRELLIS_RETURN_IF_ERROR(allocate(p.constantPool, p.constantBytes,
+                                     "the constants of '" + name + "'"));
   resolveAddresses(p);
   const auto uploadStart = Clock::now();
   // Constants: evaluate with the reference, upload once (a re-bound stage
@@ -577,11 +592,9 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
       const ValueType &type = p.slots[r].type;
       HostTensor shapeOnly = HostTensor::view(type.dtype, type.shape, nullptr);
       CUdeviceptr buffer = 0;
-      if (Status s = m.check(
-              api.cuMemAlloc(&buffer, std::max<size_t>(1, shapeOnly.nbytes())),
-              "cuMemAlloc (device result)");
-          !s)
-        return Error{s.message()};
+      TRELLIS_RETURN_IF_ERROR(
+          m.allocate(buffer, shapeOnly.nbytes(),
+                     "result " + std::to_string(i) + " of '" + name + "'"));
       io->results[i] = buffer;
       if (Status s =
               m.check(api.cuMemcpyDtoDAsync(buffer, m.address(p, r),
@@ -640,7 +653,9 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
 Status GpuExecutor::freeDeviceBuffer(uint64_t buffer) {
   Impl &m = *impl_;
   TRELLIS_RETURN_IF_ERROR(m.makeCurrent());
-  return m.check(m.api->cuMemFree(CUdeviceptr(buffer)), "cuMemFree");
+  CUdeviceptr ptr = CUdeviceptr(buffer);
+  m.deallocate(ptr);
+  return Status::ok();
 }
 
 Status GpuExecutor::copyToHost(uint64_t buffer, void *host, size_t bytes) {

@@ -57,9 +57,10 @@ struct GpuExecutor::Impl {
   CUstream stream2 = nullptr;
   CUdeviceptr gemmWorkspace2 = 0;
   CUevent fork = nullptr, join = nullptr;
-  bool concurrentBranches() const {
-    return options.concurrentBranches && !options.lowMemory &&
-           !options.checkOps && !options.checkFinite && !options.profile;
+  bool concurrentBranches() const { return concurrentBranchesFor(options); }
+  static bool concurrentBranchesFor(const GpuOptions &o) {
+    return o.concurrentBranches && !o.lowMemory && !o.checkOps &&
+           !o.checkFinite && !o.profile;
   }
   GemmPicks tunedGemms; // GEMM key -> the picked algorithm (algoBytes)
   /// cuBLASLt's heuristic answer per exact GEMM problem (shape, types,
@@ -81,6 +82,23 @@ struct GpuExecutor::Impl {
   void saveTuningCache();
   bool faultInjected = false;
   CUdeviceptr gemmWorkspace = 0;
+  // -- device memory (DeviceMemory.cpp) ---------------------------------------
+  /// Every device allocation of the executor goes through allocate(), which
+  /// counts it against the budget: GpuOptions::memoryBudget, or what the
+  /// device had free after the context and modules were loaded (less a
+  /// reserve for the driver), whichever is smaller. A request over the budget
+  /// fails with the bytes asked for and in use, before the driver is asked.
+  size_t memoryBudget = 0;
+  size_t bytesInUse = 0, peakBytesInUse = 0;
+  std::map<CUdeviceptr, size_t> allocations;
+  std::mutex allocationMutex; // background preparations allocate too
+  /// Sets memoryBudget from the device's free memory (init, before the
+  /// executor's first allocation).
+  Status measureMemoryBudget();
+  /// `what` names the buffer in the errors ("the weights of 'slat_stage'").
+  Status allocate(CUdeviceptr &ptr, size_t bytes, const std::string &what);
+  /// Frees `ptr` (0: nothing) and sets it to 0.
+  void deallocate(CUdeviceptr &ptr);
   /// Device work done while making a function resident (weight staging, the
   /// constant and bound-value uploads, GEMM candidate timing) goes to its own
   /// stream, with its own GEMM workspace: a background preparation neither
@@ -227,6 +245,21 @@ struct GpuExecutor::Impl {
   /// Evaluates the coordinate values on the host and gives every dynamic
   /// tensor its concrete shape (before plan()).
   Status bind(Prepared &p, const std::vector<RtValue> &args) const;
+  /// Where the bound values and the nodes' index arrays go in the one
+  /// buffer uploadBound copies them to (and the buffer's size, which
+  /// planMemory reports). Clears the nodes' device addresses (aux).
+  struct BoundLayout {
+    struct Piece {
+      const void *data;
+      size_t bytes, offset;
+    };
+    std::vector<Piece> pieces;
+    std::vector<HostTensor> keep; // offsets converted to int32
+    std::vector<std::pair<size_t, size_t>> slotPieces; // by slot (SIZE_MAX)
+    std::vector<std::pair<Node *, size_t>> nodePieces;
+    size_t total = 0;
+  };
+  BoundLayout layoutBound(Prepared &p) const;
   /// Copies the bound values and index arrays to the device (after plan()).
   Status uploadBound(Prepared &p);
   /// A pinned host buffer of at least `bytes`, kept by the executor and grown

@@ -487,11 +487,19 @@ GpuExecutor::planMemory(const Program &program, const std::string &function,
   auto pr = m.prepare(function, args);
   if (!pr)
     return Error{pr.message()};
-  const Impl::Prepared &p = **pr;
+  Impl::Prepared &p = **pr;
   GpuMemoryPlan plan;
   plan.arenaBytes = p.arenaBytes;
   plan.weightBytes = p.weightBytes;
   plan.constantBytes = p.constantBytes;
+  plan.arenaAllocated = capacityFor(p.arenaBytes, p.dynamic);
+  if (p.dynamic)
+    if (size_t bound = m.layoutBound(p).total)
+      plan.coordinateBytes = capacityFor(bound, true);
+  for (int r : p.results) {
+    plan.resultBytes.push_back(bytesOf(p.slots[r].type));
+    plan.resultShapes.push_back(p.slots[r].type.shape);
+  }
   // The check, by a sweep over definition order (independent of the
   // first-fit): every pair of arena values with intersecting lifetimes must
   // have disjoint byte ranges inside the arena.

@@ -21,6 +21,10 @@ Result<GpuMemoryPlan> GpuExecutor::planMemory(const Program &,
                                               const std::vector<RtValue> *) {
   return Error{"this runtime was built without the CUDA backend"};
 }
+Status GpuExecutor::reduceMemoryForm(bool, bool) {
+  return Error{"built without the CUDA backend"};
+}
+size_t GpuExecutor::workspaceBytes(const GpuOptions &) { return 0; }
 Result<int> GpuExecutor::deviceCount() {
   return Error{"this runtime was built without the CUDA backend"};
 }

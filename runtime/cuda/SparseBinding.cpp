@@ -364,24 +364,20 @@ Status GpuExecutor::Impl::bindResultRows(Prepared &p, Node &node) const {
   return Status::ok();
 }
 
-Status GpuExecutor::Impl::uploadBound(Prepared &p) {
-  if (!p.dynamic)
-    return Status::ok();
-  // Lay every bound value (and the nodes' index arrays) out in one buffer.
-  struct Piece {
-    const void *data;
-    size_t bytes, offset;
-  };
-  std::vector<Piece> pieces;
-  std::vector<HostTensor> keep; // offsets converted to int32
-  size_t total = 0;
+GpuExecutor::Impl::BoundLayout
+GpuExecutor::Impl::layoutBound(Prepared &p) const {
+  BoundLayout l;
+  auto &pieces = l.pieces;
+  auto &keep = l.keep;
+  auto &slotPieces = l.slotPieces;
+  auto &nodePieces = l.nodePieces;
+  size_t &total = l.total;
   auto add = [&](const void *data, size_t bytes) {
     pieces.push_back({data, bytes, total});
     total += alignUp(std::max<size_t>(bytes, 1));
     return pieces.size() - 1;
   };
-  std::vector<std::pair<size_t, size_t>> slotPieces(p.slots.size(),
-                                                    {SIZE_MAX, SIZE_MAX});
+  slotPieces.assign(p.slots.size(), {SIZE_MAX, SIZE_MAX});
   for (size_t s = 0; s < p.slots.size(); ++s) {
     if (p.slots[s].where != SlotInfo::Where::Bound || p.slots[s].root != int(s))
       continue;
@@ -397,7 +393,6 @@ Status GpuExecutor::Impl::uploadBound(Prepared &p) {
       slotPieces[s].second = add((*g)->offsets.raw(), (*g)->offsets.nbytes());
     }
   }
-  std::vector<std::pair<Node *, size_t>> nodePieces;
   std::function<void(Body &)> collect = [&](Body &body) {
     for (Node &node : body.nodes) {
       node.aux.clear(); // a re-upload (after lowMemory released the pool)
@@ -408,6 +403,15 @@ Status GpuExecutor::Impl::uploadBound(Prepared &p) {
     }
   };
   collect(p.body);
+  return l;
+}
+
+Status GpuExecutor::Impl::uploadBound(Prepared &p) {
+  if (!p.dynamic)
+    return Status::ok();
+  BoundLayout layout = layoutBound(p);
+  const auto &pieces = layout.pieces;
+  const size_t total = layout.total;
   if (total == 0)
     return Status::ok();
   // (The pieces point into the tensors' heap storage, which stays where it is
@@ -424,18 +428,12 @@ Status GpuExecutor::Impl::uploadBound(Prepared &p) {
         std::memcpy(staging + pieces[size_t(i)].offset, pieces[size_t(i)].data,
                     pieces[size_t(i)].bytes);
   });
-  if (p.boundPool && p.boundCapacity < total) {
-    api->cuMemFree(p.boundPool);
-    p.boundPool = 0;
-  }
+  if (p.boundPool && p.boundCapacity < total)
+    deallocate(p.boundPool);
   if (!p.boundPool) {
     size_t capacity = capacityFor(total, p.dynamic);
-    if (Status s = check(api->cuMemAlloc(&p.boundPool, capacity),
-                         "cuMemAlloc (coordinates)");
-        !s)
-      return Error{"cannot allocate " + std::to_string(total >> 20) +
-                   " MiB for the coordinates of '" + p.name +
-                   "': " + s.message()};
+    TRELLIS_RETURN_IF_ERROR(allocate(p.boundPool, capacity,
+                                     "the coordinates of '" + p.name + "'"));
     p.boundCapacity = capacity;
   }
   p.boundBytes = total;
@@ -445,12 +443,13 @@ Status GpuExecutor::Impl::uploadBound(Prepared &p) {
   TRELLIS_RETURN_IF_ERROR(
       check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
   for (size_t s = 0; s < p.slots.size(); ++s) {
-    if (slotPieces[s].first != SIZE_MAX)
-      p.slots[s].ptr = p.boundPool + pieces[slotPieces[s].first].offset;
-    if (slotPieces[s].second != SIZE_MAX)
-      p.slots[s].aux = p.boundPool + pieces[slotPieces[s].second].offset;
+    auto [first, second] = layout.slotPieces[s];
+    if (first != SIZE_MAX)
+      p.slots[s].ptr = p.boundPool + pieces[first].offset;
+    if (second != SIZE_MAX)
+      p.slots[s].aux = p.boundPool + pieces[second].offset;
   }
-  for (auto &[node, piece] : nodePieces)
+  for (auto &[node, piece] : layout.nodePieces)
     node->aux.push_back(p.boundPool + pieces[piece].offset);
   return Status::ok();
 }

@@ -21,12 +21,8 @@ Status GpuExecutor::Impl::stageWeights(Prepared &p) {
   auto start = std::chrono::steady_clock::now();
   if (p.weightBytes == 0)
     return Status::ok();
-  if (Status s = check(api->cuMemAlloc(&p.weightPool, p.weightBytes),
-                       "cuMemAlloc (weights)");
-      !s)
-    return Error{"cannot allocate " + std::to_string(p.weightBytes >> 20) +
-                 " MiB of device memory for the weights of '" + p.name +
-                 "': " + s.message()};
+  TRELLIS_RETURN_IF_ERROR(
+      allocate(p.weightPool, p.weightBytes, "the weights of '" + p.name + "'"));
   size_t half = std::max<size_t>(options.stagingBytes / 2, 1 << 20);
   void *pinned = nullptr;
   TRELLIS_RETURN_IF_ERROR(check(api->cuMemAllocHost(&pinned, 2 * half),

@@ -111,7 +111,7 @@ std::vector<TensorSpec> imageCondTensors(const ImageCondModelPlan &p) {
 
 Result<std::vector<WrittenFile>>
 writeImageCondModel(const std::string &dir, const ImageCondModelPlan &p,
-                    uint64_t seed) {
+                    uint64_t seed, bool layoutOnly) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
@@ -127,6 +127,11 @@ writeImageCondModel(const std::string &dir, const ImageCondModelPlan &p,
   written.push_back({cfg, uint64_t(std::filesystem::file_size(cfg, ec))});
   std::vector<TensorSpec> specs = imageCondTensors(p);
   std::string path = dir + "/model.safetensors";
+  if (layoutOnly) {
+    TRELLIS_RETURN_IF_ERROR(writeSafetensorsLayout(path, specs));
+    written.push_back({path, uint64_t(std::filesystem::file_size(path, ec))});
+    return written;
+  }
   TRELLIS_RETURN_IF_ERROR(
       writeSafetensors(path, specs, [&](size_t index, void *dst) {
         const TensorSpec &s = specs[index];

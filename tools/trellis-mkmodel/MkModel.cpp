@@ -49,6 +49,28 @@ std::string megabytes(uint64_t bytes) {
 
 } // namespace
 
+Status writeSafetensorsLayout(const std::string &path,
+                              const std::vector<TensorSpec> &specs) {
+  auto layout = planSafetensors(specs);
+  if (!layout)
+    return Error{"cannot write '" + path + "': " + layout.message()};
+  AtomicFile out(path);
+  if (!out.status())
+    return out.status();
+  uint8_t prefix[8];
+  const uint64_t n = layout->header.size();
+  for (int i = 0; i < 8; ++i)
+    prefix[i] = uint8_t(n >> (8 * i));
+  out.write(prefix, 8);
+  out.write(layout->header);
+  TRELLIS_RETURN_IF_ERROR(out.commit());
+  std::error_code ec;
+  std::filesystem::resize_file(path, 8 + n + layout->dataSize, ec);
+  if (ec)
+    return Error{"cannot size '" + path + "': " + ec.message()};
+  return Status::ok();
+}
+
 Result<std::vector<WrittenFile>> writeModelDirectory(const Options &options) {
   if (options.outDir.empty())
     return Error{"no output directory given (--out DIR)"};
@@ -151,7 +173,9 @@ Result<std::vector<WrittenFile>> writeModelDirectory(const Options &options) {
       }
     };
     std::string path = base + ".safetensors";
-    TRELLIS_RETURN_IF_ERROR(writeSafetensors(path, specs, fill));
+    TRELLIS_RETURN_IF_ERROR(options.layoutOnly
+                                ? writeSafetensorsLayout(path, specs)
+                                : writeSafetensors(path, specs, fill));
     uint64_t bytes = fileSize(path);
     written.push_back({path, bytes});
     say(label + ": " + std::to_string(manifest.tensors.size()) + " tensors, " +
@@ -162,7 +186,8 @@ Result<std::vector<WrittenFile>> writeModelDirectory(const Options &options) {
   if (withImageModel) {
     TRELLIS_ASSIGN_OR_RETURN(
         std::vector<WrittenFile> files,
-        writeImageCondModel(imageDir, imagePlan, options.seed));
+        writeImageCondModel(imageDir, imagePlan, options.seed,
+                            options.layoutOnly));
     say(std::string(config::kImageCondModelDir) + "/model.safetensors: " +
             std::to_string(imageCondTensors(imagePlan).size()) + " tensors, " +
             std::to_string(files.back().bytes) + " bytes",

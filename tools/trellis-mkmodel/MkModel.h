@@ -148,6 +148,11 @@ struct Options {
   /// Only these model keys (empty: all; "image_cond_model" names the
   /// image-conditioning model).
   std::vector<std::string> only;
+  /// The checkpoints' headers only: each .safetensors file has its full size
+  /// but its tensor data is a hole (reads as zeros, takes no disk), enough
+  /// for trellisc, --inspect and the memory planner (the CI tests of
+  /// image-large's plans), not for a run.
+  bool layoutOnly = false;
   /// Progress lines ("" never); `sameLine` when the line may be redrawn.
   std::function<void(const std::string &line, bool sameLine)> progress;
 };
@@ -170,10 +175,16 @@ ImageCondModelPlan imageCondModelPlan(Preset preset);
 std::string imageCondConfigJson(const ImageCondModelPlan &plan);
 std::vector<TensorSpec> imageCondTensors(const ImageCondModelPlan &plan);
 
-/// Writes `dir`/config.json and `dir`/model.safetensors (seeded).
+/// Writes `dir`/config.json and `dir`/model.safetensors (seeded; with
+/// `layoutOnly` its header and a hole, Options::layoutOnly).
 Result<std::vector<WrittenFile>>
 writeImageCondModel(const std::string &dir, const ImageCondModelPlan &plan,
-                    uint64_t seed);
+                    uint64_t seed, bool layoutOnly = false);
+
+/// A safetensors file with the header of `specs` and a hole where the data
+/// goes (Options::layoutOnly).
+Status writeSafetensorsLayout(const std::string &path,
+                              const std::vector<TensorSpec> &specs);
 
 } // namespace trellis::mkmodel
 

@@ -14,7 +14,7 @@ using namespace trellis;
 
 static const char kHelp[] =
     R"(usage: trellis-mkmodel --preset NAME --out DIR [--seed N] [--force]
-                       [--only KEY[,KEY...]] [--quiet]
+                       [--only KEY[,KEY...]] [--layout-only] [--quiet]
 
 Writes a synthetic TRELLIS model directory with seeded random weights:
   DIR/pipeline.json            the pipeline config (spec §1.2 sampler values)
@@ -44,6 +44,10 @@ Options:
   --only KEYS     write only these models (comma-separated pipeline keys,
                   e.g. sparse_structure_decoder); pipeline.json still lists
                   all of them, so the directory check is skipped
+  --layout-only   the checkpoints' headers only: each .safetensors file has
+                  its full size but the tensor data is a hole (zeros, no
+                  disk space); enough for trellisc, trellis.exe --inspect
+                  and its memory plans, not for a run
   --quiet         no progress on stderr
   --help          this text
 
@@ -106,6 +110,8 @@ int main(int argc, char **argv) {
       options.force = true;
     } else if (name == "--quiet") {
       quiet = true;
+    } else if (name == "--layout-only") {
+      options.layoutOnly = true;
     } else if (name == "--only") {
       if (!value(v) || v.empty())
         return usage("--only needs a comma-separated list of model keys");

@@ -22,6 +22,7 @@
 #ifndef TRELLIS_RUNTIME_ENGINE_H
 #define TRELLIS_RUNTIME_ENGINE_H
 
+#include "trellis/Runtime/MemoryBudget.h"
 #include "trellis/Runtime/OutputWriter.h"
 #include "trellis/Runtime/Runner.h"
 
@@ -51,6 +52,10 @@ struct EngineOptions {
   /// Runs will take images (--image): the image-conditioning model's
   /// checkpoint is checked at setup too.
   bool images = false;
+  /// The voxel count the device memory plan assumes for the sparse stages
+  /// (trellis/Runtime/MemoryBudget.h); a generation whose stage 1 finds more
+  /// is planned again, for its count, before its stage 2.
+  int64_t memoryPlanVoxels = 32768;
 };
 
 /// One generation's inputs and what to produce.
@@ -138,16 +143,27 @@ public:
 
   /// "cuda" or "cpu": where entry function `name` runs.
   const char *backend(const std::string &name) const;
+  /// The device memory form the engine runs in ("default",
+  /// "sequential-branches", "low-memory"; empty without a GPU) and its plan.
+  const std::string &memoryForm() const { return memory_.form; }
+  const PipelineMemoryPlan &memoryPlan() const { return memory_; }
   const GpuReport *gpuReport() const { return session_->gpuReport(); }
   const LoadedBundle &bundle() const { return bundle_; }
 
 private:
   Engine(const LoadedBundle &bundle, std::unique_ptr<Session> session,
          int lastStage);
+  /// Plans the GPU stages' memory for `voxels` and takes the fastest form
+  /// that fits the executor's budget (never a faster one than the current);
+  /// an error names what does not fit.
+  Status fitMemoryBudget(int64_t voxels);
 
   const LoadedBundle &bundle_;
   int lastStage_;
   std::unique_ptr<Session> session_;
+  PipelineMemoryRequest memoryRequest_; // the GPU functions a run calls
+  PipelineMemoryPlan memory_;           // the form taken, for memory_.voxels
+  std::function<void(const std::string &)> notice_;
   OutputWriter writer_;
   GenerationStats stats_;
   std::atomic<bool> busy_{false};

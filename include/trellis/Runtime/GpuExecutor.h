@@ -92,6 +92,14 @@ struct GpuOptions {
   std::string attentionSoftmax = "fixed";
   /// Release a function's device weights and arena when its run ends.
   bool lowMemory = false;
+  /// The most device memory the executor may allocate (weights, arenas,
+  /// pools, workspaces, scratch; the CUDA context and kernel images come on
+  /// top), in bytes; 0: what the device has free when the executor starts,
+  /// less a reserve for the driver. A larger value is capped at that too.
+  /// An allocation past it fails with a message naming the buffer and the
+  /// bytes. `--memory-budget`; the planner that picks a form that fits is
+  /// trellis/Runtime/MemoryBudget.h.
+  size_t memoryBudget = 0;
   /// Pinned staging buffer for weight uploads (two halves, double-buffered).
   size_t stagingBytes = size_t(64) << 20;
 };
@@ -115,6 +123,10 @@ struct GpuReport {
   std::string codePath;
   size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
   size_t deviceBytesInUse = 0;    // cuMemGetInfo: total - free, after the run
+  /// The device's free memory when the executor started (after the context
+  /// and modules), the budget the executor allocates within
+  /// (GpuOptions::memoryBudget), and the most it has had allocated at once.
+  size_t deviceFreeAtStart = 0, memoryBudget = 0, peakBytesInUse = 0;
   double weightUploadSeconds = 0; // of the last run (0: weights were resident)
   /// Host time of the setup phases (wall clock): the device modules loaded
   /// at initialization (the generated PTX is JIT-compiled by the driver
@@ -159,6 +171,17 @@ struct GpuMemoryPlan {
   size_t values = 0;     // slots with storage of their own in the arena
   size_t views = 0;      // reshapes and copy-free splits (no storage)
   size_t naiveBytes = 0; // the arena without reuse (sum of all values)
+  /// What run() allocates beyond the pools above: the arena with its
+  /// headroom (a sparse stage's, so that a similar voxel set reuses it), and
+  /// a sparse stage's bound coordinate values (neighbour maps, windows, ...)
+  /// with theirs.
+  size_t arenaAllocated = 0, coordinateBytes = 0;
+  /// Each result's bytes and shape (a sparse stage's for its voxels).
+  std::vector<size_t> resultBytes;
+  std::vector<Shape> resultShapes;
+  size_t allocatedBytes() const {
+    return arenaAllocated + weightBytes + constantBytes + coordinateBytes;
+  }
 };
 
 /// Arguments and results of one run() in device memory (the C ABI's DLPack
@@ -186,6 +209,9 @@ public:
   planMemory(const Program &program, const std::string &function,
              GpuOptions options = {},
              const std::vector<RtValue> *args = nullptr);
+  /// The GEMM workspaces an executor with `options` allocates (one per
+  /// stream, one for the setup's candidate timing).
+  static size_t workspaceBytes(const GpuOptions &options);
 
   /// Loads the CUDA driver and cuBLASLt, creates the context and loads the
   /// modules. Fails (with the reason) when no usable GPU is present.
@@ -197,6 +223,13 @@ public:
   /// How many GPUs the driver reports; an error when there is no usable
   /// driver (or this runtime was built without the CUDA backend).
   static Result<int> deviceCount();
+
+  /// Takes a form that needs less device memory: `lowMemory` (one stage's
+  /// memory at a time) and/or the guidance branches one after the other
+  /// (`concurrentBranches` false; true keeps what the options said). What
+  /// earlier runs left resident is released and planned again at the next
+  /// run. The memory planner's choice (trellis/Runtime/MemoryBudget.h).
+  Status reduceMemoryForm(bool lowMemory, bool concurrentBranches);
 
   /// Whether `function` can run here (every op has a GPU command). The reason
   /// when not.
