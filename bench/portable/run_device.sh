@@ -2,7 +2,10 @@
 # The consumer-card code path on this GPU (bench/portable/README.md): --gpu-arch portable runs the compute_75 PTX
 # of the generated kernels and the sm_75 mma.sync attention through the driver's JIT, as an RTX 20xx would.
 #   steps: jit (cold and cached module load), check (tiny: every GPU op against the CPU reference), memcheck
-#          (tiny under compute-sanitizer), large (image-large: portable vs native outputs and stage times)
+#          (tiny under compute-sanitizer), large (image-large: portable vs native outputs and stage times),
+#          budget (image-large on the portable path with another process holding all but 6, 4 and 3 GiB:
+#          --memory-budget 6G must finish and match the uncapped run; 4 and 3 GiB: a run that fits or a clear
+#          error before any work, never a crash)
 # Exit 1 when a check fails (FAIL lines). Needs the carried build-gpu/ (bench/ss_gpu/prepare.sh): lib/, tiny.exe,
 # large.exe, trellis-mkmodel.
 set -uo pipefail
@@ -84,6 +87,83 @@ bad |= r > limit
 print(f"{'FAIL: ' if r > limit else ''}slat on the native voxels: portable vs native rel L2 {r:.3e} (limit {limit:g})")
 sys.exit(1 if bad else 0)
 PY
+fi
+if has budget; then
+  L=/tmp/large
+  [[ -f $L/cond.npy ]] || "$B/trellis-mkmodel" --preset image-large --seed 1 --out $L --force --quiet
+  python3 "$ROOT/bench/slat_gpu/make_coords.py" --voxels 20000 --out /tmp/b_surface.npy
+  # Own stage 1, then the surface-like 20k voxels (--bench-stage1), all three formats.
+  large() {
+    "$B/large.exe" --model $L --cond $L/cond.npy --seed 1 --gpu require --gpu-arch portable \
+      --coords /tmp/b_surface.npy --bench-stage1 "$@"
+  }
+  # Another process takes all but $1 GiB of the GPU with one plain allocation and holds it.
+  hog() {
+    rm -f /tmp/hog_ready
+    python3 - "$1" > "$OUT/hog_$1.log" 2>&1 <<'PY' &
+import sys, time, torch
+free, total = torch.cuda.mem_get_info()
+keep = int(float(sys.argv[1]) * 2**30)
+x = torch.empty(max(free - keep, 0), dtype=torch.uint8, device="cuda")
+print(f"hog: {torch.cuda.mem_get_info()[0] / 2**30:.2f} GiB left free of {total / 2**30:.1f}", flush=True)
+open("/tmp/hog_ready", "w").write("1")
+time.sleep(3600)
+PY
+    HOG=$!
+    for _ in $(seq 120); do [[ -f /tmp/hog_ready ]] && break; sleep 0.5; done
+    cat "$OUT/hog_$1.log"
+  }
+  # The process's device memory as nvidia-smi sees it (context included), sampled every 50 ms.
+  smi_peak() {
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 50 > "$OUT/smi_$1.csv" &
+    SMI=$!
+  }
+  smi_done() {
+    kill $SMI 2> /dev/null; wait $SMI 2> /dev/null
+    python3 -c "import sys
+rows=[l.split(',') for l in open(sys.argv[1]) if l.strip()]
+mine=[int(m) for p,m in rows if p.strip()!=sys.argv[2]]
+print(f'nvidia-smi peak of the run: {max(mine) if mine else 0} MiB (context included)')" "$OUT/smi_$1.csv" "$HOG"
+  }
+  summary() { grep -E "\[gpu\] memory|done in|error" "$1" | sed -E 's/ on the GPU \(.*device memory/ ... device memory/' | tail -8; }
+  echo "== uncapped"
+  HOG=0; smi_peak free
+  large --out /tmp/b_free > "$OUT/budget_free.log" 2>&1 || fail "budget: the uncapped run"
+  smi_done free; summary "$OUT/budget_free.log"
+  for case in "6 --memory-budget 6G" "4" "3" "3 --max-voxels 20000"; do
+    set -- $case; gib=$1; shift
+    tag="${gib}g$(echo "$*" | tr -dc 0-9)"
+    echo "== ${gib} GiB left free, options: ${*:-none}"
+    hog "$gib"; smi_peak "$tag"
+    large --out /tmp/b_$tag "$@" > "$OUT/budget_$tag.log" 2>&1
+    rc=$?
+    smi_done "$tag"; kill $HOG; wait $HOG 2> /dev/null
+    summary "$OUT/budget_$tag.log"
+    if [[ $rc == 0 ]]; then
+      python3 - /tmp/b_free /tmp/b_$tag <<'PY' || fail "budget: $tag outputs differ from the uncapped run"
+import sys, os, filecmp
+import numpy as np
+a, b = sys.argv[1:3]
+bad = False
+for f in sorted(os.listdir(a)):
+    same = filecmp.cmp(f"{a}/{f}", f"{b}/{f}", shallow=False)
+    note = "bit-identical" if same else "DIFFERS"
+    if not same and f.endswith(".npy"):
+        x, y = np.load(f"{a}/{f}").astype(np.float64), np.load(f"{b}/{f}").astype(np.float64)
+        note += f" (rel L2 {np.linalg.norm(x - y) / max(np.linalg.norm(x), 1e-30):.3e})" if x.shape == y.shape else " (shape)"
+    bad |= not same
+    print(f"  {f}: {note}")
+sys.exit(1 if bad else 0)
+PY
+    elif (( rc >= 128 )); then
+      fail "budget: $tag crashed (exit $rc)"
+    else
+      echo "  exit $rc: $(grep -m1 error "$OUT/budget_$tag.log")"
+      left=$(ls /tmp/b_$tag 2> /dev/null | wc -l)
+      [[ $left == 0 ]] || fail "budget: $tag failed but left $left files"
+      [[ $gib == 6 ]] && fail "budget: the 6 GiB run must finish"
+    fi
+  done
 fi
 echo "portable path: $([[ $status == 0 ]] && echo all steps passed || echo FAILED)"
 exit $status

@@ -136,7 +136,11 @@ Status Engine::fitMemoryBudget(int64_t voxels) {
   GpuExecutor *gpu = session_->gpuExecutor();
   PipelineMemoryRequest request = memoryRequest_;
   request.voxels = voxels;
+  const auto start = std::chrono::steady_clock::now();
   auto plans = planPipelineMemory(bundle_.program, request);
+  const double planSeconds = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
   if (!plans)
     return Error{plans.message()};
   // Never a faster form than the one taken (nor than --low-memory).
@@ -171,6 +175,7 @@ Status Engine::fitMemoryBudget(int64_t voxels) {
     if (chosen->form != plans->front().form)
       line += " (the " + plans->front().form + " form needs " +
               formatMiB(plans->front().peak) + ")";
+    line += "; planned on the host in " + std::to_string(planSeconds) + " s";
     notice_(line);
   }
   memory_ = *chosen;

@@ -269,7 +269,10 @@ Generation::stage(const char *name, const char *title,
     if (g.backgroundSetupSeconds > 0)
       line << "; made resident in the background (" << g.backgroundSetupSeconds
            << " s, off the critical path)";
-    line << "; results downloaded in " << g.downloadSeconds << " s)";
+    line << "; results downloaded in " << g.downloadSeconds
+         << " s; device memory " << (g.bytesInUse >> 20) << " MiB held, peak "
+         << (g.peakBytesInUse >> 20) << " MiB of the " << (g.memoryBudget >> 20)
+         << " MiB budget)";
     if (g.checkedOps)
       line << "; " << g.checkedOps
            << " op results matched the CPU reference (worst relative L2 "

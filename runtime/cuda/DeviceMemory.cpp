@@ -61,6 +61,7 @@ Status GpuExecutor::Impl::allocate(CUdeviceptr &ptr, size_t bytes,
   bytesInUse += bytes;
   peakBytesInUse = std::max(peakBytesInUse, bytesInUse);
   report.peakBytesInUse = peakBytesInUse;
+  report.bytesInUse = bytesInUse;
   return Status::ok();
 }
 
@@ -73,6 +74,7 @@ void GpuExecutor::Impl::deallocate(CUdeviceptr &ptr) {
     bytesInUse -= it->second;
     allocations.erase(it);
   }
+  report.bytesInUse = bytesInUse;
   ptr = 0;
 }
 

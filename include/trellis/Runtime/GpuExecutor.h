@@ -127,6 +127,7 @@ struct GpuReport {
   /// and modules), the budget the executor allocates within
   /// (GpuOptions::memoryBudget), and the most it has had allocated at once.
   size_t deviceFreeAtStart = 0, memoryBudget = 0, peakBytesInUse = 0;
+  size_t bytesInUse = 0; // allocated by the executor now
   double weightUploadSeconds = 0; // of the last run (0: weights were resident)
   /// Host time of the setup phases (wall clock): the device modules loaded
   /// at initialization (the generated PTX is JIT-compiled by the driver
