@@ -686,6 +686,7 @@ int inspect(const Bundle &bundle, const Program &program, const json &meta,
   request.flexiCubes = std::find(gpuEntries.begin(), gpuEntries.end(),
                                  "decode_mesh") != gpuEntries.end();
   request.voxels = opts.memoryPlanVoxels;
+  request.resolution = meta.value("slat_resolution", 64);
   request.coords = coords;
   request.options = opts.gpu.options;
   auto plans = planPipelineMemory(program, request);

@@ -126,6 +126,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const LoadedBundle &bundle,
         std::find(request.functions.begin(), request.functions.end(),
                   "decode_mesh") != request.functions.end();
     request.options = options.gpu.options;
+    request.resolution = bundle.meta.value("slat_resolution", 64);
     TRELLIS_RETURN_IF_ERROR(
         engine->fitMemoryBudget(std::max<int64_t>(options.memoryPlanVoxels, 1)));
   }

@@ -151,7 +151,8 @@ Result<std::vector<PipelineMemoryPlan>>
 planPipelineMemory(const Program &program,
                    const PipelineMemoryRequest &request) {
   const HostTensor coords =
-      request.coords ? *request.coords : surfaceCoords(request.voxels);
+      request.coords ? *request.coords
+                     : surfaceCoords(request.voxels, request.resolution);
   const int64_t voxels = coords.dim(0);
   // A function's plan depends on the form only through the second branch's
   // memory: each function is planned with the branches concurrent and, if
@@ -230,7 +231,7 @@ planPipelineMemory(const Program &program,
         flexi.voxels = voxels;
         const Shape &cubes = p.resultShapes[0];
         flexi.scratch = flexiCubesScratch(cubes.empty() ? 0 : cubes[0],
-                                          request.meshResolution);
+                                          4 * request.resolution);
         if (form.lowMemory)
           for (size_t r = 1; r < p.resultBytes.size(); ++r)
             flexi.scratch += p.resultBytes[r];

@@ -46,11 +46,14 @@ struct PipelineMemoryRequest {
   /// output (the default, 1/8 of the 64^3 grid, is above the 10-30k of real
   /// objects' surfaces).
   int64_t voxels = 32768;
+  /// The sparse stages' grid (the bundle meta's slat_resolution): the
+  /// planned set lies in it (all of it when `voxels` >= resolution^3).
+  int resolution = 64;
   /// Instead: this voxel set (int32 [N, 4]; `voxels` is ignored).
   std::optional<HostTensor> coords;
-  /// FlexiCubes runs on the GPU after decode_mesh (at this resolution).
+  /// FlexiCubes runs on the GPU after decode_mesh (at 4 x resolution, the
+  /// mesh decoder's grid).
   bool flexiCubes = true;
-  int meshResolution = 256;
   /// The executor's options apart from the form (GEMM tuning takes a
   /// workspace of its own; the checking modes run the branches in turn).
   GpuOptions options;
