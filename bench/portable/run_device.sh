@@ -5,7 +5,8 @@
 #          (tiny under compute-sanitizer), large (image-large: portable vs native outputs and stage times),
 #          budget (image-large on the portable path with another process holding all but 6, 4 and 3 GiB:
 #          --memory-budget 6G must finish and match the uncapped run; 4 and 3 GiB: a run that fits or a clear
-#          error before any work, never a crash)
+#          error before any work, never a crash), speed (each stage, native vs portable vs PyTorch eager
+#          (bench/e2e/torch_pipeline.py) on the same weights, cond and 20k surface voxels, one call; timings only)
 # Exit 1 when a check fails (FAIL lines). Needs the carried build-gpu/ (bench/ss_gpu/prepare.sh): lib/, tiny.exe,
 # large.exe, trellis-mkmodel.
 set -uo pipefail
@@ -163,6 +164,38 @@ PY
       [[ $left == 0 ]] || fail "budget: $tag failed but left $left files"
       [[ $gib == 6 ]] && fail "budget: the 6 GiB run must finish"
     fi
+  done
+fi
+if has speed; then
+  L=/tmp/large
+  [[ -f $L/cond.npy ]] || "$B/trellis-mkmodel" --preset image-large --seed 1 --out $L --force --quiet
+  [[ -f /tmp/b_surface.npy ]] || python3 "$ROOT/bench/slat_gpu/make_coords.py" --voxels 20000 --out /tmp/b_surface.npy
+  # Stage 1 on its own voxels (--stop-after ss), stages 2-3 on the surface (--coords): the last of 3 runs.
+  for arch in native portable; do
+    for what in "--stop-after ss" "--coords /tmp/b_surface.npy"; do
+      "$B/large.exe" --model $L --cond $L/cond.npy --seed 1 --gpu require --gpu-arch $arch --repeat 3 \
+        $what --out /tmp/s_$arch > "$OUT/speed_${arch}_${what%% *}.log" 2>&1 || fail "speed: $arch $what"
+    done
+    python3 - "$arch" "$OUT/speed_${arch}_--stop-after.log" "$OUT/speed_${arch}_--coords.log" <<'PY'
+import re, sys
+arch, ss_log, rest_log = sys.argv[1:4]
+def stages(path):  # the last run's stage lines: (title, wall s, GPU s)
+    rows = re.findall(r"^\[(\d)/3 [^]]*\] done in ([0-9.e-]+) s on the GPU \(([0-9.e-]+) s of GPU time", open(path).read(), re.M)
+    return rows
+ss = stages(ss_log)[-1]
+rest = stages(rest_log)
+slat = [r for r in rest if r[0] == "2"][-1]
+dec = [r for r in rest if r[0] == "3"][-3:]  # mesh, gs, rf decoders
+print(f"{arch}: ss {float(ss[1])*1e3:.0f} ms (GPU {float(ss[2])*1e3:.0f}); slat (20k surface) {float(slat[1])*1e3:.0f} ms "
+      f"(GPU {float(slat[2])*1e3:.0f}); decoders mesh/gs/rf " + "/".join(f"{float(d[1])*1e3:.0f}" for d in dec) + " ms")
+PY
+  done
+  for what in "" "--coords /tmp/b_surface.npy"; do
+    python3 "$ROOT/bench/e2e/torch_pipeline.py" --model $L --mode eager --generations 2 --warmup 1 --seed 1 \
+      $what --json "$OUT/speed_torch${what:+_coords}.json" > "$OUT/speed_torch${what:+_coords}.log" 2>&1 ||
+      fail "speed: PyTorch eager $what"
+    python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['eager']; print('PyTorch eager${what:+ (surface)}:', {k: round(v) for k, v in m['stages_ms'].items()}, 'ms; voxels', m.get('voxels'))" \
+      "$OUT/speed_torch${what:+_coords}.json"
   done
 fi
 echo "portable path: $([[ $status == 0 ]] && echo all steps passed || echo FAILED)"

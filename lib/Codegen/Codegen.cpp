@@ -29,6 +29,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <future>
+
 using namespace mlir;
 
 namespace trellis::codegen {
@@ -514,6 +516,23 @@ FailureOr<GeneratedKernels> generateKernels(ModuleOp module,
                 "assemble: "
              << cubin.error;
     out.cubinSm90a = std::move(cubin.cubin); // empty without a ptxas
+  }
+  if (options.cubin && !out.ptxCompute75.empty()) {
+    std::vector<std::future<PtxasResult>> jobs;
+    for (const std::string &arch : options.sassArchs)
+      jobs.push_back(std::async(std::launch::async, [&, arch] {
+        return assembleWithPtxas(out.ptxCompute75, arch, options.cudaPath);
+      }));
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      PtxasResult cubin = jobs[i].get();
+      if (!cubin.error.empty())
+        return emitError(module.getLoc())
+               << "internal error: the generated kernels' portable PTX does "
+                  "not assemble for "
+               << options.sassArchs[i] << ": " << cubin.error;
+      if (!cubin.cubin.empty())
+        out.cubinsPortable[options.sassArchs[i]] = std::move(cubin.cubin);
+    }
   }
   return out;
 }

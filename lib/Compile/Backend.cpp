@@ -101,8 +101,11 @@ Result<Bundle> assembleBundle(mlir::ModuleOp module, Target target,
       bundle.set("cubin.sm_90a", kernels.cubinSm90a);
     if (!kernels.ptxCompute75.empty())
       bundle.set("ptx.compute_75", kernels.ptxCompute75);
+    for (const auto &[arch, cubin] : kernels.cubinsPortable)
+      bundle.set("cubin." + arch, cubin);
     for (const char *image :
-         {"attn.sm_90a", "attn.compute_80", "attn.compute_75"}) {
+         {"attn.sm_90a", "attn.compute_80", "attn.compute_75", "attn.sm_75",
+          "attn.sm_80", "attn.sm_86", "attn.sm_89"}) {
       std::string key = image;
       std::replace(key.begin(), key.end(), '.', '_');
       std::string_view bytes = embeddedImage(key);

@@ -125,6 +125,13 @@ BundleGpuCode BundleGpuCode::from(const LoadedBundle &b) {
   code.images.attnSm90a = section("attn.sm_90a");
   code.images.attnCompute80 = section("attn.compute_80");
   code.images.attnCompute75 = section("attn.compute_75");
+  for (int sm : {75, 80, 86, 89}) {
+    const std::string arch = "sm_" + std::to_string(sm);
+    if (std::string s = section(("cubin." + arch).c_str()); !s.empty())
+      code.images.cubinsGenerated[sm] = std::move(s);
+    if (std::string s = section(("attn." + arch).c_str()); !s.empty())
+      code.images.cubinsAttention[sm] = std::move(s);
+  }
   if (b.meta.contains("gpu_entries") && b.meta["gpu_entries"].is_array())
     for (const auto &e : b.meta["gpu_entries"])
       if (e.is_string())
@@ -172,6 +179,8 @@ Session::Session(const Program &program, WeightProvider weights,
                    }() +
                    " (" + gpu_->report().codePath + " kernels" +
                    (gpuOptions.portable ? ", --gpu-arch portable" : "") +
+                   "; generated: " + gpu_->report().generatedImage +
+                   ", attention: " + gpu_->report().attentionImage +
                    ", modules loaded in " +
                    std::to_string(gpu_->report().moduleLoadSeconds) + " s)");
 }

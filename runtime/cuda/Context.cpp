@@ -130,34 +130,73 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
   const auto loadStart = std::chrono::steady_clock::now();
   // Generated kernels: on Hopper trellisc's sm_90a cubin (no JIT; where the
   // driver refuses it, e.g. one older than the toolkit that assembled it, the
-  // PTX it came from), else its PTX; the portable PTX elsewhere, and
-  // everywhere with `portable` (the code an sm_75 card runs).
+  // PTX it came from), else its PTX; the portable code elsewhere, and
+  // everywhere with `portable` (the code an sm_75 card runs): SASS where the
+  // bundle has a cubin this device runs, else the PTX through the JIT.
   const int codeSm = options.portable ? 75 : sm;
-  bool cubinLoaded = false;
-  if (codeSm == 90 && !images.cubinSm90a.empty())
-    cubinLoaded =
-        bool(loadModule(generated, images.cubinSm90a, "generated-kernel"));
-  const std::string &ptx = codeSm == 90 && !images.ptxSm90a.empty()
-                               ? images.ptxSm90a
-                               : images.ptxCompute75;
-  if (!cubinLoaded && !ptx.empty())
-    TRELLIS_RETURN_IF_ERROR(loadModule(generated, ptx, "generated-kernel"));
-  // Attention: the wgmma cubin on sm_90, else the mma.sync PTX.
+  // The cubin of `cubins` this device runs: its major version, the highest
+  // minor not above its own (SASS runs on later minors of its major). With
+  // `portable` on a newer card none does (the major differs): the JIT.
+  auto sassFor = [&](const std::map<int, std::string> &cubins) {
+    const std::string *best = nullptr;
+    int bestSm = 0;
+    for (const auto &[cubinSm, image] : cubins)
+      if (cubinSm / 10 == sm / 10 && cubinSm <= codeSm && cubinSm > bestSm) {
+        best = &image;
+        bestSm = cubinSm;
+      }
+    return std::make_pair(best, bestSm);
+  };
+  // Loads the first of (cubin, PTX) the driver takes; `how` says which.
+  auto load = [&](CUmodule &module, const std::string *cubin, int cubinSm,
+                  const std::string &ptx, const char *what,
+                  std::string &how) -> Status {
+    if (cubin && !cubin->empty()) {
+      Status s = loadModule(module, *cubin, what);
+      if (s) {
+        how = "sass sm_" + std::to_string(cubinSm) + (cubinSm == 90 ? "a" : "");
+        return s;
+      }
+      if (ptx.empty())
+        return s;
+    }
+    if (ptx.empty())
+      return Status::ok(); // nothing of this kind in the bundle
+    how = "ptx jit";
+    return loadModule(module, ptx, what);
+  };
+  if (codeSm == 90)
+    TRELLIS_RETURN_IF_ERROR(load(
+        generated, &images.cubinSm90a, 90,
+        images.ptxSm90a.empty() ? images.ptxCompute75 : images.ptxSm90a,
+        "generated-kernel", report.generatedImage));
+  else {
+    auto [cubin, cubinSm] = sassFor(images.cubinsGenerated);
+    TRELLIS_RETURN_IF_ERROR(load(generated, cubin, cubinSm,
+                                 images.ptxCompute75, "generated-kernel",
+                                 report.generatedImage));
+  }
+  // Attention: the wgmma cubin on sm_90, else the mma.sync code (sm_80's
+  // from sm_80 on, sm_75's before).
   if (codeSm == 90 && !images.attnSm90a.empty()) {
     attentionFamily = TRELLIS_ATTN_SM90A;
     report.codePath = "sm_90a";
-    TRELLIS_RETURN_IF_ERROR(
-        loadModule(attention, images.attnSm90a, "attention"));
+    TRELLIS_RETURN_IF_ERROR(load(attention, &images.attnSm90a, 90, "",
+                                 "attention", report.attentionImage));
   } else if (codeSm >= 80 && !images.attnCompute80.empty()) {
     attentionFamily = TRELLIS_ATTN_SM80;
     report.codePath = "sm_80";
-    TRELLIS_RETURN_IF_ERROR(
-        loadModule(attention, images.attnCompute80, "attention"));
+    auto [cubin, cubinSm] = sassFor(images.cubinsAttention);
+    TRELLIS_RETURN_IF_ERROR(load(attention, cubin, cubinSm,
+                                 images.attnCompute80, "attention",
+                                 report.attentionImage));
   } else if (!images.attnCompute75.empty()) {
     attentionFamily = TRELLIS_ATTN_SM75;
     report.codePath = "sm_75";
-    TRELLIS_RETURN_IF_ERROR(
-        loadModule(attention, images.attnCompute75, "attention"));
+    auto [cubin, cubinSm] = sassFor(images.cubinsAttention);
+    TRELLIS_RETURN_IF_ERROR(load(attention, cubin, cubinSm,
+                                 images.attnCompute75, "attention",
+                                 report.attentionImage));
   }
   report.moduleLoadSeconds = std::chrono::duration<double>(
                                  std::chrono::steady_clock::now() - loadStart)

@@ -210,3 +210,30 @@ def test_inspect_plans_gpu_memory_without_a_gpu(tiny):
     # A CPU bundle has no GPU stages to plan.
     r = run(exes["cpu"], "--inspect")
     assert r.returncode == 0 and "gpu plan" not in r.stdout
+
+
+def test_the_bundle_carries_sass_for_consumer_cards(tiny, tmp_path):
+    """Besides the sm_90a cubin, a CUDA bundle carries SASS of the portable code
+    for sm_75/80/86/89 (the generated kernels: cubin.sm_XX, ptxas of the
+    compute_75 PTX; attention: attn.sm_XX), so those cards load no PTX through
+    the driver's JIT. Each is checked as an ELF whose e_flags name that SM
+    (bits 8-15 of a CUDA ELF's flags), independent of the runtime's loader."""
+    import struct
+
+    from trellisc import _bundle  # the bundle reader of the Python package
+
+    model = tiny[0]
+    out = tmp_path / "tiny.bundle"
+    r = run(BIN / "trellisc", model / "pipeline.json", "--cond-tokens", "21", "--emit=bundle", "-o", out)
+    assert r.returncode == 0, r.stderr
+    sections = _bundle.parse(out.read_bytes())
+    for sm in (75, 80, 86, 89):
+        for name in (f"cubin.sm_{sm}", f"attn.sm_{sm}"):
+            elf = sections.get(name)
+            assert elf is not None, f"no section {name}: {sorted(sections)}"
+            assert elf[:4] == b"\x7fELF" and elf[4] == 2, name  # 64-bit ELF
+            (flags,) = struct.unpack_from("<I", elf, 48)
+            assert (flags >> 8) & 0xFF == sm, f"{name}: e_flags {flags:#x}"
+    # The sm_90a cubin as before.
+    (flags,) = struct.unpack_from("<I", sections["cubin.sm_90a"], 48)
+    assert (flags >> 8) & 0xFF == 90

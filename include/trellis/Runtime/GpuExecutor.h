@@ -26,6 +26,7 @@
 #include "trellis/Mesh/FlexiCubes.h"
 #include "trellis/Runtime/CpuExecutor.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -112,6 +113,12 @@ struct GpuImages {
   std::string attnSm90a;     // attention kernels, sm_90a cubin
   std::string attnCompute80; // attention kernels, PTX
   std::string attnCompute75; // attention kernels, PTX
+  /// SASS of the portable code by SM (75, 80, 86, 89): the generated
+  /// kernels (cubin.sm_XX, from ptxCompute75) and the attention kernels
+  /// (attn.sm_XX, from attnCompute75 for 75, attnCompute80 otherwise). A
+  /// card loads the one of its major version with the highest minor not
+  /// above its own, else the PTX through the driver's JIT.
+  std::map<int, std::string> cubinsGenerated, cubinsAttention;
 };
 
 /// What the last run did (for progress output and benchmarks).
@@ -121,6 +128,9 @@ struct GpuReport {
   /// The kernels loaded: "sm_90a", "sm_80" or "sm_75" (attention's family;
   /// the generated kernels' PTX or cubin goes with it).
   std::string codePath;
+  /// How they were loaded: "sass sm_86" (a cubin of the bundle) or "ptx jit"
+  /// (the driver compiled the PTX; cached under ~/.nv), per module.
+  std::string generatedImage, attentionImage;
   size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
   size_t deviceBytesInUse = 0;    // cuMemGetInfo: total - free, after the run
   /// The device's free memory when the executor started (after the context
