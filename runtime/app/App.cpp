@@ -672,8 +672,8 @@ int inspect(const Bundle &bundle, const Program &program, const json &meta,
     auto mib = [](size_t b) { return std::to_string((b + (1 << 19)) >> 20); };
     std::cout << "gpu plan of " << name << ": arena " << mib(plan->arenaBytes)
               << " MiB for " << plan->values << " values ("
-              << mib(plan->naiveBytes) << " MiB without reuse; "
-              << plan->views << " views), weights " << mib(plan->weightBytes)
+              << mib(plan->naiveBytes) << " MiB without reuse; " << plan->views
+              << " views), weights " << mib(plan->weightBytes)
               << " MiB, constants " << mib(plan->constantBytes)
               << " MiB; checked: no two live values share memory\n";
   }
@@ -702,9 +702,8 @@ int inspect(const Bundle &bundle, const Program &program, const json &meta,
   auto chosen = chooseMemoryForm(candidates, budget);
   if (!chosen)
     return fail(chosen.message());
-  std::cout << "memory budget " << formatMiB(budget) << ": the "
-            << chosen->form << " form (peak " << formatMiB(chosen->peak)
-            << ")\n";
+  std::cout << "memory budget " << formatMiB(budget) << ": the " << chosen->form
+            << " form (peak " << formatMiB(chosen->peak) << ")\n";
   return 0;
 }
 

@@ -127,8 +127,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const LoadedBundle &bundle,
                   "decode_mesh") != request.functions.end();
     request.options = options.gpu.options;
     request.resolution = bundle.meta.value("slat_resolution", 64);
-    TRELLIS_RETURN_IF_ERROR(
-        engine->fitMemoryBudget(std::max<int64_t>(options.memoryPlanVoxels, 1)));
+    TRELLIS_RETURN_IF_ERROR(engine->fitMemoryBudget(
+        std::max<int64_t>(options.memoryPlanVoxels, 1)));
   }
   return engine;
 }
@@ -139,9 +139,9 @@ Status Engine::fitMemoryBudget(int64_t voxels) {
   request.voxels = voxels;
   const auto start = std::chrono::steady_clock::now();
   auto plans = planPipelineMemory(bundle_.program, request);
-  const double planSeconds = std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now() - start)
-                                 .count();
+  const double planSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   if (!plans)
     return Error{plans.message()};
   // Never a faster form than the one taken (nor than --low-memory).
@@ -166,8 +166,8 @@ Status Engine::fitMemoryBudget(int64_t voxels) {
                  ", " + formatMiB(gpu->report().deviceFreeAtStart) +
                  " were free"};
   if (chosen->form != memory_.form)
-    TRELLIS_RETURN_IF_ERROR(gpu->reduceMemoryForm(
-        chosen->lowMemory, chosen->concurrentBranches));
+    TRELLIS_RETURN_IF_ERROR(
+        gpu->reduceMemoryForm(chosen->lowMemory, chosen->concurrentBranches));
   if (notice_) {
     std::string line = "[gpu] memory: " + chosen->form + " form, " +
                        formatMiB(chosen->peak) + " planned for " +

@@ -52,8 +52,8 @@ Result<size_t> parseByteSize(const std::string &text) {
                  text + "'"};
   };
   size_t i = 0;
-  while (i < text.size() && (std::isdigit((unsigned char)text[i]) ||
-                             text[i] == '.'))
+  while (i < text.size() &&
+         (std::isdigit((unsigned char)text[i]) || text[i] == '.'))
     ++i;
   if (i == 0)
     return bad();
@@ -91,14 +91,15 @@ Result<size_t> parseByteSize(const std::string &text) {
 HostTensor surfaceCoords(int64_t n, int res) {
   const int64_t cells = int64_t(res) * res * res;
   n = std::clamp<int64_t>(n, 0, cells);
-  std::vector<std::pair<double, int64_t>> byDistance(static_cast<size_t>(cells));
+  std::vector<std::pair<double, int64_t>> byDistance(
+      static_cast<size_t>(cells));
   const double centre = (res - 1) / 2.0, radius = 0.44 * res;
   for (int64_t i = 0; i < cells; ++i) {
     double x = double(i / (res * res)) - centre;
     double y = double(i / res % res) - centre;
     double z = double(i % res) - centre;
-    byDistance[size_t(i)] = {std::abs(std::sqrt(x * x + y * y + z * z) - radius),
-                             i};
+    byDistance[size_t(i)] = {
+        std::abs(std::sqrt(x * x + y * y + z * z) - radius), i};
   }
   // The n closest (ties by flat index, as a stable sort), then by index.
   std::nth_element(byDistance.begin(), byDistance.begin() + n,
@@ -240,7 +241,8 @@ planPipelineMemory(const Program &program,
     }
     size_t stages = 0;
     for (const StageMemory &s : plan.stages)
-      stages = form.lowMemory ? std::max(stages, s.bytes()) : stages + s.bytes();
+      stages =
+          form.lowMemory ? std::max(stages, s.bytes()) : stages + s.bytes();
     plan.peak = plan.workspaces + stages;
     plans.push_back(std::move(plan));
   }

@@ -166,15 +166,14 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
     return loadModule(module, ptx, what);
   };
   if (codeSm == 90)
-    TRELLIS_RETURN_IF_ERROR(load(
-        generated, &images.cubinSm90a, 90,
-        images.ptxSm90a.empty() ? images.ptxCompute75 : images.ptxSm90a,
-        "generated-kernel", report.generatedImage));
+    TRELLIS_RETURN_IF_ERROR(
+        load(generated, &images.cubinSm90a, 90,
+             images.ptxSm90a.empty() ? images.ptxCompute75 : images.ptxSm90a,
+             "generated-kernel", report.generatedImage));
   else {
     auto [cubin, cubinSm] = sassFor(images.cubinsGenerated);
-    TRELLIS_RETURN_IF_ERROR(load(generated, cubin, cubinSm,
-                                 images.ptxCompute75, "generated-kernel",
-                                 report.generatedImage));
+    TRELLIS_RETURN_IF_ERROR(load(generated, cubin, cubinSm, images.ptxCompute75,
+                                 "generated-kernel", report.generatedImage));
   }
   // Attention: the wgmma cubin on sm_90, else the mma.sync code (sm_80's
   // from sm_80 on, sm_75's before).

@@ -30,9 +30,8 @@ Status GpuExecutor::Impl::measureMemoryBudget() {
   size_t free = 0, total = 0;
   TRELLIS_RETURN_IF_ERROR(check(api->cuMemGetInfo(&free, &total),
                                 "cuMemGetInfo (the memory budget)"));
-  const size_t available = free > kDriverReserveBytes
-                               ? free - kDriverReserveBytes
-                               : size_t(0);
+  const size_t available =
+      free > kDriverReserveBytes ? free - kDriverReserveBytes : size_t(0);
   memoryBudget = options.memoryBudget
                      ? std::min(options.memoryBudget, available)
                      : available;

@@ -432,8 +432,8 @@ Status GpuExecutor::Impl::uploadBound(Prepared &p) {
     deallocate(p.boundPool);
   if (!p.boundPool) {
     size_t capacity = capacityFor(total, p.dynamic);
-    TRELLIS_RETURN_IF_ERROR(allocate(p.boundPool, capacity,
-                                     "the coordinates of '" + p.name + "'"));
+    TRELLIS_RETURN_IF_ERROR(
+        allocate(p.boundPool, capacity, "the coordinates of '" + p.name + "'"));
     p.boundCapacity = capacity;
   }
   p.boundBytes = total;

@@ -184,10 +184,10 @@ Result<std::vector<WrittenFile>> writeModelDirectory(const Options &options) {
   }
 
   if (withImageModel) {
-    TRELLIS_ASSIGN_OR_RETURN(
-        std::vector<WrittenFile> files,
-        writeImageCondModel(imageDir, imagePlan, options.seed,
-                            options.layoutOnly));
+    TRELLIS_ASSIGN_OR_RETURN(std::vector<WrittenFile> files,
+                             writeImageCondModel(imageDir, imagePlan,
+                                                 options.seed,
+                                                 options.layoutOnly));
     say(std::string(config::kImageCondModelDir) + "/model.safetensors: " +
             std::to_string(imageCondTensors(imagePlan).size()) + " tensors, " +
             std::to_string(files.back().bytes) + " bytes",

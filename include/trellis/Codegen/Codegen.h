@@ -25,8 +25,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
 
-#include <memory>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 

@@ -132,12 +132,12 @@ struct GpuReport {
   /// (the driver compiled the PTX; cached under ~/.nv), per module.
   std::string generatedImage, attentionImage;
   size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
-  size_t deviceBytesInUse = 0;    // cuMemGetInfo: total - free, after the run
+  size_t deviceBytesInUse = 0; // cuMemGetInfo: total - free, after the run
   /// The device's free memory when the executor started (after the context
   /// and modules), the budget the executor allocates within
   /// (GpuOptions::memoryBudget), and the most it has had allocated at once.
   size_t deviceFreeAtStart = 0, memoryBudget = 0, peakBytesInUse = 0;
-  size_t bytesInUse = 0; // allocated by the executor now
+  size_t bytesInUse = 0;          // allocated by the executor now
   double weightUploadSeconds = 0; // of the last run (0: weights were resident)
   /// Host time of the setup phases (wall clock): the device modules loaded
   /// at initialization (the generated PTX is JIT-compiled by the driver

@@ -57,18 +57,19 @@ PipelineMemoryPlan plan(const char *form, size_t peakMiB,
 }
 
 std::vector<PipelineMemoryPlan> threeForms() {
-  return {plan("default", 9000, {{"ss_stage", 1700}, {"decode_mesh", 3000}}),
-          plan("sequential-branches", 8700,
-               {{"ss_stage", 1700}, {"decode_mesh", 3000}}),
-          plan("low-memory", 3064,
-               {{"ss_stage", 1700}, {"decode_mesh", 3000}})};
+  return {
+      plan("default", 9000, {{"ss_stage", 1700}, {"decode_mesh", 3000}}),
+      plan("sequential-branches", 8700,
+           {{"ss_stage", 1700}, {"decode_mesh", 3000}}),
+      plan("low-memory", 3064, {{"ss_stage", 1700}, {"decode_mesh", 3000}})};
 }
 
 TEST(MemoryBudget, TakesTheFastestFormThatFits) {
   auto plans = threeForms();
   EXPECT_EQ(chooseMemoryForm(plans, 80000 * MiB).value().form, "default");
   EXPECT_EQ(chooseMemoryForm(plans, 9000 * MiB).value().form, "default");
-  EXPECT_EQ(chooseMemoryForm(plans, 8999 * MiB).value().form, "sequential-branches");
+  EXPECT_EQ(chooseMemoryForm(plans, 8999 * MiB).value().form,
+            "sequential-branches");
   EXPECT_EQ(chooseMemoryForm(plans, 6144 * MiB).value().form, "low-memory");
   EXPECT_EQ(chooseMemoryForm(plans, 3064 * MiB).value().form, "low-memory");
 }
@@ -91,7 +92,8 @@ TEST(MemoryBudget, SurfaceCoordsAreAShellSortedLikeTheBenchScript) {
   int64_t previous = -1;
   for (int64_t i = 0; i < 20000; ++i) {
     EXPECT_EQ(v[4 * i], 0);
-    int64_t flat = (int64_t(v[4 * i + 1]) * 64 + v[4 * i + 2]) * 64 + v[4 * i + 3];
+    int64_t flat =
+        (int64_t(v[4 * i + 1]) * 64 + v[4 * i + 2]) * 64 + v[4 * i + 3];
     ASSERT_GT(flat, previous) << "not sorted at row " << i;
     previous = flat;
     // Within the shell: about two voxels either side of radius 0.44 * 64.
