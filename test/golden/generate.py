@@ -23,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import blocks_np  # noqa: E402
+import fp8_np  # noqa: E402
 import trellis_np as T  # noqa: E402
 
 F16, F32 = np.float16, np.float32
@@ -501,6 +502,51 @@ def gs_head(root):
     c.save("expected_opacity", opa.astype(F32))
     c.save("expected_rotation", rot.astype(F32))
     c.save("expected_features_dc", fdc.astype(F32))
+
+
+# --- fp8 (E4M3) ------------------------------------------------------------
+
+
+@case
+def fp8_ops(root):
+    c = Case(root, "fp8_e4m3_rounding")
+    v = fp8_np.finite_values()
+    mids = ((v[:-1] + v[1:]) / 2).astype(F32)  # ties; 5 significant bits, exact
+    inf = F32(np.inf)
+    special = np.array(
+        [2.0**-10, 3 * 2.0**-10, 2.0**-11, 1e-40, np.finfo(F32).tiny]  # subnormal range
+        + [448.5, 449.0, 463.99997, 464.0, 464.00003, 465.0, 480.0, 1000.0, 1e6]
+        + [np.finfo(F32).max, np.inf, np.nan],
+        dtype=F32,
+    )
+    pos = np.concatenate(
+        [
+            v.astype(F32),  # every finite value (0 included)
+            mids,
+            np.nextafter(mids, inf),
+            np.nextafter(mids, F32(0)),
+            special,
+            c.uniform(64, 0.0, 2.0**-6),  # subnormals and their rounding
+            np.exp2(c.uniform(256, -12.0, 9.5)).astype(F32),  # log-uniform over the range
+        ]
+    )
+    normals = [c.normal(64, F32, s) for s in (1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0, 1000.0)]
+    x = c.save("x", np.concatenate([pos, -pos] + normals))
+    c.save("expected", fp8_np.to_e4m3(x))
+
+    c = Case(root, "fp8_linear")  # W8A8, per-tensor scales
+    x = c.normal((37, 96))
+    outliers = c.rng.choice(x.size, 4, replace=False)  # a few large activations set amax
+    x.flat[outliers] = (c.rng.choice([-1.0, 1.0], 4) * c.rng.uniform(20.0, 60.0, 4)).astype(F32)
+    x = c.save("x", x)
+    w = c.save("w", c.weight((80, 96), 96, F32))
+    b = c.save("b", c.normal((80,), F32, 0.5))
+    y, ax, aw, xq, wq = fp8_np.linear(x, w, b)
+    c.save("expected", y.astype(F32))
+    c.save("expected_amax_x", np.array(ax, dtype=F32))
+    c.save("expected_amax_w", np.array(aw, dtype=F32))
+    c.save("expected_xq", xq)
+    c.save("expected_wq", wq)
 
 
 def main():

@@ -1,5 +1,5 @@
-"""Checks of the NumPy golden implementations (test/golden/trellis_np.py)
-against the values the spec prints, against second, loop-based
+"""Checks of the NumPy golden implementations (test/golden/trellis_np.py,
+fp8_np.py) against the values the spec prints, against second, loop-based
 implementations, and that the committed golden data is what generate.py
 produces today."""
 
@@ -14,6 +14,7 @@ import numpy as np
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden")
 sys.path.insert(0, GOLDEN)
 
+import fp8_np  # noqa: E402
 import trellis_np as T  # noqa: E402
 
 # Spec §3.2: the printed t-grid for 25 steps, r = 3 (5 decimals).
@@ -166,6 +167,103 @@ def test_coarsen_sorted_and_consistent():
     assert keys == sorted(set(keys))
     np.testing.assert_array_equal(coarse[idx][:, 1:], coords[:, 1:] // 2)
     np.testing.assert_array_equal(coarse[idx][:, 0], coords[:, 0])
+
+
+# --- FP8 E4M3 -----------------------------------------------------------------
+
+
+def e4m3(v):
+    return int(fp8_np.to_e4m3(np.float32(v)))
+
+
+def test_e4m3_format_facts():
+    V = fp8_np.VALUES
+    assert V[0x7E] == 448.0 and V[0xFE] == -448.0  # max finite
+    assert V[0x08] == 2.0**-6  # min normal
+    assert V[0x01] == 2.0**-9  # min subnormal
+    assert V[0x38] == 1.0 and V[0x39] == 1.125
+    assert math.isnan(V[0x7F]) and math.isnan(V[0xFF])
+    assert np.isnan(V).sum() == 2  # no infinities, one NaN per sign
+    assert len(fp8_np.finite_values()) == 127
+
+
+def test_e4m3_rounding_facts():
+    assert e4m3(448.0) == 0x7E and e4m3(2.0**-6) == 0x08 and e4m3(2.0**-9) == 0x01
+    assert e4m3(449.0) == 0x7E and e4m3(1e6) == 0x7E  # satfinite
+    assert e4m3(-1e6) == 0xFE and e4m3(math.inf) == 0x7E and e4m3(-math.inf) == 0xFE
+    assert e4m3(464.0) == 0x7E  # midpoint of 448 and the next, nonexistent value
+    assert e4m3(2.0**-10) == 0x00  # half the min subnormal: a tie, to the even 0
+    assert e4m3(3 * 2.0**-10) == 0x02  # 1.5 · 2^-9: a tie, to the even 2
+    assert e4m3(1.0625) == 0x38  # between 1.0 (0x38) and 1.125 (0x39): to even
+    assert e4m3(1.1875) == 0x3A  # between 0x39 and 0x3A: to even
+    assert e4m3(-0.0) == 0x80 and e4m3(0.0) == 0x00
+    assert e4m3(math.nan) == 0x7F and e4m3(-math.nan) == 0x7F
+
+
+def e4m3_loop(x):
+    """Second implementation: decompose with math.frexp, count steps of the
+    spacing at x's binade (subnormals share the spacing of the min normal)."""
+    x = float(x)
+    if math.isnan(x):
+        return 0x7F
+    sign = 0x80 if math.copysign(1.0, x) < 0 else 0
+    a = abs(x)
+    if a >= 448.0:
+        return sign | 0x7E
+    if a == 0.0:
+        return sign
+    _, e = math.frexp(a)  # a = m · 2^e, 0.5 <= m < 1
+    binade = max(e - 1, -6)
+    steps = a / 2.0 ** (binade - 3)  # exact: a power-of-two scaling
+    k = math.floor(steps)
+    frac = steps - k
+    if frac > 0.5 or (frac == 0.5 and k % 2 == 1):
+        k += 1
+    # Value k · 2^(binade - 3), 8 <= k <= 16 for normals (16 carries into the
+    # next binade), 0 <= k <= 8 below 2^-6; one code formula covers both.
+    return sign | ((binade + 7) * 8 + k - 8)
+
+
+def test_e4m3_loop_matches_table_on_golden_inputs():
+    d = os.path.join(GOLDEN, "data", "fp8_e4m3_rounding")
+    x = np.load(os.path.join(d, "x.npy"))
+    expected = np.load(os.path.join(d, "expected.npy"))
+    assert x.dtype == np.float32 and expected.dtype == np.uint8
+    np.testing.assert_array_equal(fp8_np.to_e4m3(x), expected)
+    loop = np.array([e4m3_loop(v) for v in x], dtype=np.uint8)
+    np.testing.assert_array_equal(loop, expected)
+    rng = np.random.default_rng(4)
+    r = (rng.standard_normal(4000) * np.exp2(rng.uniform(-14, 12, 4000))).astype(np.float32)
+    np.testing.assert_array_equal(fp8_np.to_e4m3(r), [e4m3_loop(v) for v in r])
+
+
+def test_e4m3_every_value_round_trips():
+    codes = np.array([c for c in range(256) if c & 0x7F != 0x7F], dtype=np.uint8)
+    np.testing.assert_array_equal(fp8_np.to_e4m3(fp8_np.from_e4m3(codes)), codes)
+
+
+def test_fp8_linear_matches_loop():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 7)).astype(np.float32)
+    x[1, 2] = 30.0
+    w = (rng.standard_normal((4, 7)) * 0.3).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    y, ax, aw, xq, wq = fp8_np.linear(x, w, b)
+    assert ax == np.float32(30.0) and aw == np.abs(w).max()
+    sx = np.float32(448.0) / np.float32(30.0)
+    sw = np.float32(448.0) / aw
+    dq = (np.float32(30.0) / np.float32(448.0)) * (aw / np.float32(448.0))
+    for r in range(3):
+        for o in range(4):
+            acc = sum(
+                fp8_np.VALUES[e4m3_loop(np.float32(x[r, k] * sx))]
+                * fp8_np.VALUES[e4m3_loop(np.float32(w[o, k] * sw))]
+                for k in range(7)
+            )
+            assert y[r, o] == acc * float(dq) + float(b[o])
+    # amax 0 (an all-zero tensor): unit scales, zero products, y = b.
+    y0 = fp8_np.linear(np.zeros((2, 7), np.float32), w, b)[0]
+    np.testing.assert_array_equal(y0, np.tile(b.astype(np.float64), (2, 1)))
 
 
 def test_committed_data_is_current(tmp_path):
