@@ -634,11 +634,16 @@ LogicalResult LinearOp::verify() {
     return emitOpError("activation must be \"gelu_tanh\", found \"")
            << *act << "\"";
   if (std::optional<StringRef> precision = getPrecision()) {
-    if (*precision != "tf32")
-      return emitOpError("precision must be \"tf32\", found \"")
+    if (*precision != "tf32" && *precision != "fp8_e4m3")
+      return emitOpError("precision must be \"tf32\" or \"fp8_e4m3\", "
+                         "found \"")
              << *precision << "\"";
-    if (!input.getElementType().isF32())
+    if (*precision == "tf32" && !input.getElementType().isF32())
       return emitOpError("precision \"tf32\" applies to f32 operands, "
+                         "found ")
+             << input;
+    if (*precision == "fp8_e4m3" && !input.getElementType().isF16())
+      return emitOpError("precision \"fp8_e4m3\" applies to f16 operands, "
                          "found ")
              << input;
   }

@@ -469,10 +469,19 @@ def Trellis_LinearOp : Trellis_PureOp<"linear",
     image-conditioning model, `Tracer::F32MatmulPrecision`); the CPU
     reference computes in f32 regardless.
 
+    `precision = "fp8_e4m3"` (only on f16; `trellisc --precision=fp8` sets it
+    on the flow transformers' block linears) quantizes both operands to FP8
+    E4M3 with per-tensor scales — s = amax(|t|) / 448, t_q = E4M3(t · 448 /
+    amax), saturating — multiplies the E4M3 values exactly, accumulates in
+    f32 and scales back by s_x · s_w before the bias (W8A8, what cuBLASLt's
+    FP8 GEMM computes on Hopper). The CPU reference emulates it bit for bit
+    up to the f32 summation order (include/trellis/Reference/Fp8.h).
+
     Verifier: weight of rank 2 with K matching the input's last dimension;
     one element type; bias [O]; activation, when present, is "gelu_tanh";
     a residual has the result's type and comes with a bias and no
-    activation; precision, when present, is "tf32" on f32 operands.
+    activation; precision, when present, is "tf32" on f32 operands or
+    "fp8_e4m3" on f16 ones.
 
     ```mlir
     %y = trellis.linear %x, %w, %b

@@ -36,20 +36,23 @@ def main():
     print("m n k fp16_us fp8_us fp8_fast_us quantize_us rel_err")
     for m, n, k in zip(a[0::3], a[1::3], a[2::3]):
         x = torch.randn(n, k, device="cuda", dtype=torch.float16)
-        w = (torch.randn(m, k, device="cuda", dtype=torch.float16) * 0.05)
+        w = torch.randn(m, k, device="cuda", dtype=torch.float16) * 0.05
         t16 = median_us(lambda: x @ w.t())
+
         def quant(t):
             amax = t.abs().amax().float()
             scale = 448.0 / amax
             return (t.float() * scale).to(torch.float8_e4m3fn), (amax / 448.0).reshape(())
+
         xq, sx = quant(x)
         wq, sw = quant(w)
-        f8 = lambda fast: torch._scaled_mm(xq, wq.t(), scale_a=sx, scale_b=sw, out_dtype=torch.float16,
-                                          use_fast_accum=fast)
+        f8 = lambda fast: torch._scaled_mm(
+            xq, wq.t(), scale_a=sx, scale_b=sw, out_dtype=torch.float16, use_fast_accum=fast
+        )
         t8 = median_us(lambda: f8(False))
         t8f = median_us(lambda: f8(True))
         tq = median_us(lambda: quant(x))
-        ref = (x.float() @ w.float().t())
+        ref = x.float() @ w.float().t()
         err = ((f8(False).float() - ref).norm() / ref.norm()).item()
         print(f"{m} {n} {k} {t16:.1f} {t8:.1f} {t8f:.1f} {tq:.1f} {err:.2e}", flush=True)
 

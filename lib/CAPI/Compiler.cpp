@@ -320,15 +320,24 @@ int compilePipeline(const char *path, const char *optionsJson,
     r.diags.push_back(plain(error));
     return TRELLISC_USAGE_ERROR;
   }
-  if (o.precision != "trellis" && o.precision != "fp32") {
-    r.diags.push_back(plain("precision must be 'trellis' or 'fp32', found '" +
+  if (o.precision != "trellis" && o.precision != "fp32" &&
+      o.precision != "fp8") {
+    r.diags.push_back(plain("precision must be 'trellis', 'fp32' or 'fp8', "
+                            "found '" +
                             o.precision + "'"));
+    return TRELLISC_USAGE_ERROR;
+  }
+  if (o.precision == "fp8" && o.target != "cpu") {
+    r.diags.push_back(plain(
+        "precision 'fp8' has no GPU code yet (the FP8 GEMMs are not built): "
+        "use target='cpu' for the CPU reference's emulation of it"));
     return TRELLISC_USAGE_ERROR;
   }
   using Outcome = compile::PipelineFront::Outcome;
   compile::PipelineRequest request;
   request.input = path ? path : "";
   request.allFp32 = o.precision == "fp32";
+  request.fp8Linears = o.precision == "fp8";
   request.batch = o.batch;
   request.condTokens = o.condTokens;
   request.images = o.images;

@@ -139,6 +139,7 @@ PipelineFront tracePipeline(mlir::MLIRContext &context,
 
   trace::Tracer tracer(context);
   tracer.setAllFp32(request.allFp32);
+  tracer.setFp8Linears(request.fp8Linears);
   models::bindCheckpoints(tracer, p, std::move(files));
   models::PipelineOptions options;
   options.batch = request.batch;

@@ -31,6 +31,9 @@ struct PipelineRequest {
   /// Stop after the config phase: no checkpoint is opened, nothing traced.
   bool configOnly = false;
   bool allFp32 = false; ///< --precision=fp32
+  /// --precision=fp8: the flow transformers' block linears in FP8 E4M3
+  /// (Tracer::setFp8Linears).
+  bool fp8Linears = false;
   int64_t batch = 1, condTokens = 0, images = 1;
   std::string multiImage;
   /// The image-conditioning model's folder (config.json + model.safetensors,

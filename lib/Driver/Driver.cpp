@@ -144,7 +144,10 @@ cl::opt<std::string> multiImage(
 cl::opt<std::string> precision(
     "precision", cl::cat(pipelineCategory), cl::init("trellis"),
     cl::desc("trellis: fp16 where TRELLIS stores fp16 (spec §11); fp32: "
-             "everything in f32 (a debugging aid, not TRELLIS's numbers)"));
+             "everything in f32 (a debugging aid, not TRELLIS's numbers); "
+             "fp8: as trellis, with the flow transformers' attention and MLP "
+             "linears in FP8 E4M3 (W8A8, per-tensor scales; the CPU "
+             "reference's emulation for now: --target=cpu)"));
 
 cl::opt<std::string> imageModel(
     "image-model", cl::cat(pipelineCategory), cl::value_desc("dir"),
@@ -279,14 +282,25 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
   compile::PipelineRequest request;
   request.input = inputFilename;
   request.configOnly = finalPhase == Phase::Config;
-  if (!request.configOnly && precision != "trellis" && precision != "fp32") {
-    llvm::errs() << "trellisc: error: --precision must be 'trellis' or "
-                    "'fp32', found '"
+  if (!request.configOnly && precision != "trellis" && precision != "fp32" &&
+      precision != "fp8") {
+    llvm::errs() << "trellisc: error: --precision must be 'trellis', 'fp32' "
+                    "or 'fp8', found '"
                  << precision << "'\n";
     exitCode = 2;
     return nullptr;
   }
+  if (precision == "fp8" && target == Target::CUDA) {
+    llvm::errs() << "trellisc: error: --precision=fp8 has no GPU code yet "
+                    "(the FP8 GEMMs and the activation quantization are not "
+                    "built; bench/fp8/BASELINE.md has the measurements that "
+                    "decide their design): compile with --target=cpu for the "
+                    "CPU reference's emulation of it\n";
+    exitCode = 2;
+    return nullptr;
+  }
   request.allFp32 = precision == "fp32";
+  request.fp8Linears = precision == "fp8";
   request.batch = batchSize;
   request.condTokens = condTokens;
   request.images = numImages;

@@ -127,6 +127,9 @@ Tensor modulatedCrossBlock(Tracer &t, const Tensor &x, const Tensor &emb,
   const Tensor &shiftMsa = mod[0], &scaleMsa = mod[1], &gateMsa = mod[2],
                &shiftMlp = mod[3], &scaleMlp = mod[4], &gateMlp = mod[5];
 
+  // --precision=fp8 quantizes the attention and MLP linears (not the adaLN
+  // modulation above: one row, nothing to gain).
+  Tracer::QuantizeFp8 fp8(t);
   Tensor h = modulate(plainLayerNorm(x, 1e-6), shiftMsa, scaleMsa);
   {
     Tracer::Scope scope(t, "self_attn");

@@ -111,6 +111,8 @@ Tensor linear(const Tensor &x, const Tensor &w, const Tensor &b, Where where) {
   mlir::StringAttr precision;
   if (t.tf32Allowed() && x.elementType().isF32())
     precision = t.builder().getStringAttr("tf32");
+  else if (t.fp8Active() && x.elementType().isF16())
+    precision = t.builder().getStringAttr("fp8_e4m3");
   return inferred<td::LinearOp>(t, where, x.value(), w.value(), valueOr(b),
                                 /*residual=*/Value(),
                                 /*activation=*/mlir::StringAttr(), precision);

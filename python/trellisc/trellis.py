@@ -44,6 +44,10 @@ def compile_pipeline(path, batch=1, cond_tokens=0, images=1, multi_image="none",
     """Compiles a TRELLIS ``pipeline.json`` to a :class:`Pipeline` (the C++
     model builders, as ``trellisc --target=cpu``).
 
+    ``precision``: "trellis" (fp16 where TRELLIS stores fp16), "fp32" (a
+    debugging aid) or "fp8" (the flow transformers' attention and MLP linears
+    as W8A8 E4M3 products, emulated by the CPU reference).
+
     Errors (config values, checkpoint shapes) raise :class:`TrellisError`
     naming the config file and line.
 

@@ -1,5 +1,8 @@
 //===- Linear.cpp - linear and matmul -------------------------------------===//
 #include "runtime/reference/Common.h"
+#include "trellis/Reference/Fp8.h"
+
+#include <optional>
 
 namespace trellis::ref {
 using namespace detail;
@@ -39,6 +42,34 @@ Result<HostTensor> linear(const HostTensor &x, const HostTensor &weight,
                             dotF32(vx.data() + m * K, vw.data() + o * K, K) +
                                 b[size_t(o)]);
               });
+  return out.take();
+}
+
+Result<HostTensor> linearFp8(const HostTensor &x, const HostTensor &weight,
+                             const HostTensor *bias) {
+  const char *op = "linear (fp8_e4m3)";
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "x", x));
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "the weight", weight));
+  if (x.rank() < 1 || weight.rank() != 2 || weight.dim(1) != x.dim(-1))
+    return opError(op, "x [..., K] needs a weight [O, K], got x " +
+                           describe(x) + " and weight " + describe(weight));
+  const int64_t K = weight.dim(1), O = weight.dim(0);
+  if (bias)
+    if (Status s = expectShape(op, "the bias", *bias, {O}); !s)
+      return Error{s.message()};
+  Shape outShape = x.shape();
+  outShape.back() = O;
+  const int64_t M = numElements(Shape(x.shape().begin(), x.shape().end() - 1));
+  FloatView vx(x), vw(weight);
+  std::optional<FloatView> vb;
+  if (bias)
+    vb.emplace(*bias);
+  std::vector<float> y(size_t(M * O));
+  linearE4M3(vx.data(), vw.data(), vb ? vb->data() : nullptr, M, K, O,
+             y.data());
+  FloatOut out(x.dtype(), outShape);
+  for (int64_t i = 0; i < M * O; ++i)
+    out.set(i, y[size_t(i)]);
   return out.take();
 }
 

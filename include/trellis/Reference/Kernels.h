@@ -57,6 +57,12 @@ namespace trellis::ref {
 /// (PyTorch layout), optional b [O]; result [..., O] in x's dtype.
 Result<HostTensor> linear(const HostTensor &x, const HostTensor &weight,
                           const HostTensor *bias = nullptr);
+/// trellis.linear with precision = "fp8_e4m3": the same shapes and result
+/// dtype, the product computed as the W8A8 E4M3 linear of Fp8.h
+/// (linearE4M3: per-tensor scales of x and W, exact E4M3 products, f32
+/// accumulation), then rounded to x's dtype.
+Result<HostTensor> linearFp8(const HostTensor &x, const HostTensor &weight,
+                             const HostTensor *bias);
 
 /// trellis.matmul: NumPy matmul of a [..., M, K] and b [..., K, N] (both of
 /// rank >= 2, one float dtype) with broadcast batch dimensions.

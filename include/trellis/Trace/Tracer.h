@@ -184,6 +184,26 @@ public:
     bool was_;
   };
   bool tf32Allowed() const { return tf32_ && !allFp32_; }
+
+  /// `--precision=fp8`: the linears traced while a QuantizeFp8 scope is alive
+  /// (the flow transformers' attention and MLP linears) get precision =
+  /// "fp8_e4m3" (W8A8 E4M3, per-tensor scales). Off: scopes do nothing.
+  void setFp8Linears(bool on) { fp8Linears_ = on; }
+  class QuantizeFp8 {
+  public:
+    explicit QuantizeFp8(Tracer &tracer)
+        : tracer_(tracer), was_(tracer.fp8Scope_) {
+      tracer_.fp8Scope_ = true;
+    }
+    ~QuantizeFp8() { tracer_.fp8Scope_ = was_; }
+    QuantizeFp8(const QuantizeFp8 &) = delete;
+    QuantizeFp8 &operator=(const QuantizeFp8 &) = delete;
+
+  private:
+    Tracer &tracer_;
+    bool was_;
+  };
+  bool fp8Active() const { return fp8Linears_ && fp8Scope_ && !allFp32_; }
   /// Optional: lets weight errors point at the config values that imply the
   /// expected shape instead of the enclosing module's.
   void setWeightOriginLookup(WeightOriginLookup lookup) {
@@ -254,6 +274,7 @@ private:
   WeightLookup lookup_;
   WeightOriginLookup originLookup_;
   bool allFp32_ = false;
+  bool fp8Linears_ = false, fp8Scope_ = false;
   bool tf32_ = false;
   std::vector<TraceError> errors_;
   mlir::func::FuncOp currentFunction_;

@@ -2619,7 +2619,7 @@ func.func @where_types(%c: tensor<2x8xf16>, %a: tensor<2x8xf32>, %b: tensor<2x8x
 // -----
 
 func.func @linear_precision_name(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) {
-  // expected-error @+1 {{precision must be "tf32", found "bf16"}}
+  // expected-error @+1 {{precision must be "tf32" or "fp8_e4m3", found "bf16"}}
   %y = trellis.linear %x, %w {precision = "bf16"} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
   return
 }
@@ -2629,6 +2629,14 @@ func.func @linear_precision_name(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) {
 func.func @linear_precision_on_f16(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) {
   // expected-error @+1 {{precision "tf32" applies to f32 operands, found 'tensor<4x8xf16>'}}
   %y = trellis.linear %x, %w {precision = "tf32"} : (tensor<4x8xf16>, tensor<16x8xf16>) -> tensor<4x16xf16>
+  return
+}
+
+// -----
+
+func.func @linear_fp8_on_f32(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) {
+  // expected-error @+1 {{precision "fp8_e4m3" applies to f16 operands, found 'tensor<4x8xf32>'}}
+  %y = trellis.linear %x, %w {precision = "fp8_e4m3"} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
   return
 }
 
