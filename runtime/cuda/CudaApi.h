@@ -40,6 +40,7 @@ namespace trellis::cuda {
   X(cuMemcpyDtoHAsync)                                                         \
   X(cuMemcpyDtoDAsync)                                                         \
   X(cuMemsetD8Async)                                                           \
+  X(cuMemsetD32Async)                                                          \
   X(cuStreamCreate)                                                            \
   X(cuStreamDestroy)                                                           \
   X(cuStreamSynchronize)                                                       \

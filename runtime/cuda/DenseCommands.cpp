@@ -237,13 +237,10 @@ Status GpuExecutor::Impl::buildLinearCommand(Prepared &p, Node &node) {
   GemmLayout layout;
   if (node.in.size() > 3)
     layout.residual = address(p, node.in[3]);
-  if (auto precision = instr.stringAttr("precision")) {
-    if (*precision == "fp8_e4m3")
-      return opError(instr, "the FP8 GEMM (precision \"fp8_e4m3\") has no "
-                            "GPU command yet; run this program on the CPU "
-                            "reference (--gpu off)");
+  if (fp8Linear(instr))
+    return buildFp8LinearCommand(p, node, n, m, k, act, layout);
+  if (auto precision = instr.stringAttr("precision"))
     layout.tf32 = *precision == "tf32";
-  }
   return buildGemm(p, node, address(p, node.in[1]), address(p, node.in[0]),
                    address(p, node.out[0]),
                    node.in.size() > 2 ? address(p, node.in[2]) : 0, x.dtype, n,

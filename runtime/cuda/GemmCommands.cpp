@@ -93,7 +93,24 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   if (bias)
     keep(api->cublasLtMatmulDescSetAttribute(
         desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  cudaDataType_t type = cudaType(dtype);
+  const bool fp8 = layout.fp8ScaleA != 0;
+  if (fp8) {
+    // E4M3 operands with per-tensor dequantize scales (device pointers);
+    // the bias, C and D keep the GEMM's dtype.
+    keep(api->cublasLtMatmulDescSetAttribute(
+        desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &layout.fp8ScaleA,
+        sizeof(layout.fp8ScaleA)));
+    keep(api->cublasLtMatmulDescSetAttribute(
+        desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &layout.fp8ScaleB,
+        sizeof(layout.fp8ScaleB)));
+    if (bias) {
+      cudaDataType_t biasType = cudaType(dtype);
+      keep(api->cublasLtMatmulDescSetAttribute(
+          desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+          sizeof(biasType)));
+    }
+  }
+  cudaDataType_t type = fp8 ? CUDA_R_8F_E4M3 : cudaType(dtype);
   cudaDataType_t typeD = cudaType(layout.outType.value_or(dtype));
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
   int64_t lda = layout.lda ? layout.lda : transA ? k : m;
@@ -148,7 +165,8 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
       std::to_string(layout.batch) + "s" + std::to_string(layout.strideA) +
       "," + std::to_string(layout.strideB) + "," +
       std::to_string(layout.strideD) + "d" + std::to_string(int(typeD)) +
-      (layout.residual ? "r" : "") + (layout.tf32 ? "t" : "");
+      (layout.residual ? "r" : "") + (layout.tf32 ? "t" : "") +
+      (fp8 ? "f8" : "");
   auto [asked, isNew] = gemmHeuristics.try_emplace(problemKey);
   GemmHeuristics &answer = asked->second;
   if (isNew)
@@ -213,12 +231,13 @@ Status GpuExecutor::Impl::pickGemmAlgo(const GemmProblem &g, int &picked) {
       step *= 2;
     return (n + step - 1) / step * step;
   }();
-  std::string key =
-      std::to_string(m) + "x" + std::to_string(nBucket) + "x" +
-      std::to_string(k) + (transA ? "T" : "N") + std::to_string(int(dtype)) +
-      "e" + std::to_string(int(epilogue)) + "l" + std::to_string(lda) + "b" +
-      std::to_string(layout.batch) + "d" + std::to_string(int(typeD)) +
-      (layout.residual ? "r" : "") + (layout.tf32 ? "t" : "");
+  std::string key = std::to_string(m) + "x" + std::to_string(nBucket) + "x" +
+                    std::to_string(k) + (transA ? "T" : "N") +
+                    std::to_string(int(dtype)) + "e" +
+                    std::to_string(int(epilogue)) + "l" + std::to_string(lda) +
+                    "b" + std::to_string(layout.batch) + "d" +
+                    std::to_string(int(typeD)) + (layout.residual ? "r" : "") +
+                    (layout.tf32 ? "t" : "") + (layout.fp8ScaleA ? "f8" : "");
   auto splitKFree = [&](int i) {
     return algoConfig(heuristics[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) == 1;
   };

@@ -229,6 +229,9 @@ void GpuExecutor::Impl::release(Prepared &p, bool forgetResults) {
   for (CUdeviceptr *m :
        {&p.arena, &p.weightPool, &p.constantPool, &p.boundPool})
     deallocate(*m);
+  for (auto &[slot, copy] : p.fp8Weights)
+    deallocate(copy);
+  p.fp8Weights.clear();
   p.arenaCapacity = p.boundCapacity = 0;
   p.constantsUploaded = false;
   p.resident = false;

@@ -82,6 +82,23 @@ struct GpuExecutor::Impl {
   void saveTuningCache();
   bool faultInjected = false;
   CUdeviceptr gemmWorkspace = 0;
+  /// A linear with precision = "fp8_e4m3" (the W8A8 E4M3 GEMM).
+  static bool fp8Linear(const Instr &instr) {
+    auto precision = instr.stringAttr("precision");
+    return precision && *precision == "fp8_e4m3";
+  }
+  /// The E4M3 copy of weight slot `w` (Prepared::fp8Weights), made on the
+  /// setup stream at the first call.
+  Result<CUdeviceptr> fp8Weight(Prepared &p, int w, const Instr &instr);
+  /// Enqueues amax + quantize of the f16 tensor at `x` (`n` values) into `q`
+  /// and the scale slots at `amax` and `dequant` (zeroes `amax` first).
+  Status quantizeFp8(CUdeviceptr x, size_t n, CUdeviceptr q, CUdeviceptr amax,
+                     CUdeviceptr dequant, CUstream on, const Instr &instr);
+  /// The FP8 linear's command: the activation quantized into the node's
+  /// scratch, then the E4M3 GEMM (D[n, m] = W[n, k]·x[m, k]ᵀ, as fp16).
+  Status buildFp8LinearCommand(Prepared &p, Node &node, int64_t n, int64_t m,
+                               int64_t k, const std::string &act,
+                               GemmLayout layout);
   // -- device memory (DeviceMemory.cpp) ---------------------------------------
   /// Every device allocation of the executor goes through allocate(), which
   /// counts it against the budget: GpuOptions::memoryBudget, or what the

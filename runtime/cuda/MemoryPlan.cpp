@@ -298,6 +298,15 @@ Status GpuExecutor::Impl::classifyDeviceOp(Prepared &p, Node &node) const {
     TRELLIS_RETURN_IF_ERROR(classifySampler(p, node));
   if (instr.op == "trellis.attention" && attentionGammas(instr).second >= 0)
     addAttentionScratch(p, node);
+  if (instr.op == "trellis.linear" && fp8Linear(instr)) {
+    // The activation's E4M3 copy, then its amax and dequantize scale.
+    ValueType t;
+    t.dtype = DType::U8;
+    t.shape = {
+        int64_t(alignUp(bytesOf(p.slots[node.in[0]].type) / 2) + 2 * kAlign)};
+    node.scratch = newSlot(p, t);
+    p.slots[node.scratch].where = SlotInfo::Where::Arena;
+  }
   if (size_t bytes = p.dynamic ? sparseScratchBytes(p, node) : 0) {
     ValueType t;
     t.dtype = DType::U8;

@@ -163,6 +163,10 @@ struct SlotInfo {
 /// elements; 0 reuses the matrix for every batch).
 struct GemmLayout {
   int64_t lda = 0; // 0: dense (k for transA, else m)
+  /// A and B are E4M3 with these per-tensor dequantize scales (device
+  /// floats, kAlign-aligned: cuBLASLt refuses 4-byte-aligned ones); C and D
+  /// keep the GEMM's dtype (f16). 0: not an FP8 GEMM.
+  CUdeviceptr fp8ScaleA = 0, fp8ScaleB = 0;
   std::optional<DType> outType;
   int32_t batch = 1;
   int64_t strideA = 0, strideB = 0, strideD = 0;
@@ -197,6 +201,11 @@ struct Prepared {
   std::vector<int> args, results;
   size_t arenaBytes = 0, weightBytes = 0, constantBytes = 0;
   CUdeviceptr arena = 0, weightPool = 0, constantPool = 0;
+  /// The E4M3 copies of the weights of FP8 linears (precision "fp8_e4m3"),
+  /// by weight slot: one allocation each, the bytes then (at kAlign steps)
+  /// the amax and the dequantize scale cuBLASLt reads. Made when the
+  /// commands are built, from the staged fp16 weights.
+  std::map<int, CUdeviceptr> fp8Weights;
   // Bytes allocated for the arena and the bound values: a sparse stage's are
   // allocated with headroom (capacityFor) and handed to its next binding when
   // they fit, so a new voxel set of similar size allocates nothing.

@@ -4,6 +4,7 @@
 // (attention.h); names follow TRELLIS_ATTN_NAME_SM90.
 #include "runtime/kernels/attention_sm90.cuh"
 #include "runtime/kernels/flexicubes.cuh"
+#include "runtime/kernels/fp8.cuh"
 #include "runtime/kernels/head_rmsnorm.cuh"
 #include "runtime/kernels/sparse.cuh"
 #include "runtime/kernels/sparse_conv_sm90.cuh"
