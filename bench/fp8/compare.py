@@ -57,7 +57,9 @@ def chamfer(a, b):
 
 def stage_times(log):
     text = open(log).read()
-    rows = re.findall(r"^\[(\d)/3 [^]]*\] done in ([0-9.e-]+) s on the GPU \(([0-9.e-]+) s of GPU time", text, re.M)
+    rows = re.findall(
+        r"^\[(\d)/3 [^]]*\] done in ([0-9.e-]+) s on the GPU \(([0-9.e-]+) s of GPU time", text, re.M
+    )
     staged = [float(v) for v in re.findall(r"([0-9]+) MiB weights staged", text)]
     return rows, staged
 
@@ -66,19 +68,25 @@ def main():
     ss16, ss8, full16, full8, log_ss16, log_ss8, log16, log8 = sys.argv[1:9]
     a = {tuple(v) for v in np.load(f"{ss16}/coords.npy")}
     b = {tuple(v) for v in np.load(f"{ss8}/coords.npy")}
-    print(f"stage 1: {len(a)} voxels fp16, {len(b)} fp8; occupancy agreement {len(a & b) / len(a | b):.4f} "
-          f"(intersection over union; the issue asks >= 0.99)")
+    print(
+        f"stage 1: {len(a)} voxels fp16, {len(b)} fp8; occupancy agreement {len(a & b) / len(a | b):.4f} "
+        f"(intersection over union; the issue asks >= 0.99)"
+    )
     print(f"ss_latent rel L2 {rel(np.load(f'{ss16}/ss_latent.npy'), np.load(f'{ss8}/ss_latent.npy')):.3e}")
     print(f"slat (same voxels) rel L2 {rel(np.load(f'{full16}/slat.npy'), np.load(f'{full8}/slat.npy')):.3e}")
     for name in ("gaussians.npz", "radiance_field.npz"):
         x, y = np.load(f"{full16}/{name}"), np.load(f"{full8}/{name}")
-        print(f"{name}: " + ", ".join(f"{k} {rel(x[k], y[k]):.2e}" for k in x.files if x[k].dtype.kind == "f"))
+        print(
+            f"{name}: " + ", ".join(f"{k} {rel(x[k], y[k]):.2e}" for k in x.files if x[k].dtype.kind == "f")
+        )
     va, nva, nfa = read_ply(f"{full16}/mesh.ply")
     vb, nvb, nfb = read_ply(f"{full8}/mesh.ply")
     extent = float(np.linalg.norm(va.max(0) - va.min(0)))
     cd = chamfer(va, vb)
-    print(f"mesh: vertices {nva} / {nvb} ({(nvb - nva) / nva:+.2%}), faces {nfa} / {nfb} ({(nfb - nfa) / nfa:+.2%}); "
-          f"Chamfer {cd:.3e} = {cd / extent * 256:.3f} / 256 of the extent {extent:.3f} (the issue asks <= 1/256)")
+    print(
+        f"mesh: vertices {nva} / {nvb} ({(nvb - nva) / nva:+.2%}), faces {nfa} / {nfb} ({(nfb - nfa) / nfa:+.2%}); "
+        f"Chamfer {cd:.3e} = {cd / extent * 256:.3f} / 256 of the extent {extent:.3f} (the issue asks <= 1/256)"
+    )
     for label, l16, l8 in (("stage 1", log_ss16, log_ss8), ("stages 2-3", log16, log8)):
         r16, w16 = stage_times(l16)
         r8, w8 = stage_times(l8)
@@ -88,10 +96,14 @@ def main():
             n = 1 if stage != "3" else 3  # the decoders: three lines per run
             g16 = sum(float(r[2]) for r in t16[-n:])
             g8 = sum(float(r[2]) for r in t8[-n:])
-            print(f"{label} [{stage}/3] GPU time, last run: fp16 {g16 * 1e3:.1f} ms, fp8 {g8 * 1e3:.1f} ms "
-                  f"({g16 / g8:.3f}x)")
-        print(f"{label}: weights staged fp16 {sum(w16):.0f} MiB, fp8 {sum(w8):.0f} MiB "
-              f"(the fp8 program keeps the fp16 weights and adds E4M3 copies)")
+            print(
+                f"{label} [{stage}/3] GPU time, last run: fp16 {g16 * 1e3:.1f} ms, fp8 {g8 * 1e3:.1f} ms "
+                f"({g16 / g8:.3f}x)"
+            )
+        print(
+            f"{label}: weights staged fp16 {sum(w16):.0f} MiB, fp8 {sum(w8):.0f} MiB "
+            f"({sum(w8) / max(sum(w16), 1):.1%}; the issue asks <= 60%)"
+        )
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ cl::opt<std::string> precision(
     "precision", cl::cat(pipelineCategory), cl::init("trellis"),
     cl::desc("trellis: fp16 where TRELLIS stores fp16 (spec §11); fp32: "
              "everything in f32 (a debugging aid, not TRELLIS's numbers); "
-             "fp8: as trellis, with the flow transformers' attention and MLP "
+             "fp8: as trellis, with the flow transformers' block "
              "linears in FP8 E4M3 (W8A8, per-tensor scales; cuBLASLt's FP8 "
              "GEMM on sm_90, the CPU reference's exact emulation elsewhere)"));
 

@@ -111,6 +111,10 @@ Tensor modulatedCrossBlock(Tracer &t, const Tensor &x, const Tensor &emb,
                            int64_t ctxChannels, int64_t mlpHidden,
                            bool qkRmsNorm, const TokenLayout &layout) {
   int64_t c = heads.channels;
+  // --precision=fp8 quantizes every linear of the block: the attention and
+  // MLP ones for speed, the adaLN modulation (one row, 6c x c: a quarter of
+  // the block's weights) for the weights' memory.
+  Tracer::QuantizeFp8 fp8(t);
   std::vector<Tensor> mod;
   {
     Tracer::Scope scope(t, "adaLN_modulation.1");
@@ -127,9 +131,6 @@ Tensor modulatedCrossBlock(Tracer &t, const Tensor &x, const Tensor &emb,
   const Tensor &shiftMsa = mod[0], &scaleMsa = mod[1], &gateMsa = mod[2],
                &shiftMlp = mod[3], &scaleMlp = mod[4], &gateMlp = mod[5];
 
-  // --precision=fp8 quantizes the attention and MLP linears (not the adaLN
-  // modulation above: one row, nothing to gain).
-  Tracer::QuantizeFp8 fp8(t);
   Tensor h = modulate(plainLayerNorm(x, 1e-6), shiftMsa, scaleMsa);
   {
     Tracer::Scope scope(t, "self_attn");

@@ -45,7 +45,7 @@ def compile_pipeline(path, batch=1, cond_tokens=0, images=1, multi_image="none",
     model builders, as ``trellisc --target=cpu``).
 
     ``precision``: "trellis" (fp16 where TRELLIS stores fp16), "fp32" (a
-    debugging aid) or "fp8" (the flow transformers' attention and MLP linears
+    debugging aid) or "fp8" (the flow transformers' block linears (attention, MLP, adaLN modulation)
     as W8A8 E4M3 products, emulated by the CPU reference).
 
     Errors (config values, checkpoint shapes) raise :class:`TrellisError`

@@ -19,47 +19,49 @@ namespace trellis {
 
 Status GpuExecutor::Impl::quantizeFp8(CUdeviceptr x, size_t n, CUdeviceptr q,
                                       CUdeviceptr amax, CUdeviceptr dequant,
-                                      CUstream on, const Instr &instr) {
+                                      CUstream on) {
   auto amaxKernel = runtimeKernel("trellis_fp8_amax_f16");
   auto quantizeKernel = runtimeKernel("trellis_fp8_quantize_f16");
   for (auto *k : {&amaxKernel, &quantizeKernel})
     if (!*k)
-      return opError(instr, k->message());
+      return Error{k->message()};
   unsigned long long count = n;
   // Enough blocks to fill the GPU, each thread 8 values per step.
   const unsigned blocks = unsigned(std::min<size_t>(
       std::max<size_t>((n / 8 + 255) / 256, 1), size_t(multiprocessors) * 8));
-  if (Status s = check(api->cuMemsetD32Async(amax, 0, 1, on), "cuMemsetD32");
-      !s)
-    return opError(instr, s.message());
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuMemsetD32Async(amax, 0, 1, on), "cuMemsetD32Async"));
   void *ap[] = {&x, &count, &amax};
   if (CUresult r = api->cuLaunchKernel(*amaxKernel, blocks, 1, 1, 256, 1, 1, 0,
                                        on, ap, nullptr);
       r != CUDA_SUCCESS)
-    return opError(instr, "launching the FP8 amax: " + api->describe(r));
+    return Error{"launching the FP8 amax: " + api->describe(r)};
   void *qp[] = {&x, &count, &amax, &q, &dequant};
-  if (CUresult r = api->cuLaunchKernel(*quantizeKernel, blocks, 1, 1, 256, 1,
-                                       1, 0, on, qp, nullptr);
+  if (CUresult r = api->cuLaunchKernel(*quantizeKernel, blocks, 1, 1, 256, 1, 1,
+                                       0, on, qp, nullptr);
       r != CUDA_SUCCESS)
-    return opError(instr, "launching the FP8 quantization: " +
-                              api->describe(r));
+    return Error{"launching the FP8 quantization: " + api->describe(r)};
   return Status::ok();
 }
 
 Result<CUdeviceptr> GpuExecutor::Impl::fp8Weight(Prepared &p, int w,
                                                  const Instr &instr) {
   const int root = this->root(p, w);
+  if (p.slots[root].fp8) // staged in E4M3 (markFp8Weights)
+    return address(p, w);
   if (auto it = p.fp8Weights.find(root); it != p.fp8Weights.end())
     return it->second;
   const size_t n = bytesOf(p.slots[root].type) / 2;
   CUdeviceptr copy = 0;
-  TRELLIS_RETURN_IF_ERROR(allocate(copy, alignUp(n) + 2 * kAlign,
-                                   "the FP8 copy of a weight of '" + p.name +
-                                       "'"));
+  TRELLIS_RETURN_IF_ERROR(
+      allocate(copy, alignUp(n) + 2 * kAlign,
+               "the FP8 copy of a weight of '" + p.name + "'"));
   p.fp8Weights[root] = copy;
   CUdeviceptr amax = copy + alignUp(n);
-  TRELLIS_RETURN_IF_ERROR(quantizeFp8(address(p, w), n, copy, amax,
-                                      amax + kAlign, setupStream, instr));
+  if (Status s =
+          quantizeFp8(address(p, w), n, copy, amax, amax + kAlign, setupStream);
+      !s)
+    return opError(instr, s.message());
   if (Status s = check(api->cuStreamSynchronize(setupStream), "the GPU stream");
       !s)
     return opError(instr, s.message());
@@ -67,22 +69,19 @@ Result<CUdeviceptr> GpuExecutor::Impl::fp8Weight(Prepared &p, int w,
 }
 
 Status GpuExecutor::Impl::buildFp8LinearCommand(Prepared &p, Node &node,
-                                                int64_t n, int64_t m,
-                                                int64_t k,
+                                                int64_t n, int64_t m, int64_t k,
                                                 const std::string &act,
                                                 GemmLayout layout) {
   const Instr &instr = *node.instr;
   if (attentionFamily != TRELLIS_ATTN_SM90A)
-    return opError(instr,
-                   "the FP8 GEMM (precision \"fp8_e4m3\") runs on sm_90 "
-                   "(Hopper) only so far; this GPU runs the " +
-                       report.codePath +
-                       " code: run on the CPU reference (--gpu off) or "
-                       "compile without --precision=fp8");
+    return opError(instr, "the FP8 GEMM (precision \"fp8_e4m3\") runs on sm_90 "
+                          "(Hopper) only so far; this GPU runs the " +
+                              report.codePath +
+                              " code: run on the CPU reference (--gpu off) or "
+                              "compile without --precision=fp8");
   if (slotType(p, node.in[0]).dtype != DType::F16)
     return opError(instr, "the FP8 GEMM quantizes f16 operands");
-  TRELLIS_ASSIGN_OR_RETURN(CUdeviceptr weight,
-                           fp8Weight(p, node.in[1], instr));
+  TRELLIS_ASSIGN_OR_RETURN(CUdeviceptr weight, fp8Weight(p, node.in[1], instr));
   const size_t wElems = size_t(n) * size_t(k), xElems = size_t(m) * size_t(k);
   CUdeviceptr xq = address(p, node.scratch);
   CUdeviceptr xAmax = xq + alignUp(xElems), xScale = xAmax + kAlign;
@@ -96,8 +95,8 @@ Status GpuExecutor::Impl::buildFp8LinearCommand(Prepared &p, Node &node,
   CUdeviceptr x = address(p, node.in[0]);
   node.command = [this, x, xElems, xq, xAmax, xScale, gemm,
                   &instr]() -> Status {
-    TRELLIS_RETURN_IF_ERROR(
-        quantizeFp8(x, xElems, xq, xAmax, xScale, stream, instr));
+    if (Status s = quantizeFp8(x, xElems, xq, xAmax, xScale, stream); !s)
+      return opError(instr, s.message());
     return gemm();
   };
   return Status::ok();

@@ -82,6 +82,7 @@ struct GpuExecutor::Impl {
   void saveTuningCache();
   bool faultInjected = false;
   CUdeviceptr gemmWorkspace = 0;
+  void markFp8Weights(Prepared &p, const SlotUsers &users) const;
   /// A linear with precision = "fp8_e4m3" (the W8A8 E4M3 GEMM).
   static bool fp8Linear(const Instr &instr) {
     auto precision = instr.stringAttr("precision");
@@ -93,7 +94,7 @@ struct GpuExecutor::Impl {
   /// Enqueues amax + quantize of the f16 tensor at `x` (`n` values) into `q`
   /// and the scale slots at `amax` and `dequant` (zeroes `amax` first).
   Status quantizeFp8(CUdeviceptr x, size_t n, CUdeviceptr q, CUdeviceptr amax,
-                     CUdeviceptr dequant, CUstream on, const Instr &instr);
+                     CUdeviceptr dequant, CUstream on);
   /// The FP8 linear's command: the activation quantized into the node's
   /// scratch, then the E4M3 GEMM (D[n, m] = W[n, k]·x[m, k]ᵀ, as fp16).
   Status buildFp8LinearCommand(Prepared &p, Node &node, int64_t n, int64_t m,

@@ -116,6 +116,14 @@ Status GpuExecutor::Impl::checkNode(Prepared &p, const Node &node) {
       inputs.push_back(p.boundValues[root(p, s)]);
       continue;
     }
+    if (const SlotInfo &w = p.slots[root(p, s)]; w.fp8) {
+      // Staged in E4M3: the reference quantizes the checkpoint's f16 itself.
+      auto t = weights(w.weightModel, w.weightName);
+      if (!t)
+        return opError(instr, t.message());
+      inputs.push_back(*t);
+      continue;
+    }
     auto t = download(p, s);
     if (!t)
       return opError(instr, t.message());

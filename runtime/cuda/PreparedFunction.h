@@ -156,7 +156,19 @@ struct SlotInfo {
   CUdeviceptr aux = 0;
   bool dynamicRows = false; // declared with a dynamic dimension 0
   std::string weightModel, weightName;
+  /// A weight read only by FP8 linears: staged as its E4M3 bytes, then (at
+  /// kAlign steps) its amax and dequantize scale (fp8StoredBytes), quantized
+  /// on the device from its f16 upload (stageWeights).
+  bool fp8 = false;
 };
+
+/// The pool bytes of an E4M3-stored weight of type `t` (SlotInfo::fp8).
+inline size_t fp8StoredBytes(const ValueType &t) {
+  size_t elements = 1;
+  for (int64_t d : t.shape)
+    elements *= size_t(d);
+  return alignUp(elements) + 2 * kAlign;
+}
 
 /// Less common GEMM layouts: A's leading dimension when it is a column block
 /// of a wider matrix, an f32 D from f16 A/B, and strided batches (strides in

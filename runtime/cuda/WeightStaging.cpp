@@ -34,6 +34,18 @@ Status GpuExecutor::Impl::stageWeights(Prepared &p) {
   int buffer = 0;
   std::set<size_t> uploaded;
   Status status = Status::ok();
+  // An E4M3-stored weight (SlotInfo::fp8) goes up as f16 into this buffer
+  // and is quantized from there into the pool (runtime/kernels/fp8.cuh, the
+  // CPU reference's arithmetic), on the same stream.
+  CUdeviceptr f16Staging = 0;
+  size_t f16StagingBytes = 0;
+  for (const SlotInfo &info : p.slots)
+    if (info.where == SlotInfo::Where::Weight && info.fp8)
+      f16StagingBytes = std::max(f16StagingBytes, bytesOf(info.type));
+  if (f16StagingBytes)
+    status =
+        allocate(f16Staging, f16StagingBytes,
+                 "the f16 staging of the E4M3 weights of '" + p.name + "'");
   for (size_t s = 0; s < p.slots.size() && status; ++s) {
     const SlotInfo &info = p.slots[s];
     if (info.where != SlotInfo::Where::Weight ||
@@ -53,6 +65,7 @@ Status GpuExecutor::Impl::stageWeights(Prepared &p) {
     }
     const char *src = static_cast<const char *>(t->raw());
     size_t n = t->nbytes();
+    const CUdeviceptr to = info.fp8 ? f16Staging : p.weightPool + info.offset;
     for (size_t done_ = 0; done_ < n;) {
       size_t chunk = std::min(half, n - done_);
       if (used[buffer])
@@ -60,8 +73,7 @@ Status GpuExecutor::Impl::stageWeights(Prepared &p) {
       char *dst = static_cast<char *>(pinned) + buffer * half;
       std::memcpy(dst, src + done_, chunk);
       if (Status c =
-              check(api->cuMemcpyHtoDAsync(p.weightPool + info.offset + done_,
-                                           dst, chunk, setupStream),
+              check(api->cuMemcpyHtoDAsync(to + done_, dst, chunk, setupStream),
                     "cuMemcpyHtoDAsync (weights)");
           !c) {
         status = c;
@@ -72,6 +84,16 @@ Status GpuExecutor::Impl::stageWeights(Prepared &p) {
       buffer ^= 1;
       done_ += chunk;
     }
+    if (info.fp8 && status) {
+      const size_t elements = n / 2;
+      const CUdeviceptr q = p.weightPool + info.offset;
+      const CUdeviceptr amax = q + alignUp(elements);
+      if (Status c = quantizeFp8(f16Staging, elements, q, amax, amax + kAlign,
+                                 setupStream);
+          !c)
+        status = Error{"weight '" + info.weightName + "' of '" +
+                       info.weightModel + "': " + c.message()};
+    }
   }
   if (Status c = check(api->cuStreamSynchronize(setupStream), "weight staging");
       !c && status)
@@ -79,6 +101,7 @@ Status GpuExecutor::Impl::stageWeights(Prepared &p) {
   for (CUevent e : done)
     api->cuEventDestroy(e);
   api->cuMemFreeHost(pinned);
+  deallocate(f16Staging);
   p.setup.weights =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

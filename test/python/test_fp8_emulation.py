@@ -1,4 +1,4 @@
-"""`--precision=fp8` on the CPU reference: the flow transformers' attention and MLP linears as W8A8 E4M3
+"""`--precision=fp8` on the CPU reference: the flow transformers' block linears (attention, MLP, adaLN modulation) as W8A8 E4M3
 products (include/trellis/Reference/Fp8.h; golden values in test/golden/fp8_np.py).
 
 On sm_90 the CUDA program runs them as cuBLASLt FP8 GEMMs (runtime/cuda/Fp8Gemm.cpp), checked op by op against

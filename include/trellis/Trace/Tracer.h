@@ -186,7 +186,7 @@ public:
   bool tf32Allowed() const { return tf32_ && !allFp32_; }
 
   /// `--precision=fp8`: the linears traced while a QuantizeFp8 scope is alive
-  /// (the flow transformers' attention and MLP linears) get precision =
+  /// (the flow transformers' block linears) get precision =
   /// "fp8_e4m3" (W8A8 E4M3, per-tensor scales). Off: scopes do nothing.
   void setFp8Linears(bool on) { fp8Linears_ = on; }
   class QuantizeFp8 {
