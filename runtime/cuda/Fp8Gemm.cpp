@@ -1,9 +1,10 @@
 //===- Fp8Gemm.cpp - The W8A8 E4M3 GEMM of an FP8 linear ------------------===//
 //
 // trellis.linear {precision = "fp8_e4m3"} (trellisc --precision=fp8): the
-// weight's E4M3 copy and scale are made once from the staged fp16 weight;
-// at every run the activation's amax and E4M3 copy (the node's scratch)
-// come first, then cuBLASLt's FP8 GEMM (per-tensor scales, f32
+// weight is staged in E4M3 with its scale (stageWeights, SlotInfo::fp8; a
+// weight that other ops read too gets an E4M3 copy here, made once); at
+// every run the activation's amax and E4M3 copy (the node's scratch) come
+// first, then cuBLASLt's FP8 GEMM (per-tensor scales, f32
 // accumulation, f16 out, the bias / GELU / residual epilogues as in fp16).
 // Both quantizations are runtime/kernels/fp8.cuh (sm_90a module); the CPU
 // reference's model of all of it is include/trellis/Reference/Fp8.h.
