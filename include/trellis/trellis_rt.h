@@ -294,6 +294,15 @@ typedef struct trellis_engine_options {
   trellis_progress_fn
       progress; /* MESSAGE notices while starting; may be NULL */
   void *user_data;
+  /* The device memory the engine may allocate, in bytes; 0 = what the GPU
+   * has free. Before any work the engine plans every GPU stage against it
+   * and takes the fastest form that fits, else fails naming the stage and
+   * the bytes (trellis.exe --memory-budget). Added after user_data: an
+   * older caller's smaller struct_size gets the defaults. */
+  uint64_t memory_budget;
+  /* The voxel count that plan assumes for the sparse stages; 0 = 32768
+   * (trellis.exe --max-voxels). */
+  int64_t max_voxels;
 } trellis_engine_options;
 
 /* Fills options with the defaults (graphs on, device 0). */

@@ -219,6 +219,8 @@ class EngineOptions(ctypes.Structure):
         ("threads", ctypes.c_int32),
         ("progress", PROGRESS_FN),
         ("user_data", ctypes.c_void_p),
+        ("memory_budget", ctypes.c_uint64),
+        ("max_voxels", ctypes.c_int64),
     ]
 
 
@@ -377,11 +379,12 @@ def array_of(t, free=True):
     return out
 
 
-def engine_options(flags, device, threads):
+def engine_options(flags, device, threads, memory_budget=0, max_voxels=0):
     """trellis_engine_options with its defaults, then these (for an engine or a session)."""
     opts = EngineOptions()
     runtime().trellis_engine_options_init(ctypes.byref(opts))
     opts.flags, opts.device, opts.threads = flags, device, threads
+    opts.memory_budget, opts.max_voxels = memory_budget, max_voxels
     return opts
 
 
@@ -466,12 +469,22 @@ class Engine:
     planned memory), run for many generations. Keeps the program and the
     weight arrays alive as long as it lives."""
 
-    def __init__(self, program, weights=None, model_dir=None, flags=4, device=0, threads=0):
+    def __init__(
+        self,
+        program,
+        weights=None,
+        model_dir=None,
+        flags=4,
+        device=0,
+        threads=0,
+        memory_budget=0,
+        max_voxels=0,
+    ):
         lib = runtime()
         self._program = program  # the engine holds a reference to it too
         self._keep = []
         table = weight_table(weights, model_dir, self._keep)
-        opts = engine_options(flags, device, threads)
+        opts = engine_options(flags, device, threads, memory_budget, max_voxels)
         self._handle = ctypes.c_void_p()
         err = Error()
         check(

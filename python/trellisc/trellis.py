@@ -7,6 +7,7 @@ with ``trellis_run`` (libtrellis_rt.so).
 import ctypes
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -136,14 +137,31 @@ class Pipeline:
         threads=0,
         images=False,
         gpu_arch="native",
+        memory_budget=0,
+        max_voxels=0,
     ):
         """The engine for these settings (made at the first call, then kept;
         ``images``: check the image-conditioning model's weights at setup;
-        ``gpu_arch="portable"``: the code an sm_75 card runs, on any GPU)."""
+        ``gpu_arch="portable"``: the code an sm_75 card runs, on any GPU;
+        ``memory_budget``: the device memory it may allocate, bytes or "6G"
+        (0: what the GPU has free), planned before any work; ``max_voxels``:
+        the voxel count that plan assumes, 0 for the default 32768)."""
         device = _checks.check_int("device", device, 0, _checks.INT32_MAX)
         threads = _check_threads(threads)
+        memory_budget = _check_memory_budget(memory_budget)
+        max_voxels = _checks.check_int("max_voxels", max_voxels, 0, 1 << 24)
         model_dir = model_dir or self.model_dir
-        key = (model_dir, id(weights) if weights else None, gpu, check_finite, low_memory, device, gpu_arch)
+        key = (
+            model_dir,
+            id(weights) if weights else None,
+            gpu,
+            check_finite,
+            low_memory,
+            device,
+            gpu_arch,
+            memory_budget,
+            max_voxels,
+        )
         if self._engine is None or self._engine_key != key:
             if self._engine is not None:
                 self._engine.close()
@@ -151,7 +169,14 @@ class Pipeline:
             flags = _engine_flags(gpu, check_finite, low_memory, gpu_arch) | (_IMAGES_FLAG if images else 0)
             try:
                 self._engine = _native.Engine(
-                    self._program, weights, model_dir, flags=flags, device=device, threads=threads
+                    self._program,
+                    weights,
+                    model_dir,
+                    flags=flags,
+                    device=device,
+                    threads=threads,
+                    memory_budget=memory_budget,
+                    max_voxels=max_voxels,
                 )
             except _native.RuntimeFailure as f:
                 raise TrellisError(f.message, user_location()) from None
@@ -183,6 +208,8 @@ class Pipeline:
         images=None,
         no_background_removal=False,
         gpu_arch="native",
+        memory_budget=0,
+        max_voxels=0,
     ):
         """One generation through the pipeline's engine; returns {name: array}
         (names of trellis_outputs).
@@ -198,6 +225,10 @@ class Pipeline:
         ``gpu``: where the bundle's GPU stages run: "auto" (the GPU when one
         is usable, else the CPU reference), "off" or "require". ``gpu_arch``:
         "native" or "portable" (the code an sm_75 card runs, on any GPU).
+        ``memory_budget`` (bytes, or a size such as "6G"; 0: the GPU's free
+        memory) and ``max_voxels``: as trellis.exe's --memory-budget and
+        --max-voxels (the engine picks the fastest memory form that fits
+        before any work, or raises naming the stage and the bytes).
 
         ``weights``: {(model key, tensor name): array} (e.g. mapped
         safetensors); what it lacks comes from ``model_dir`` (default: the
@@ -218,6 +249,8 @@ class Pipeline:
             threads,
             images=images is not None,
             gpu_arch=gpu_arch,
+            memory_budget=memory_budget,
+            max_voxels=max_voxels,
         )
         return _run(
             engine,
@@ -296,6 +329,38 @@ def _check_run(seed, ss_steps, slat_steps, ss_cfg, slat_cfg, threads, formats):
 
 
 _PORTABLE_GPU_FLAG = 256  # trellis_rt.h's TRELLIS_FLAG_PORTABLE_GPU
+
+
+_SIZE_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1 << 10,
+    "KB": 1 << 10,
+    "KIB": 1 << 10,
+    "M": 1 << 20,
+    "MB": 1 << 20,
+    "MIB": 1 << 20,
+    "G": 1 << 30,
+    "GB": 1 << 30,
+    "GIB": 1 << 30,
+    "T": 1 << 40,
+    "TB": 1 << 40,
+    "TIB": 1 << 40,
+}
+
+
+def _check_memory_budget(budget):
+    """Bytes from an int or a size string ("6G", "4096M", binary units as trellis.exe's --memory-budget)."""
+    if isinstance(budget, str):
+        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", budget)
+        unit = m.group(2).upper() if m else None
+        if not m or unit not in _SIZE_UNITS:
+            raise TrellisError(
+                f"memory_budget: expected bytes or a size such as '6G' or '4096M', found {budget!r}",
+                user_location(),
+            )
+        budget = int(float(m.group(1)) * _SIZE_UNITS[unit])
+    return _checks.check_int("memory_budget", budget, 0, (1 << 63) - 1)
 
 
 def _engine_flags(gpu, check_finite, low_memory, gpu_arch="native"):

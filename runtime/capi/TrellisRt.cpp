@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -557,15 +558,44 @@ trellis_status engineRun(trellis_engine *e, const trellis_embeddings *emb,
   return deliverOutputs(*result, outputs, err);
 }
 
+/// The caller's engine options over the defaults: a struct_size from before
+/// memory_budget and max_voxels were added gets their defaults; a smaller
+/// one than that is an error.
+Result<trellis_engine_options>
+readEngineOptions(const trellis_engine_options *options) {
+  trellis_engine_options o;
+  trellis_engine_options_init(&o);
+  if (!options)
+    return o;
+  constexpr size_t kFirstVersion =
+      offsetof(trellis_engine_options, memory_budget);
+  if (options->struct_size < kFirstVersion)
+    return Error{"options->struct_size is " +
+                 std::to_string(options->struct_size) + ", expected " +
+                 std::to_string(sizeof(trellis_engine_options)) +
+                 " (call trellis_engine_options_init)"};
+  std::memcpy(&o, options, std::min<size_t>(options->struct_size, sizeof(o)));
+  o.struct_size = sizeof(o);
+  if (o.max_voxels < 0)
+    return Error{"options->max_voxels must be 0 (the default) or positive, "
+                 "found " +
+                 std::to_string(o.max_voxels)};
+  return o;
+}
+
 /// Creates an engine for `program` (which gains a reference).
 trellis_status engineCreate(trellis_program *program,
                             const trellis_weights *weights, uint32_t flags,
                             int32_t device, trellis_progress_fn progress,
                             void *user, trellis_engine **out,
-                            trellis_error *err) {
+                            trellis_error *err, uint64_t memoryBudget = 0,
+                            int64_t maxVoxels = 0) {
   auto options = engineOptions(flags, device, "options");
   if (!options)
     return report(err, TRELLIS_ERR_INVALID_ARGUMENT, options.message());
+  options->gpu.options.memoryBudget = size_t(memoryBudget);
+  if (maxVoxels > 0)
+    options->memoryPlanVoxels = maxVoxels;
   options->weights = weightProvider(weights, program->bundle);
   auto observer = std::make_shared<CallbackObserver>(progress, user);
   options->notice = [observer](const std::string &line) {
@@ -779,16 +809,10 @@ trellis_status trellis_session_create(trellis_program *program,
                     "trellis_session_create: program and out must not be "
                     "NULL");
     *out = nullptr;
-    trellis_engine_options defaults;
-    trellis_engine_options_init(&defaults);
-    if (!options)
-      options = &defaults;
-    else if (options->struct_size < sizeof(trellis_engine_options))
-      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
-                    "options->struct_size is " +
-                        std::to_string(options->struct_size) + ", expected " +
-                        std::to_string(sizeof(trellis_engine_options)) +
-                        " (call trellis_engine_options_init)");
+    auto read = readEngineOptions(options);
+    if (!read)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT, read.message());
+    options = &*read;
     auto engine = engineOptions(options->flags, options->device, "options");
     if (!engine)
       return report(err, TRELLIS_ERR_INVALID_ARGUMENT, engine.message());
@@ -982,15 +1006,10 @@ trellis_status trellis_engine_create(trellis_program *program,
       return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
                     "trellis_engine_create: program and out must not be NULL");
     *out = nullptr;
-    trellis_engine_options defaults;
-    trellis_engine_options_init(&defaults);
-    if (options && options->struct_size < sizeof(trellis_engine_options))
-      return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
-                    "options->struct_size is " +
-                        std::to_string(options->struct_size) + ", expected " +
-                        std::to_string(sizeof(trellis_engine_options)) +
-                        " (call trellis_engine_options_init)");
-    const trellis_engine_options &o = options ? *options : defaults;
+    auto read = readEngineOptions(options);
+    if (!read)
+      return report(err, TRELLIS_ERR_INVALID_ARGUMENT, read.message());
+    const trellis_engine_options &o = *read;
     if (o.flags & ~kEngineFlags)
       return report(err, TRELLIS_ERR_INVALID_ARGUMENT,
                     "options.flags: only TRELLIS_FLAG_LOW_MEMORY, _GRAPHS, "
@@ -998,7 +1017,7 @@ trellis_status trellis_engine_create(trellis_program *program,
                     "_SYNC_OPS and _PORTABLE_GPU are engine options");
     setThreads(o.threads);
     return engineCreate(program, weights, o.flags, o.device, o.progress,
-                        o.user_data, out, err);
+                        o.user_data, out, err, o.memory_budget, o.max_voxels);
   });
 }
 

@@ -641,3 +641,55 @@ def test_stop_after_needs_only_the_stages_it_runs(tiny, tmp_path):
     assert r.returncode == 1
     assert "weights: cannot open" in r.stderr and "slat_" in r.stderr, r.stderr
     assert not (tmp_path / "all").exists() or not any((tmp_path / "all").iterdir())
+
+
+def test_engine_options_of_an_older_caller_and_the_memory_budget(tiny):
+    """trellis_engine_options grew memory_budget and max_voxels after user_data: a caller built against the
+    older header (struct_size up to user_data) still creates an engine (the new fields take their defaults);
+    a smaller struct_size or a negative max_voxels is a named error. Python passes both through
+    Pipeline.run(memory_budget=, max_voxels=), sizes as trellis.exe spells them."""
+    model, exe, _ = tiny
+    lib = _native.runtime()
+    program = _native.Program(path=exe)
+    err = _native.Error()
+    keep = []
+    good = _native.weight_table(None, model, keep)
+
+    def create(opts):
+        handle = ctypes.c_void_p()
+        status = lib.trellis_engine_create(
+            program.handle, ctypes.byref(good), ctypes.byref(opts), ctypes.byref(handle), ctypes.byref(err)
+        )
+        m = ctypes.string_at(err.message).decode() if err.message else ""
+        lib.trellis_error_clear(ctypes.byref(err))
+        if status == 0:
+            lib.trellis_engine_destroy(handle)
+        return status, m
+
+    opts = _native.EngineOptions()
+    lib.trellis_engine_options_init(ctypes.byref(opts))
+    assert opts.struct_size == ctypes.sizeof(_native.EngineOptions)
+    assert opts.memory_budget == 0 and opts.max_voxels == 0
+    opts.struct_size = _native.EngineOptions.memory_budget.offset  # the header before the new fields
+    opts.max_voxels = -5  # beyond that struct_size: not read
+    assert create(opts) == (0, "")
+    opts.struct_size = _native.EngineOptions.memory_budget.offset - 8
+    status, m = create(opts)
+    assert status == 1 and "struct_size" in m, m
+    lib.trellis_engine_options_init(ctypes.byref(opts))
+    opts.max_voxels = -5
+    status, m = create(opts)
+    assert status == 1 and "max_voxels" in m, m
+    opts.max_voxels, opts.memory_budget = 20000, 6 << 30
+    assert create(opts) == (0, "")  # (without a GPU there is nothing to plan)
+
+
+def test_pipeline_memory_budget_arguments(tiny):
+    from trellisc import trellis as tt
+
+    assert tt._check_memory_budget("6G") == 6 << 30
+    assert tt._check_memory_budget("4096M") == 4 << 30
+    assert tt._check_memory_budget(123) == 123
+    for bad in ("6X", "G", "-1G", -1):
+        with pytest.raises(tc.TrellisError, match="memory_budget"):
+            tt._check_memory_budget(bad)
