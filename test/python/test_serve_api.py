@@ -359,3 +359,21 @@ def test_unknown_routes_and_files(server):
     assert status == 404 and "no route" in err["error"]
     status, err = server.json("GET", "/v1/jobs/0123456789abcdef/files/mesh.glb")
     assert status == 404 and "no job" in err["error"]
+
+
+def test_a_malformed_memory_budget_stops_the_server_at_once(tiny):
+    """--memory-budget / --max-voxels (the engines' memory plan, as trellis.exe's) are checked before anything
+    starts: a usage error naming the option, exit 2."""
+    model, program = tiny
+    for args, words in (
+        (["--memory-budget", "6X"], "--memory-budget"),
+        (["--max-voxels", "0"], "--max-voxels"),
+    ):
+        r = subprocess.run(
+            [str(SERVE), str(program), "--model", str(model), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 2, (r.returncode, r.stderr)
+        assert words in r.stderr, r.stderr

@@ -237,6 +237,8 @@ Status Scheduler::createEngine(Worker &w) {
   } else {
     eo.gpu.mode = GpuMode::Require;
     eo.gpu.options.device = w.device;
+    eo.gpu.options.memoryBudget = options_.memoryBudget;
+    eo.memoryPlanVoxels = options_.maxVoxels;
     // The timed GEMM picks of earlier processes (trellis.exe's too): an
     // engine's first generation need not tune.
     eo.gpu.options.gemmTuningCache = defaultGemmTuningCache();

@@ -107,6 +107,10 @@ struct SchedulerOptions {
   std::vector<int> devices;
   size_t queueLimit = 16;
   std::chrono::seconds keep{3600}, deadline{600};
+  /// Each engine's device memory budget (0: its GPU's free memory) and the
+  /// voxel count its plan assumes (EngineOptions::memoryPlanVoxels).
+  size_t memoryBudget = 0;
+  int64_t maxVoxels = 32768;
 };
 
 class Scheduler {

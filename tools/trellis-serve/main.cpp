@@ -8,6 +8,7 @@
 #include "tools/trellis-serve/HttpApi.h"
 
 #include "trellis/Runtime/GpuExecutor.h"
+#include "trellis/Runtime/MemoryBudget.h"
 
 #include <csignal>
 #include <cstdlib>
@@ -47,6 +48,12 @@ GET /v1/jobs/{id}[/events|/files/NAME], DELETE /v1/jobs/{id}, /v1/health/*,
   --work DIR           where job files go (default: a new directory under
                        $TMPDIR, removed at exit)
   --max-body BYTES     request body limit (default 67108864); beyond: 413
+  --memory-budget SIZE the device memory each engine may allocate (6G,
+                       4096M, ...; default: what its GPU has free); the
+                       engine plans its stages against it at start and takes
+                       the fastest memory form that fits, else the server
+                       does not start (trellis.exe's option)
+  --max-voxels N       the voxel count that plan assumes (default 32768)
   --token-file FILE    require "Authorization: Bearer <token>" (the file's
                        first line) on the API and /metrics
   --web-root DIR       the page's files (default: share/trellis-serve/web
@@ -58,8 +65,8 @@ struct Options {
   std::string program, model, host = "127.0.0.1", devices = "all", work,
                               tokenFile, webRoot;
   int port = 8080;
-  size_t queue = 16, maxBody = size_t(64) << 20;
-  int64_t deadline = 600, keep = 3600;
+  size_t queue = 16, maxBody = size_t(64) << 20, memoryBudget = 0;
+  int64_t deadline = 600, keep = 3600, maxVoxels = 32768;
 };
 
 int usage(const std::string &message) {
@@ -131,6 +138,17 @@ std::optional<Options> parse(int argc, char **argv, std::string &error) {
         if (!(n = integer(a, *v, 1024, int64_t(1) << 32, error)))
           return std::nullopt;
         o.maxBody = size_t(*n);
+      } else if (a == "--memory-budget") {
+        auto bytes = parseByteSize(*v);
+        if (!bytes) {
+          error = "--memory-budget: " + bytes.message();
+          return std::nullopt;
+        }
+        o.memoryBudget = *bytes;
+      } else if (a == "--max-voxels") {
+        if (!(n = integer(a, *v, 1, int64_t(1) << 24, error)))
+          return std::nullopt;
+        o.maxVoxels = *n;
       } else if (a == "--work") {
         o.work = *v;
       } else if (a == "--token-file") {
@@ -275,6 +293,8 @@ int serveMain(int argc, char **argv) {
   so.queueLimit = opts->queue;
   so.keep = std::chrono::seconds(opts->keep);
   so.deadline = std::chrono::seconds(opts->deadline);
+  so.memoryBudget = opts->memoryBudget;
+  so.maxVoxels = opts->maxVoxels;
   Scheduler scheduler(*loaded, so, metrics);
   if (Status s = scheduler.start(); !s)
     return fail(s.message());
