@@ -8,12 +8,16 @@
 // features; D[m, n] (column-major) = W[m, k] · X[k, n] as the runtime's
 // buildGemm lays linears out (TRANSA = T: PyTorch's [out, in] weight).
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90a gemm_bench.cu -lcublasLt -o gemm_bench
+// The quantization is the runtime's (runtime/kernels/fp8.cuh).
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90a -I<repo> gemm_bench.cu -lcublasLt -o gemm_bench
 //   ./gemm_bench M N K [M N K ...]
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
+
+#include "runtime/kernels/fp8.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -39,58 +43,6 @@ __global__ void fillHalf(__half *p, size_t n, unsigned seed, float scale) {
     h *= 0x5bd1e995u;
     h ^= h >> 15;
     p[i] = __float2half(scale * (float(h & 0xffff) / 32768.f - 1.f));
-  }
-}
-
-// amax of |x| into *amax (non-negative floats order as their int bits);
-// 16-byte loads, n a multiple of 8.
-__global__ void amaxHalf(const __half *x, size_t n, float *amax) {
-  float m = 0.f;
-  const uint4 *x8 = reinterpret_cast<const uint4 *>(x);
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n / 8;
-       i += size_t(gridDim.x) * blockDim.x) {
-    uint4 raw = x8[i];
-    const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
-    for (int j = 0; j < 4; ++j) {
-      float2 v = __half22float2(h[j]);
-      m = fmaxf(m, fmaxf(fabsf(v.x), fabsf(v.y)));
-    }
-  }
-  for (int o = 16; o; o >>= 1)
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  __shared__ float warp[32];
-  if ((threadIdx.x & 31) == 0)
-    warp[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    m = threadIdx.x < blockDim.x / 32 ? warp[threadIdx.x] : 0.f;
-    for (int o = 16; o; o >>= 1)
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (threadIdx.x == 0)
-      atomicMax(reinterpret_cast<int *>(amax), __float_as_int(m));
-  }
-}
-
-// q = E4M3(x · 448 / amax) (saturating); *dequant = amax / 448. Eight
-// values per thread: a 16-byte load, an 8-byte store.
-__global__ void quantizeHalf(const __half *x, size_t n, const float *amax,
-                             __nv_fp8_e4m3 *q, float *dequant) {
-  const float a = *amax;
-  const float s = a > 0.f ? 448.f / a : 1.f;
-  if (blockIdx.x == 0 && threadIdx.x == 0)
-    *dequant = a > 0.f ? a / 448.f : 1.f;
-  const uint4 *x8 = reinterpret_cast<const uint4 *>(x);
-  uint2 *q8 = reinterpret_cast<uint2 *>(q);
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n / 8;
-       i += size_t(gridDim.x) * blockDim.x) {
-    uint4 raw = x8[i];
-    const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
-    float2 v0 = __half22float2(h[0]), v1 = __half22float2(h[1]);
-    float2 v2 = __half22float2(h[2]), v3 = __half22float2(h[3]);
-    __nv_fp8x4_e4m3 lo(make_float4(v0.x * s, v0.y * s, v1.x * s, v1.y * s));
-    __nv_fp8x4_e4m3 hi(make_float4(v2.x * s, v2.y * s, v3.x * s, v3.y * s));
-    q8[i] = make_uint2(*reinterpret_cast<uint32_t *>(&lo),
-                       *reinterpret_cast<uint32_t *>(&hi));
   }
 }
 
@@ -239,8 +191,9 @@ int main(int argc, char **argv) {
     const size_t elems = size_t(n) * k;
     float tq = medianUs([&] {
       cudaMemsetAsync(scales, 0, sizeof(float));
-      amaxHalf<<<1056, 256>>>(x16, elems, scales);
-      quantizeHalf<<<1056, 256>>>(x16, elems, scales, x8, scales + kSlot);
+      trellis_fp8_amax_f16<<<1056, 256>>>(x16, elems, scales);
+      trellis_fp8_quantize_f16<<<1056, 256>>>(x16, elems, scales, x8,
+                                                 scales + kSlot);
     });
     const double flop = 2.0 * m * n * k;
     std::printf("%d %d %d %.1f %.1f %.1f %.1f %.0f %.0f\n", m, n, k, t16, t8,

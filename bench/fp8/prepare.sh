@@ -9,5 +9,5 @@ G=$ROOT/build-gpu
 bash "$ROOT/bench/ss_gpu/prepare.sh" "$BUILD"
 "$BUILD/bin/trellisc" /tmp/tiny/pipeline.json --target=cuda --cond-tokens 21 --precision=fp8 -o "$G/tiny_fp8.exe"
 "$BUILD/bin/trellisc" /tmp/large/pipeline.json --target=cuda --precision=fp8 -o "$G/large_fp8.exe"
-/usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90a "$ROOT/bench/fp8/gemm_bench.cu" -lcublasLt -o "$G/fp8-gemm-bench"
+/usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90a -I"$ROOT" "$ROOT/bench/fp8/gemm_bench.cu" -lcublasLt -o "$G/fp8-gemm-bench"
 ls -la "$G"/tiny_fp8.exe "$G"/large_fp8.exe "$G"/fp8-gemm-bench

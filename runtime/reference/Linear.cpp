@@ -7,20 +7,28 @@
 namespace trellis::ref {
 using namespace detail;
 
-Result<HostTensor> linear(const HostTensor &x, const HostTensor &weight,
-                          const HostTensor *bias) {
-  const char *op = "linear";
+namespace {
+/// The operands of a linear: float x [..., K], weight [O, K], bias [O].
+Status checkLinear(const char *op, const HostTensor &x,
+                   const HostTensor &weight, const HostTensor *bias) {
   TRELLIS_RETURN_IF_ERROR(expectFloat(op, "x", x));
   TRELLIS_RETURN_IF_ERROR(expectFloat(op, "the weight", weight));
   if (x.rank() < 1 || weight.rank() != 2 || weight.dim(1) != x.dim(-1))
     return opError(op, "x [..., K] needs a weight [O, K], got x " +
                            describe(x) + " and weight " + describe(weight));
-  const int64_t K = weight.dim(1), O = weight.dim(0);
   if (bias) {
     TRELLIS_RETURN_IF_ERROR(expectFloat(op, "the bias", *bias));
-    if (Status s = expectShape(op, "the bias", *bias, {O}); !s)
+    if (Status s = expectShape(op, "the bias", *bias, {weight.dim(0)}); !s)
       return Error{s.message()};
   }
+  return Status::ok();
+}
+} // namespace
+
+Result<HostTensor> linear(const HostTensor &x, const HostTensor &weight,
+                          const HostTensor *bias) {
+  TRELLIS_RETURN_IF_ERROR(checkLinear("linear", x, weight, bias));
+  const int64_t K = weight.dim(1), O = weight.dim(0);
   Shape outShape = x.shape();
   outShape.back() = O;
   const int64_t M = numElements(Shape(x.shape().begin(), x.shape().end() - 1));
@@ -47,16 +55,8 @@ Result<HostTensor> linear(const HostTensor &x, const HostTensor &weight,
 
 Result<HostTensor> linearFp8(const HostTensor &x, const HostTensor &weight,
                              const HostTensor *bias) {
-  const char *op = "linear (fp8_e4m3)";
-  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "x", x));
-  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "the weight", weight));
-  if (x.rank() < 1 || weight.rank() != 2 || weight.dim(1) != x.dim(-1))
-    return opError(op, "x [..., K] needs a weight [O, K], got x " +
-                           describe(x) + " and weight " + describe(weight));
+  TRELLIS_RETURN_IF_ERROR(checkLinear("linear (fp8_e4m3)", x, weight, bias));
   const int64_t K = weight.dim(1), O = weight.dim(0);
-  if (bias)
-    if (Status s = expectShape(op, "the bias", *bias, {O}); !s)
-      return Error{s.message()};
   Shape outShape = x.shape();
   outShape.back() = O;
   const int64_t M = numElements(Shape(x.shape().begin(), x.shape().end() - 1));

@@ -43,11 +43,13 @@ def tiny(tmp_path_factory):
     return model, exes, d
 
 
-def stage1(tiny, precision):
+def stage1(tiny, precision, exe=None, *extra):
+    """Stage 1 (3 steps, seed 3) of the tiny model with `exe` (default: the CPU program of `precision`): the
+    latent and the voxels."""
     model, exes, d = tiny
-    out = d / f"out_{precision}"
+    out = d / f"out_{precision}{'_' + exe.stem if exe else ''}"
     r = run(
-        exes[precision],
+        exe or exes[precision],
         "--model",
         model,
         "--cond",
@@ -60,6 +62,7 @@ def stage1(tiny, precision):
         "ss",
         "--out",
         out,
+        *extra,
     )
     assert r.returncode == 0, r.stderr
     return np.load(out / "ss_latent.npy"), np.load(out / "coords.npy")
@@ -105,26 +108,7 @@ def test_the_cuda_fp8_program_runs_without_a_gpu(tiny):
             exe,
         )
         assert r.returncode == 0, r.stderr
-        out = d / f"out_cuda_{precision}"
-        r = run(
-            exe,
-            "--model",
-            model,
-            "--cond",
-            model / "cond.npy",
-            "--seed",
-            "3",
-            "--steps-ss",
-            "3",
-            "--stop-after",
-            "ss",
-            "--gpu",
-            "off",
-            "--out",
-            out,
-        )
-        assert r.returncode == 0, r.stderr
-        latents[precision] = np.load(out / "ss_latent.npy").astype(np.float64)
+        latents[precision] = stage1(tiny, precision, exe, "--gpu", "off")[0].astype(np.float64)
     ref = latents["trellis"]
     rel = np.linalg.norm(latents["fp8"] - ref) / np.linalg.norm(ref)
     assert 1e-3 < rel < 0.2, rel
