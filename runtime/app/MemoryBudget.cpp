@@ -39,6 +39,24 @@ constexpr Form kForms[] = {{"default", false, true},
                            {"sequential-branches", false, false},
                            {"low-memory", true, false}};
 
+/// Whether `body` (its regions and callees included) has a sampler: only
+/// then does the second guidance branch's memory depend on the form.
+bool hasSampler(const Program &program, const std::vector<Instr> &body) {
+  for (const Instr &instr : body) {
+    if (instr.op == "trellis.flow_sample")
+      return true;
+    for (const Region &r : instr.regions)
+      if (hasSampler(program, r.body))
+        return true;
+    if (instr.op == "func.call")
+      if (auto callee = instr.stringAttr("callee"))
+        if (const Function *fn = program.find(*callee);
+            fn && hasSampler(program, fn->body))
+          return true;
+  }
+  return false;
+}
+
 } // namespace
 
 std::string formatMiB(size_t bytes) {
@@ -156,15 +174,16 @@ planPipelineMemory(const Program &program,
                      : surfaceCoords(request.voxels, request.resolution);
   const int64_t voxels = coords.dim(0);
   // A function's plan depends on the form only through the second branch's
-  // memory: each function is planned with the branches concurrent and, if
-  // that differs, without; all on threads of their own (a sparse stage's
+  // memory: each function is planned with the branches concurrent and, if it
+  // has a sampler, without; all on threads of their own (a sparse stage's
   // binding is most of the time).
   GpuOptions concurrent = request.options, sequential = request.options;
   sequential.concurrentBranches = false;
   struct Planned {
     std::string function;
     bool sparse = false;
-    std::future<Result<GpuMemoryPlan>> withBranches, withoutBranches;
+    std::future<Result<GpuMemoryPlan>> withBranches;
+    std::optional<std::future<Result<GpuMemoryPlan>>> withoutBranches;
   };
   std::vector<Planned> planned;
   for (const std::string &name : request.functions) {
@@ -185,7 +204,8 @@ planPipelineMemory(const Program &program,
                                      sparse ? &args : nullptr);
     };
     p.withBranches = std::async(std::launch::async, plan, concurrent);
-    p.withoutBranches = std::async(std::launch::async, plan, sequential);
+    if (hasSampler(program, fn->body))
+      p.withoutBranches = std::async(std::launch::async, plan, sequential);
     planned.push_back(std::move(p));
   }
   struct Plans {
@@ -194,7 +214,7 @@ planPipelineMemory(const Program &program,
   std::vector<Plans> plansOf;
   for (Planned &p : planned) {
     auto a = p.withBranches.get();
-    auto b = p.withoutBranches.get();
+    auto b = p.withoutBranches ? p.withoutBranches->get() : a;
     if (!a || !b)
       return Error{"memory plan of '" + p.function +
                    "': " + (a ? b.message() : a.message())};

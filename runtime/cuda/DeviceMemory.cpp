@@ -32,10 +32,9 @@ Status GpuExecutor::Impl::measureMemoryBudget() {
                                 "cuMemGetInfo (the memory budget)"));
   const size_t available =
       free > kDriverReserveBytes ? free - kDriverReserveBytes : size_t(0);
-  memoryBudget = options.memoryBudget
-                     ? std::min(options.memoryBudget, available)
-                     : available;
-  report.memoryBudget = memoryBudget;
+  report.memoryBudget = options.memoryBudget
+                            ? std::min(options.memoryBudget, available)
+                            : available;
   report.deviceFreeAtStart = free;
   return Status::ok();
 }
@@ -44,10 +43,10 @@ Status GpuExecutor::Impl::allocate(CUdeviceptr &ptr, size_t bytes,
                                    const std::string &what) {
   bytes = std::max<size_t>(bytes, 1);
   std::lock_guard<std::mutex> lock(allocationMutex);
-  if (bytesInUse + bytes > memoryBudget)
+  if (report.bytesInUse + bytes > report.memoryBudget)
     return Error{"the device memory budget is exceeded: " + what + " needs " +
-                 mib(bytes) + " with " + mib(bytesInUse) + " of the " +
-                 mib(memoryBudget) + " budget in use (" +
+                 mib(bytes) + " with " + mib(report.bytesInUse) + " of the " +
+                 mib(report.memoryBudget) + " budget in use (" +
                  (options.memoryBudget ? "--memory-budget"
                                        : "the device's free memory") +
                  "; --low-memory keeps one stage's memory at a time)"};
@@ -57,10 +56,8 @@ Status GpuExecutor::Impl::allocate(CUdeviceptr &ptr, size_t bytes,
                  what + ": " + s.message()};
   }
   allocations[ptr] = bytes;
-  bytesInUse += bytes;
-  peakBytesInUse = std::max(peakBytesInUse, bytesInUse);
-  report.peakBytesInUse = peakBytesInUse;
-  report.bytesInUse = bytesInUse;
+  report.bytesInUse += bytes;
+  report.peakBytesInUse = std::max(report.peakBytesInUse, report.bytesInUse);
   return Status::ok();
 }
 
@@ -70,10 +67,9 @@ void GpuExecutor::Impl::deallocate(CUdeviceptr &ptr) {
   api->cuMemFree(ptr);
   std::lock_guard<std::mutex> lock(allocationMutex);
   if (auto it = allocations.find(ptr); it != allocations.end()) {
-    bytesInUse -= it->second;
+    report.bytesInUse -= it->second;
     allocations.erase(it);
   }
-  report.bytesInUse = bytesInUse;
   ptr = 0;
 }
 

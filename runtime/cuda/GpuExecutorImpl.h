@@ -106,12 +106,12 @@ struct GpuExecutor::Impl {
   /// device had free after the context and modules were loaded (less a
   /// reserve for the driver), whichever is smaller. A request over the budget
   /// fails with the bytes asked for and in use, before the driver is asked.
-  size_t memoryBudget = 0;
-  size_t bytesInUse = 0, peakBytesInUse = 0;
+  /// The budget and the bytes in use (now, at most) are report's
+  /// memoryBudget, bytesInUse and peakBytesInUse.
   std::map<CUdeviceptr, size_t> allocations;
   std::mutex allocationMutex; // background preparations allocate too
-  /// Sets memoryBudget from the device's free memory (init, before the
-  /// executor's first allocation).
+  /// Sets report.memoryBudget from the device's free memory (init, before
+  /// the executor's first allocation).
   Status measureMemoryBudget();
   /// `what` names the buffer in the errors ("the weights of 'slat_stage'").
   Status allocate(CUdeviceptr &ptr, size_t bytes, const std::string &what);
