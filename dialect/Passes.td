@@ -280,4 +280,30 @@ def TrellisTileAttention : Pass<"trellis-tile-attention", "ModuleOp"> {
   ];
 }
 
+def TrellisApplyFp8Scales : Pass<"trellis-apply-fp8-scales", "ModuleOp"> {
+  let summary = "Static FP8 activation scales from a calibration file";
+  let description = [{
+    Sets `activation_amax` on every `trellis.linear {precision =
+    "fp8_e4m3"}` from the file `scales-file`, which `trellis.exe
+    --calibrate N` writes (docs/fp8.md): a JSON object with `"format":
+    "trellis-fp8-activation-scales"`, `"version": 1` and `"amax"`, a map
+    from a linear's weight — `<model key>/<checkpoint name>`, e.g.
+    `sparse_structure_flow_model/blocks.0.mlp.fc1.weight` — to the largest
+    `|x|` its input reached over the calibration runs. The FP8 GEMM then
+    quantizes with that scale instead of one computed at every call (no
+    amax pass; values beyond it saturate at ±448).
+
+    Errors: the file unreadable or malformed (naming the file and the
+    entry), an FP8 linear whose weight is not a `trellis.weight` or has no
+    entry (at the op, naming the key), and entries no FP8 linear of the
+    module reads (a file calibrated for another program). Part of the graph
+    phase: the fusions and the MLP chunks after it keep the attribute on
+    the linears they rewrite (the chunks of one MLP share its scale).
+  }];
+  let options = [
+    Option<"scalesFile", "scales-file", "std::string", /*default=*/"\"\"",
+           "The calibration file (trellis.exe --calibrate)">
+  ];
+}
+
 #endif // TRELLIS_PASSES_TD

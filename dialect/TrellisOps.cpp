@@ -647,6 +647,15 @@ LogicalResult LinearOp::verify() {
                          "found ")
              << input;
   }
+  if (std::optional<APFloat> amax = getActivationAmax()) {
+    if (getPrecision() != StringRef("fp8_e4m3"))
+      return emitOpError("activation_amax (a static FP8 scale) needs "
+                         "precision \"fp8_e4m3\"");
+    if (!amax->isFiniteNonZero() || amax->isNegative())
+      return emitOpError("activation_amax must be positive and finite, "
+                         "found ")
+             << amax->convertToFloat();
+  }
   if (Value bias = getBias()) {
     auto biasType = cast<RankedTensorType>(bias.getType());
     if (biasType.getRank() != 1 ||

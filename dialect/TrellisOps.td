@@ -477,11 +477,18 @@ def Trellis_LinearOp : Trellis_PureOp<"linear",
     FP8 GEMM computes on Hopper). The CPU reference emulates it bit for bit
     up to the f32 summation order (include/trellis/Reference/Fp8.h).
 
+    The optional `activation_amax` (only with `precision = "fp8_e4m3"`; set
+    by `trellis-apply-fp8-scales` from a calibration run's file) makes the
+    input's scale static: amax is that value instead of the input's own
+    `max |x|`, and inputs beyond it saturate at ±448 in E4M3. Without it
+    the scale is dynamic, computed at every call.
+
     Verifier: weight of rank 2 with K matching the input's last dimension;
     one element type; bias [O]; activation, when present, is "gelu_tanh";
     a residual has the result's type and comes with a bias and no
     activation; precision, when present, is "tf32" on f32 operands or
-    "fp8_e4m3" on f16 ones.
+    "fp8_e4m3" on f16 ones; activation_amax comes with "fp8_e4m3" and is
+    positive and finite.
 
     ```mlir
     %y = trellis.linear %x, %w, %b
@@ -505,12 +512,13 @@ def Trellis_LinearOp : Trellis_PureOp<"linear",
                        Optional<Trellis_FloatTensor>:$bias,
                        Optional<Trellis_FloatTensor>:$residual,
                        OptionalAttr<StrAttr>:$activation,
-                       OptionalAttr<StrAttr>:$precision);
+                       OptionalAttr<StrAttr>:$precision,
+                       OptionalAttr<F32Attr>:$activation_amax);
   let builders = [
     OpBuilder<(ins "TypeRange":$resultTypes, "Value":$input, "Value":$weight,
                    "Value":$bias), [{
       build($_builder, $_state, resultTypes, input, weight, bias, Value(),
-            StringAttr(), StringAttr());
+            StringAttr(), StringAttr(), FloatAttr());
     }]>
   ];
   let results = (outs Trellis_FloatTensor:$result);

@@ -65,7 +65,9 @@ TRELLISC_API int trellisc_compile_trace(const char *trace_json, size_t size,
 
 /* Compiles a TRELLIS pipeline.json. options: {"target": "cpu",
  *  "batch": 1, "cond_tokens": 0, "images": 1, "multi_image": "none",
- *  "precision": "trellis", "emit": "bundle" | "mlir", "compile_to": ...}. */
+ *  "precision": "trellis", "fp8_scales": "<file>" (with precision "fp8":
+ *  static activation scales, trellis.exe --calibrate), "emit": "bundle" |
+ *  "mlir", "compile_to": ...}. */
 TRELLISC_API int trellisc_compile_pipeline(const char *pipeline_path,
                                            const char *options_json,
                                            trellisc_result **out);

@@ -68,6 +68,7 @@ struct CompileOptions {
   // pipeline.json only
   int64_t batch = 1, condTokens = 0, images = 1;
   std::string multiImage = "none", precision = "trellis";
+  std::string fp8Scales; // precision "fp8": the calibration file
 };
 
 bool parseOptions(const char *text, CompileOptions &o, std::string &error) {
@@ -114,6 +115,8 @@ bool parseOptions(const char *text, CompileOptions &o, std::string &error) {
       ok = str(o.multiImage);
     else if (k == "precision")
       ok = str(o.precision);
+    else if (k == "fp8_scales")
+      ok = str(o.fp8Scales);
     else
       return error = "unknown compile option '" + k + "'", false;
     if (!ok)
@@ -208,6 +211,7 @@ int finish(ModuleOp input, const CompileOptions &o,
   compile::BackendOptions backend;
   backend.target = o.target == "cpu" ? Target::CPU : Target::CUDA;
   backend.gpuEntries = gpuEntries;
+  backend.fp8ScalesFile = o.fp8Scales;
   codegen::GeneratedKernels kernels; // the CPU target generates none
   const Phase last = o.compileTo == "trellis" ? Phase::Trellis
                      : o.compileTo == "graph" ? Phase::Graph
@@ -325,6 +329,10 @@ int compilePipeline(const char *path, const char *optionsJson,
     r.diags.push_back(plain("precision must be 'trellis', 'fp32' or 'fp8', "
                             "found '" +
                             o.precision + "'"));
+    return TRELLISC_USAGE_ERROR;
+  }
+  if (!o.fp8Scales.empty() && o.precision != "fp8") {
+    r.diags.push_back(plain("fp8_scales needs precision 'fp8'"));
     return TRELLISC_USAGE_ERROR;
   }
   using Outcome = compile::PipelineFront::Outcome;

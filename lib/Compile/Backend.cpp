@@ -21,7 +21,7 @@ void addPhasePasses(Phase phase, mlir::PassManager &pm,
                     const BackendOptions &options) {
   switch (phase) {
   case Phase::Graph:
-    addGraphPhasePasses(pm);
+    addGraphPhasePasses(pm, options.fp8ScalesFile);
     break;
   case Phase::Fusion:
     mlir::trellis::buildFusionPipeline(pm);

@@ -35,6 +35,9 @@ struct BackendOptions {
   /// an MLIR program's main).
   std::vector<std::string> gpuEntries;
   mlir::trellis::TilingOptions tiling;
+  /// trellisc --fp8-scales: the calibration file whose activation scales
+  /// the graph phase sets on the FP8 linears (trellis-apply-fp8-scales).
+  std::string fp8ScalesFile;
   /// Apply MLIR's pass-manager command-line options (trellisc registers
   /// them; the C API does not).
   bool passManagerCommandLine = false;

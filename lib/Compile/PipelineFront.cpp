@@ -172,9 +172,13 @@ PipelineFront tracePipeline(mlir::MLIRContext &context,
   return front;
 }
 
-void addGraphPhasePasses(mlir::PassManager &pm) {
+void addGraphPhasePasses(mlir::PassManager &pm,
+                         const std::string &fp8ScalesFile) {
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  if (!fp8ScalesFile.empty())
+    pm.addPass(::mlir::trellis::createTrellisApplyFp8Scales(
+        ::mlir::trellis::TrellisApplyFp8ScalesOptions{fp8ScalesFile}));
   pm.addPass(::mlir::trellis::createTrellisVerifyLocations());
 }
 

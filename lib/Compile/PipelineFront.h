@@ -91,8 +91,11 @@ std::string checkRequest(const PipelineRequest &request, OptionNames names);
 PipelineFront tracePipeline(mlir::MLIRContext &context,
                             const PipelineRequest &request);
 
-/// The graph phase's passes: canonicalize, CSE, the location check.
-void addGraphPhasePasses(mlir::PassManager &pm);
+/// The graph phase's passes: canonicalize, CSE, the FP8 linears' static
+/// activation scales from `fp8ScalesFile` (when not empty), the location
+/// check.
+void addGraphPhasePasses(mlir::PassManager &pm,
+                         const std::string &fp8ScalesFile = {});
 
 } // namespace trellis::compile
 

@@ -149,6 +149,13 @@ cl::opt<std::string> precision(
              "linears in FP8 E4M3 (W8A8, per-tensor scales; cuBLASLt's FP8 "
              "GEMM on sm_90, the CPU reference's exact emulation elsewhere)"));
 
+cl::opt<std::string> fp8Scales(
+    "fp8-scales", cl::cat(pipelineCategory), cl::value_desc("file"),
+    cl::desc("With --precision=fp8: static activation scales, the file "
+             "`trellis.exe --calibrate N` wrote (one per FP8 linear); "
+             "without it each FP8 GEMM computes its input's scale at every "
+             "call (docs/fp8.md)"));
+
 cl::opt<std::string> imageModel(
     "image-model", cl::cat(pipelineCategory), cl::value_desc("dir"),
     cl::desc("The image-conditioning model (Hugging Face's "
@@ -287,6 +294,11 @@ OwningOpRef<ModuleOp> tracePipeline(MLIRContext &context, Phase finalPhase,
     llvm::errs() << "trellisc: error: --precision must be 'trellis', 'fp32' "
                     "or 'fp8', found '"
                  << precision << "'\n";
+    exitCode = 2;
+    return nullptr;
+  }
+  if (!fp8Scales.empty() && precision != "fp8") {
+    llvm::errs() << "trellisc: error: --fp8-scales needs --precision=fp8\n";
     exitCode = 2;
     return nullptr;
   }
@@ -572,6 +584,7 @@ int runPhases(ModuleOp module, const CompilePlan &plan,
                       std::to_string(tileForSms));
   options.tiling = {int64_t(mlpChunkTokens), int64_t(mlpHiddenMiB) << 20,
                     int64_t(tileForSms)};
+  options.fp8ScalesFile = fp8Scales;
   // (A pipeline's trace is its trellis IR: the front made both.)
   auto dumps = [&](Phase phase) -> LogicalResult {
     if (failed(dumpPhaseIR(phase, module)))

@@ -115,7 +115,8 @@ Tensor linear(const Tensor &x, const Tensor &w, const Tensor &b, Where where) {
     precision = t.builder().getStringAttr("fp8_e4m3");
   return inferred<td::LinearOp>(t, where, x.value(), w.value(), valueOr(b),
                                 /*residual=*/Value(),
-                                /*activation=*/mlir::StringAttr(), precision);
+                                /*activation=*/mlir::StringAttr(), precision,
+                                /*activation_amax=*/mlir::FloatAttr());
 }
 
 Tensor matmul(const Tensor &a, const Tensor &b, Where where) {

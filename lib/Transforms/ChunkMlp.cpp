@@ -101,14 +101,15 @@ struct ChunkMlp : OpRewritePattern<LinearOp> {
                                  withDim(fc1.getResult().getType(), axis, size),
                                  piece, fc1.getWeight(), fc1.getBias(),
                                  /*residual=*/Value(), fc1.getActivationAttr(),
-                                 fc1.getPrecisionAttr());
+                                 fc1.getPrecisionAttr(),
+                                 fc1.getActivationAmaxAttr());
       if (gelu)
         h = GeluOp::create(rewriter, gelu.getLoc(), h.getType(), h);
       outs.push_back(LinearOp::create(
           rewriter, fc2.getLoc(),
           withDim(fc2.getResult().getType(), axis, size), h, fc2.getWeight(),
           fc2.getBias(), residual, /*activation=*/StringAttr(),
-          fc2.getPrecisionAttr()));
+          fc2.getPrecisionAttr(), fc2.getActivationAmaxAttr()));
     }
     rewriter
         .replaceOpWithNewOp<ConcatOp>(fc2, fc2.getResult().getType(), outs,

@@ -202,7 +202,8 @@ struct LinearOfRows : OpRewritePattern<LinearOp> {
         rewriter, op.getLoc(),
         RankedTensorType::get(shape, type.getElementType()), rows.getRow(),
         op.getWeight(), op.getBias(),
-        /*residual=*/Value(), op.getActivationAttr(), op.getPrecisionAttr());
+        /*residual=*/Value(), op.getActivationAttr(), op.getPrecisionAttr(),
+        op.getActivationAmaxAttr());
     rewriter
         .replaceOpWithNewOp<BroadcastRowsOp>(op, type, linear.getResult(),
                                              rows.getLike())

@@ -66,7 +66,8 @@ struct LinearGelu : OpRewritePattern<GeluOp> {
         .replaceOpWithNewOp<LinearOp>(
             op, op.getResult().getType(), linear.getInput(), linear.getWeight(),
             linear.getBias(), /*residual=*/Value(),
-            rewriter.getStringAttr("gelu_tanh"), linear.getPrecisionAttr())
+            rewriter.getStringAttr("gelu_tanh"), linear.getPrecisionAttr(),
+            linear.getActivationAmaxAttr())
         ->setLoc(fuse(linear, op));
     return success();
   }
@@ -90,7 +91,8 @@ struct LinearResidual : OpRewritePattern<AddOp> {
       rewriter
           .replaceOpWithNewOp<LinearOp>(
               op, type, linear.getInput(), linear.getWeight(), linear.getBias(),
-              residual, StringAttr(), linear.getPrecisionAttr())
+              residual, StringAttr(), linear.getPrecisionAttr(),
+              linear.getActivationAmaxAttr())
           ->setLoc(fuse(linear, op));
       return success();
     }

@@ -41,13 +41,17 @@ def make_synthetic_model(out_dir, preset="tiny", seed=1):
     return Path(out_dir)
 
 
-def compile_pipeline(path, batch=1, cond_tokens=0, images=1, multi_image="none", precision="trellis"):
+def compile_pipeline(
+    path, batch=1, cond_tokens=0, images=1, multi_image="none", precision="trellis", fp8_scales=None
+):
     """Compiles a TRELLIS ``pipeline.json`` to a :class:`Pipeline` (the C++
     model builders, as ``trellisc --target=cpu``).
 
     ``precision``: "trellis" (fp16 where TRELLIS stores fp16), "fp32" (a
     debugging aid) or "fp8" (the flow transformers' block linears (attention, MLP, adaLN modulation)
-    as W8A8 E4M3 products, emulated by the CPU reference).
+    as W8A8 E4M3 products, emulated by the CPU reference). ``fp8_scales``
+    (with "fp8"): the calibration file ``trellis.exe --calibrate N`` wrote,
+    for static activation scales instead of dynamic ones.
 
     Errors (config values, checkpoint shapes) raise :class:`TrellisError`
     naming the config file and line.
@@ -75,6 +79,8 @@ def compile_pipeline(path, batch=1, cond_tokens=0, images=1, multi_image="none",
         "multi_image": multi_image,
         "precision": precision,
     }
+    if fp8_scales is not None:
+        options["fp8_scales"] = str(fp8_scales)
     result = _native.compile_pipeline(path, options)
     if result.code != 0:
         from ._errors import SourceLoc, combine

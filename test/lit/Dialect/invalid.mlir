@@ -2642,6 +2642,30 @@ func.func @linear_fp8_on_f32(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) {
 
 // -----
 
+func.func @linear_amax_without_fp8(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) {
+  // expected-error @+1 {{activation_amax (a static FP8 scale) needs precision "fp8_e4m3"}}
+  %y = trellis.linear %x, %w {activation_amax = 2.0 : f32} : (tensor<4x8xf16>, tensor<16x8xf16>) -> tensor<4x16xf16>
+  return
+}
+
+// -----
+
+func.func @linear_amax_zero(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) {
+  // expected-error @+1 {{activation_amax must be positive and finite, found 0}}
+  %y = trellis.linear %x, %w {precision = "fp8_e4m3", activation_amax = 0.0 : f32} : (tensor<4x8xf16>, tensor<16x8xf16>) -> tensor<4x16xf16>
+  return
+}
+
+// -----
+
+func.func @linear_amax_inf(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) {
+  // expected-error @+1 {{activation_amax must be positive and finite, found INF}}
+  %y = trellis.linear %x, %w {precision = "fp8_e4m3", activation_amax = 0x7F800000 : f32} : (tensor<4x8xf16>, tensor<16x8xf16>) -> tensor<4x16xf16>
+  return
+}
+
+// -----
+
 func.func @linear_activation(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) {
   // expected-error @+1 {{activation must be "gelu_tanh", found "relu"}}
   %y = trellis.linear %x, %w {activation = "relu"} : (tensor<4x8xf16>, tensor<16x8xf16>) -> tensor<4x16xf16>
