@@ -15,6 +15,7 @@
 #include "trellis/Reference/Parallel.h"
 #include "trellis/Runtime/Bundle.h"
 #include "trellis/Runtime/Engine.h"
+#include "trellis/Runtime/Fp8Calibration.h"
 #include "trellis/Runtime/GpuExecutor.h"
 #include "trellis/Runtime/MemoryBudget.h"
 #include "trellis/Support/AtomicFile.h"
@@ -96,6 +97,12 @@ time and voxel count.
                        GPU-hours) and exit: 1 if a job failed
   --repeat N           run each generation N times (benchmarking; the
                        files are rewritten)
+  --calibrate N        a program compiled with --precision=fp8 (dynamic
+                       scales): run stages 1-2 N times per input (seeds
+                       --seed, --seed+1, ...) and write OUT/fp8_scales.json,
+                       each FP8 linear's largest input |x|; nothing else is
+                       written. trellisc --fp8-scales compiles it in as
+                       static scales (docs/fp8.md)
   --neg-cond FILE      unconditional tokens (text pipelines: CLIP(""))
   --out DIR            output directory (created); output files of an earlier
                        run there (the names below) are removed first, and
@@ -183,6 +190,7 @@ struct Options {
   bool retryFailed = false;
   std::string summarize; // --summarize DIR
   int64_t repeat = 1;
+  int64_t calibrate = 0; // --calibrate N
   bool debugOutputs = false;
   bool benchStage1 = false;
   uint64_t seed = 42;
@@ -440,6 +448,8 @@ Result<Options> parseArgs(int argc, char **argv) {
       o.benchStage1 = true;
     else if (a == "--repeat")
       s = r.integer(o.repeat, 1, 1000000);
+    else if (a == "--calibrate")
+      s = r.integer(o.calibrate, 1, 100000);
     else if (a == "--stop-after")
       s = parseStopAfter(r, o);
     else if (a == "--cond") {
@@ -762,6 +772,79 @@ Status recordFailure(const Options &opts, const GenerationSpec &g,
                         {"finished", utcNow()}});
 }
 
+/// --calibrate N: stages 1-2 of every generation with N seeds each, on an
+/// FP8 program with dynamic scales; writes OUT/fp8_scales.json.
+int runCalibration(const LoadedBundle &loaded, const Options &opts,
+                   const std::vector<GenerationSpec> &generations) {
+  const Fp8ProgramKind kind = fp8ProgramKind(loaded.program);
+  if (!kind.fp8)
+    return usageFail("--calibrate measures the FP8 linears' activation "
+                     "scales: this program has none (compile it with "
+                     "trellisc --precision=fp8)");
+  if (kind.staticScales)
+    return usageFail("--calibrate needs the FP8 program with dynamic scales: "
+                     "this one was compiled with --fp8-scales");
+  Fp8Calibration calibration(loaded.program);
+  StderrObserver observer;
+  EngineOptions eo;
+  eo.gpu = opts.gpu;
+  eo.memoryPlanVoxels = opts.memoryPlanVoxels;
+  eo.checkFinite = opts.checkFinite;
+  eo.modelDir = opts.model;
+  eo.lastStage = 2; // the decoders have no FP8 linear
+  eo.images =
+      std::any_of(generations.begin(), generations.end(),
+                  [](const GenerationSpec &g) { return !g.images.empty(); });
+  eo.notice = [&](const std::string &line) { observer.message(line); };
+  eo.fp8Observer = [&](const Instr &linear, float amax) {
+    calibration.observe(linear, amax);
+  };
+  auto engine = Engine::create(loaded, std::move(eo));
+  if (!engine)
+    return fail(engine.message());
+  json seeds = json::array(), inputs = json::array();
+  const int64_t runs = int64_t(generations.size()) * opts.calibrate;
+  int64_t run = 0;
+  for (const GenerationSpec &g : generations) {
+    inputs.push_back(g.origin);
+    for (int64_t i = 0; i < opts.calibrate; ++i) {
+      GenerationSpec seeded = g;
+      seeded.seed = g.seed + uint64_t(i);
+      seeded.outDir.clear(); // nothing but the scales is written
+      auto request = makeRequest(opts, seeded);
+      if (!request)
+        return fail(g.origin + ": " + request.message());
+      request->lastStage = 2;
+      std::cerr << "== calibration run " << ++run << "/" << runs << " ("
+                << g.origin << ", seed " << seeded.seed << ")\n";
+      auto result = (*engine)->run(*request, &observer);
+      if (!result)
+        return fail("calibration run " + std::to_string(run) + ": " +
+                    result.message());
+      seeds.push_back(seeded.seed);
+    }
+  }
+  auto scales = calibration.toJson(
+      {{"runs", runs}, {"inputs", inputs}, {"seeds", seeds},
+       {"stages", "ss_stage, slat_stage"},
+       {"backend", (*engine)->backend("ss_stage")}});
+  if (!scales)
+    return fail(scales.message());
+  std::error_code ec;
+  fs::create_directories(opts.out, ec);
+  const std::string path = (fs::path(opts.out) / "fp8_scales.json").string();
+  AtomicFile file(path);
+  if (!file.status())
+    return fail(path + ": " + file.status().message());
+  file.write(scales->dump(2) + "\n");
+  if (Status s = file.commit(); !s)
+    return fail(path + ": " + s.message());
+  std::cerr << "calibration: " << calibration.keys() << " FP8 linears over "
+            << runs << " run" << (runs == 1 ? "" : "s") << " -> " << path
+            << " (trellisc --precision=fp8 --fp8-scales " << path << ")\n";
+  return 0;
+}
+
 /// Creates the engine and runs every generation (each opts.repeat times).
 /// Files of generation g are written while g+1 computes; a write error is
 /// reported as g's. With a manifest (`batch`), each job's folder appears
@@ -1011,6 +1094,11 @@ int runtimeMainImpl(int argc, char **argv) {
               << (gpu.empty() ? "" : " (GPU stages: " + gpu.dump() + ")")
               << "; CPU reference stages use " << ref::numThreads()
               << " threads\n";
+  }
+  if (opts->calibrate) {
+    if (!opts->inputs.empty())
+      return usageFail("--calibrate takes --cond or --image inputs");
+    return runCalibration(*loaded, *opts, generations);
   }
   if (opts->inputs.empty())
     return runGenerations(*loaded, *opts, generations, nullptr);

@@ -106,6 +106,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const LoadedBundle &bundle,
   so.gpuCode = BundleGpuCode::from(bundle);
   so.notice = options.notice;
   so.checkFinite = options.checkFinite;
+  so.fp8Observer = options.fp8Observer;
   auto session =
       std::make_unique<Session>(bundle.program, std::move(weights), so);
   if (options.gpu.mode == GpuMode::Require &&

@@ -148,6 +148,8 @@ Session::Session(const Program &program, WeightProvider weights,
     exec_->setSamplerOverrides(fn, o);
   if (options.onStep)
     exec_->setStepCallback(options.onStep);
+  if (options.fp8Observer)
+    exec_->setFp8Observer(options.fp8Observer);
   if (options.gpuCode.entries.empty() || gpuMode_ == GpuMode::Off)
     return;
   GpuOptions gpuOptions = options.gpu.options;
@@ -167,6 +169,8 @@ Session::Session(const Program &program, WeightProvider weights,
     gpu_->setSamplerOverrides(fn, o);
   if (options.onStep)
     gpu_->setStepCallback(options.onStep);
+  if (options.fp8Observer)
+    gpu_->setFp8Observer(options.fp8Observer);
   if (options.notice)
     options.notice("[gpu] " + gpu_->report().device + " (sm_" +
                    std::to_string(gpu_->report().computeCapability) +

@@ -2,37 +2,49 @@
 //
 // trellis.linear {precision = "fp8_e4m3"} (trellisc --precision=fp8): the
 // weight is staged in E4M3 with its scale (stageWeights, SlotInfo::fp8; a
-// weight that other ops read too gets an E4M3 copy here, made once); at
-// every run the activation's amax and E4M3 copy (the node's scratch) come
-// first, then cuBLASLt's FP8 GEMM (per-tensor scales, f32
-// accumulation, f16 out, the bias / GELU / residual epilogues as in fp16).
-// Both quantizations are runtime/kernels/fp8.cuh (sm_90a module); the CPU
+// weight that other ops read too gets an E4M3 copy here, made once). The
+// activation's E4M3 copy (the node's scratch) comes first, then cuBLASLt's
+// FP8 GEMM (per-tensor scales, f32 accumulation, f16 out, the bias / GELU /
+// residual epilogues as in fp16). The activation's scale is
+//   dynamic  its amax at every call: an amax pass, then the quantization;
+//   static   activation_amax (trellisc --fp8-scales, from trellis.exe
+//            --calibrate): the quantization alone, and none at all when
+//            the producer is an FP8 linear that writes E4M3 directly
+//            (Prepared::fp8E4M3Outputs: the MLP's fc1 → fc2).
+// The kernels are runtime/kernels/fp8.cuh (sm_90a module); the CPU
 // reference's model of all of it is include/trellis/Reference/Fp8.h.
-// Dynamic per-tensor scales cost a pass over each activation:
-// bench/fp8/BASELINE.md measures what that leaves of the GEMM speed-up.
+// bench/fp8/BASELINE.md measures what each form leaves of the GEMM speed-up.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/GpuExecutorImpl.h"
+#include "trellis/Reference/Fp8.h"
 
 #include <string>
 
 namespace trellis {
 
+namespace {
+/// Enough blocks of 256 threads to fill the GPU, each thread 8 values per
+/// step.
+unsigned quantizeBlocks(size_t n, int multiprocessors) {
+  return unsigned(std::min<size_t>(std::max<size_t>((n / 8 + 255) / 256, 1),
+                                   size_t(multiprocessors) * 8));
+}
+} // namespace
+
 Status GpuExecutor::Impl::quantizeFp8(CUdeviceptr x, size_t n, CUdeviceptr q,
                                       CUdeviceptr amax, CUdeviceptr dequant,
-                                      CUstream on) {
+                                      CUstream on, CUdeviceptr running) {
   auto amaxKernel = runtimeKernel("trellis_fp8_amax_f16");
   auto quantizeKernel = runtimeKernel("trellis_fp8_quantize_f16");
   for (auto *k : {&amaxKernel, &quantizeKernel})
     if (!*k)
       return Error{k->message()};
   unsigned long long count = n;
-  // Enough blocks to fill the GPU, each thread 8 values per step.
-  const unsigned blocks = unsigned(std::min<size_t>(
-      std::max<size_t>((n / 8 + 255) / 256, 1), size_t(multiprocessors) * 8));
+  const unsigned blocks = quantizeBlocks(n, multiprocessors);
   TRELLIS_RETURN_IF_ERROR(
       check(api->cuMemsetD32Async(amax, 0, 1, on), "cuMemsetD32Async"));
-  void *ap[] = {&x, &count, &amax};
+  void *ap[] = {&x, &count, &amax, &running};
   if (CUresult r = api->cuLaunchKernel(*amaxKernel, blocks, 1, 1, 256, 1, 1, 0,
                                        on, ap, nullptr);
       r != CUDA_SUCCESS)
@@ -69,6 +81,28 @@ Result<CUdeviceptr> GpuExecutor::Impl::fp8Weight(Prepared &p, int w,
   return copy;
 }
 
+Result<CUdeviceptr> GpuExecutor::Impl::fp8StaticScales(Prepared &p,
+                                                       const Instr &instr) {
+  if (auto it = p.fp8StaticScales.find(&instr); it != p.fp8StaticScales.end())
+    return it->second;
+  TRELLIS_ASSIGN_OR_RETURN(double amax, instr.floatAttr("activation_amax"));
+  const ref::E4M3Scale scale = ref::e4m3ScaleFor(float(amax));
+  CUdeviceptr scales = 0;
+  TRELLIS_RETURN_IF_ERROR(
+      allocate(scales, 2 * kAlign,
+               "the FP8 activation scales of an op of '" + p.name + "'"));
+  p.fp8StaticScales[&instr] = scales;
+  for (auto [at, value] : {std::pair{scales, scale.quantize},
+                           std::pair{scales + kAlign, scale.dequantize}}) {
+    TRELLIS_RETURN_IF_ERROR(check(
+        api->cuMemcpyHtoDAsync(at, &value, sizeof(value), setupStream),
+        "cuMemcpyHtoDAsync (FP8 scales)"));
+    TRELLIS_RETURN_IF_ERROR(
+        check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
+  }
+  return scales;
+}
+
 Status GpuExecutor::Impl::buildFp8LinearCommand(Prepared &p, Node &node,
                                                 int64_t n, int64_t m, int64_t k,
                                                 const std::string &act,
@@ -84,20 +118,73 @@ Status GpuExecutor::Impl::buildFp8LinearCommand(Prepared &p, Node &node,
     return opError(instr, "the FP8 GEMM quantizes f16 operands");
   TRELLIS_ASSIGN_OR_RETURN(CUdeviceptr weight, fp8Weight(p, node.in[1], instr));
   const size_t wElems = size_t(n) * size_t(k), xElems = size_t(m) * size_t(k);
-  CUdeviceptr xq = address(p, node.scratch);
-  CUdeviceptr xAmax = xq + alignUp(xElems), xScale = xAmax + kAlign;
   layout.fp8ScaleA = weight + alignUp(wElems) + kAlign;
-  layout.fp8ScaleB = xScale;
+  // The output in E4M3 for the FP8 linear that reads it, at its scale.
+  if (auto it = p.fp8E4M3Outputs.find(node.out[0]);
+      it != p.fp8E4M3Outputs.end()) {
+    TRELLIS_ASSIGN_OR_RETURN(CUdeviceptr readerScales,
+                             fp8StaticScales(p, *it->second));
+    layout.fp8ScaleD = readerScales; // its quantize scale
+  }
+  // The input in E4M3 and its dequantize scale, and what makes them.
+  CUdeviceptr x = address(p, node.in[0]), xq = address(p, node.scratch);
+  std::function<Status()> quantize;
+  if (instr.hasAttr("activation_amax")) {
+    TRELLIS_ASSIGN_OR_RETURN(CUdeviceptr scales, fp8StaticScales(p, instr));
+    layout.fp8ScaleB = scales + kAlign;
+    if (p.fp8E4M3Outputs.count(node.in[0])) {
+      xq = x; // the producer wrote E4M3 at this op's scale
+    } else {
+      auto kernel = runtimeKernel("trellis_fp8_quantize_static_f16");
+      if (!kernel)
+        return opError(instr, kernel.message());
+      TRELLIS_ASSIGN_OR_RETURN(double amax, instr.floatAttr("activation_amax"));
+      float q = ref::e4m3ScaleFor(float(amax)).quantize;
+      const unsigned blocks = quantizeBlocks(xElems, multiprocessors);
+      quantize = [this, f = *kernel, x, xq, xElems, q, blocks,
+                  &instr]() mutable -> Status {
+        unsigned long long count = xElems;
+        void *args[] = {&x, &count, &q, &xq};
+        if (CUresult r = api->cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0,
+                                             stream, args, nullptr);
+            r != CUDA_SUCCESS)
+          return opError(instr, "launching the FP8 quantization: " +
+                                    api->describe(r));
+        return Status::ok();
+      };
+    }
+  } else {
+    CUdeviceptr xAmax = xq + alignUp(xElems), xScale = xAmax + kAlign;
+    layout.fp8ScaleB = xScale;
+    CUdeviceptr running = 0;
+    if (fp8Observer) { // calibration: this op's largest amax of every call
+      TRELLIS_RETURN_IF_ERROR(
+          allocate(running, kAlign, "an FP8 calibration maximum"));
+      p.fp8Running.push_back({&instr, running});
+      TRELLIS_RETURN_IF_ERROR(check(
+          api->cuMemsetD32Async(running, 0, 1, setupStream), "cuMemsetD32"));
+      TRELLIS_RETURN_IF_ERROR(
+          check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
+    }
+    quantize = [this, x, xElems, xq, xAmax, xScale, running,
+                &instr]() -> Status {
+      if (Status s = quantizeFp8(x, xElems, xq, xAmax, xScale, stream, running);
+          !s)
+        return opError(instr, s.message());
+      return Status::ok();
+    };
+  }
   std::function<Status()> gemm;
   TRELLIS_RETURN_IF_ERROR(buildGemm(
       p, node, weight, xq, address(p, node.out[0]),
       node.in.size() > 2 ? address(p, node.in[2]) : 0, DType::F16, n, m, k,
       /*transA=*/true, act, gemm, layout));
-  CUdeviceptr x = address(p, node.in[0]);
-  node.command = [this, x, xElems, xq, xAmax, xScale, gemm,
-                  &instr]() -> Status {
-    if (Status s = quantizeFp8(x, xElems, xq, xAmax, xScale, stream); !s)
-      return opError(instr, s.message());
+  if (!quantize) {
+    node.command = std::move(gemm);
+    return Status::ok();
+  }
+  node.command = [quantize, gemm]() -> Status {
+    TRELLIS_RETURN_IF_ERROR(quantize());
     return gemm();
   };
   return Status::ok();

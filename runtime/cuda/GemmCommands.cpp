@@ -36,7 +36,7 @@ const float kZero = 0.0f, kOne = 1.0f;
 struct GpuExecutor::Impl::GemmProblem {
   const Instr &instr;
   cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t la, lb, ld;
+  cublasLtMatrixLayout_t la, lb, lc, ld;
   CUdeviceptr a, b, c, d;
   const float *beta;
   int64_t m, n, k, lda;
@@ -109,10 +109,17 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
           desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
           sizeof(biasType)));
     }
+    if (layout.fp8ScaleD) // D = E4M3(scale_D · epilogue(...)), C in dtype
+      keep(api->cublasLtMatmulDescSetAttribute(
+          desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &layout.fp8ScaleD,
+          sizeof(layout.fp8ScaleD)));
   }
   cudaDataType_t type = fp8 ? CUDA_R_8F_E4M3 : cudaType(dtype);
-  cudaDataType_t typeD = cudaType(layout.outType.value_or(dtype));
-  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cudaDataType_t typeD = fp8 && layout.fp8ScaleD
+                             ? CUDA_R_8F_E4M3
+                             : cudaType(layout.outType.value_or(dtype));
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr,
+                         ld = nullptr;
   int64_t lda = layout.lda ? layout.lda : transA ? k : m;
   if (transA)
     keep(api->cublasLtMatrixLayoutCreate(&la, type, uint64_t(k), uint64_t(m),
@@ -124,10 +131,17 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   keep(
       api->cublasLtMatrixLayoutCreate(&ld, typeD, uint64_t(m), uint64_t(n), m));
   p.layouts.insert(p.layouts.end(), {la, lb, ld});
+  lc = ld;
+  if (typeD == CUDA_R_8F_E4M3) { // C keeps the GEMM's dtype
+    keep(api->cublasLtMatrixLayoutCreate(&lc, cudaType(dtype), uint64_t(m),
+                                         uint64_t(n), m));
+    p.layouts.push_back(lc);
+  }
   if (layout.batch > 1) {
     int32_t count = layout.batch;
     std::pair<cublasLtMatrixLayout_t, int64_t> strided[] = {
-        {la, layout.strideA}, {lb, layout.strideB}, {ld, layout.strideD}};
+        {la, layout.strideA}, {lb, layout.strideB}, {ld, layout.strideD},
+        {lc, layout.strideD}};
     for (auto [l, stride] : strided) {
       keep(api->cublasLtMatrixLayoutSetAttribute(
           l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
@@ -171,7 +185,7 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   GemmHeuristics &answer = asked->second;
   if (isNew)
     answer.status = api->cublasLtMatmulAlgoGetHeuristic(
-        lt, desc, la, lb, ld, ld, pref, options.tuneGemms ? kCandidates : 1,
+        lt, desc, la, lb, lc, ld, pref, options.tuneGemms ? kCandidates : 1,
         answer.results, &answer.found);
   api->cublasLtMatmulPreferenceDestroy(pref);
   const cublasStatus_t hs = answer.status;
@@ -184,17 +198,18 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
                               api->describe(hs) + ")");
   if (answer.picked < 0) {
     const GemmProblem problem{
-        instr,  desc,  la,       lb,    ld,     a,          b,
-        c,      d,     beta,     m,     n,      k,          lda,
-        transA, dtype, epilogue, typeD, layout, heuristics, found};
+        instr, desc,   la,    lb,       lc,    ld,     a,          b,
+        c,     d,      beta,  m,        n,     k,      lda,        transA,
+        dtype, epilogue, typeD, layout, heuristics, found};
     TRELLIS_RETURN_IF_ERROR(pickGemmAlgo(problem, answer.picked));
   }
   const cublasLtMatmulAlgo_t algo = heuristics[answer.picked].algo;
-  out = [this, desc, la, lb, ld, algo, a, b, c, d, beta, &instr]() -> Status {
+  out = [this, desc, la, lb, lc, ld, algo, a, b, c, d, beta,
+         &instr]() -> Status {
     cublasStatus_t s = api->cublasLtMatmul(
         lt, desc, &kOne, reinterpret_cast<const void *>(a), la,
         reinterpret_cast<const void *>(b), lb, beta,
-        reinterpret_cast<const void *>(c), ld, reinterpret_cast<void *>(d), ld,
+        reinterpret_cast<const void *>(c), lc, reinterpret_cast<void *>(d), ld,
         &algo, reinterpret_cast<void *>(gemmWorkspace), kGemmWorkspaceBytes,
         stream);
     if (s != CUBLAS_STATUS_SUCCESS)
@@ -211,7 +226,7 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
 Status GpuExecutor::Impl::pickGemmAlgo(const GemmProblem &g, int &picked) {
   const Instr &instr = g.instr;
   const cublasLtMatmulDesc_t desc = g.desc;
-  const cublasLtMatrixLayout_t la = g.la, lb = g.lb, ld = g.ld;
+  const cublasLtMatrixLayout_t la = g.la, lb = g.lb, lc = g.lc, ld = g.ld;
   const CUdeviceptr a = g.a, b = g.b, c = g.c, d = g.d;
   const float *beta = g.beta;
   const int64_t m = g.m, n = g.n, k = g.k, lda = g.lda;
@@ -275,7 +290,7 @@ Status GpuExecutor::Impl::pickGemmAlgo(const GemmProblem &g, int &picked) {
         ok = api->cublasLtMatmul(
                  lt, desc, &kOne, reinterpret_cast<const void *>(a), la,
                  reinterpret_cast<const void *>(b), lb, beta,
-                 reinterpret_cast<const void *>(c), ld,
+                 reinterpret_cast<const void *>(c), lc,
                  reinterpret_cast<void *>(d), ld, &heuristics[i].algo,
                  reinterpret_cast<void *>(setupWorkspace), kGemmWorkspaceBytes,
                  setupStream) == CUBLAS_STATUS_SUCCESS;

@@ -232,6 +232,12 @@ void GpuExecutor::Impl::release(Prepared &p, bool forgetResults) {
   for (auto &[slot, copy] : p.fp8Weights)
     deallocate(copy);
   p.fp8Weights.clear();
+  for (auto &[instr, scales] : p.fp8StaticScales)
+    deallocate(scales);
+  p.fp8StaticScales.clear();
+  for (auto &[instr, running] : p.fp8Running)
+    deallocate(running);
+  p.fp8Running.clear();
   p.arenaCapacity = p.boundCapacity = 0;
   p.constantsUploaded = false;
   p.resident = false;
@@ -304,6 +310,10 @@ void GpuExecutor::prepareInBackground(const std::string &function,
 
 void GpuExecutor::setStepCallback(StepCallback callback) {
   impl_->onStep = std::move(callback);
+}
+
+void GpuExecutor::setFp8Observer(Fp8Observer observer) {
+  impl_->fp8Observer = std::move(observer);
 }
 
 const GpuReport &GpuExecutor::report() const { return impl_->report; }
@@ -579,6 +589,15 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
     return Error{"the GPU failed while running '" + name +
                  "': " + api.describe(sync) +
                  " (run with --gpu-sync-ops to name the op that failed)"};
+  for (auto &[instr, running] : p.fp8Running) { // calibration
+    float amax = 0;
+    TRELLIS_RETURN_IF_ERROR(m.check(
+        api.cuMemcpyDtoHAsync(&amax, running, sizeof(amax), m.stream),
+        "cuMemcpyDtoHAsync"));
+    TRELLIS_RETURN_IF_ERROR(
+        m.check(api.cuStreamSynchronize(m.stream), "the GPU stream"));
+    m.fp8Observer(*instr, amax);
+  }
   size_t freeBytes = 0, totalBytes = 0;
   api.cuMemGetInfo(&freeBytes, &totalBytes);
   m.report.deviceBytesInUse = totalBytes - freeBytes;

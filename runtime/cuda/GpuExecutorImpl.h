@@ -83,6 +83,17 @@ struct GpuExecutor::Impl {
   bool faultInjected = false;
   CUdeviceptr gemmWorkspace = 0;
   void markFp8Weights(Prepared &p, const SlotUsers &users) const;
+  /// An FP8 linear whose output only a static-scale FP8 linear reads (as
+  /// its input) writes that output in E4M3 with the reader's scale
+  /// (Prepared::fp8E4M3Outputs); not while checking ops against the CPU.
+  void markFp8E4M3Outputs(Prepared &p, const SlotUsers &users) const;
+  /// Calibration (trellis.exe --calibrate): told each FP8 linear's input
+  /// amax after every run.
+  Fp8Observer fp8Observer;
+  /// The device scales of a static-scale FP8 linear (activation_amax): the
+  /// quantize scale 448 / amax at +0, the dequantize scale amax / 448 at
+  /// +kAlign (ref::e4m3ScaleFor's values), uploaded once.
+  Result<CUdeviceptr> fp8StaticScales(Prepared &p, const Instr &instr);
   /// A linear with precision = "fp8_e4m3" (the W8A8 E4M3 GEMM).
   static bool fp8Linear(const Instr &instr) {
     auto precision = instr.stringAttr("precision");
@@ -92,9 +103,11 @@ struct GpuExecutor::Impl {
   /// setup stream at the first call.
   Result<CUdeviceptr> fp8Weight(Prepared &p, int w, const Instr &instr);
   /// Enqueues amax + quantize of the f16 tensor at `x` (`n` values) into `q`
-  /// and the scale slots at `amax` and `dequant` (zeroes `amax` first).
+  /// and the scale slots at `amax` and `dequant` (zeroes `amax` first);
+  /// `running` (calibration, else 0) is raised to the amax too.
   Status quantizeFp8(CUdeviceptr x, size_t n, CUdeviceptr q, CUdeviceptr amax,
-                     CUdeviceptr dequant, CUstream on);
+                     CUdeviceptr dequant, CUstream on,
+                     CUdeviceptr running = 0);
   /// The FP8 linear's command: the activation quantized into the node's
   /// scratch, then the E4M3 GEMM (D[n, m] = W[n, k]·x[m, k]ᵀ, as fp16).
   Status buildFp8LinearCommand(Prepared &p, Node &node, int64_t n, int64_t m,

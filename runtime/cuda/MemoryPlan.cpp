@@ -193,6 +193,7 @@ Status GpuExecutor::Impl::plan(Prepared &p) const {
     p.slots[a].where = SlotInfo::Where::Arena;
   TRELLIS_RETURN_IF_ERROR(classify(p, p.body, users));
   markFp8Weights(p, users);
+  markFp8E4M3Outputs(p, users);
 
   int pos = 1;
   number(p, p.body, pos);
@@ -230,6 +231,42 @@ void GpuExecutor::Impl::markFp8Weights(Prepared &p,
             fp8Linear(*it->second.first->instr);
     info.fp8 = fp8;
   }
+}
+
+namespace {
+template <typename Fn> void forEachNode(const Body &body, Fn &&fn) {
+  for (const Node &node : body.nodes) {
+    fn(node);
+    for (const Body &region : node.regions)
+      forEachNode(region, fn);
+  }
+}
+} // namespace
+
+void GpuExecutor::Impl::markFp8E4M3Outputs(Prepared &p,
+                                           const SlotUsers &users) const {
+  p.fp8E4M3Outputs.clear();
+  if (options.checkOps) // every op's f16 result is compared
+    return;
+  forEachNode(p.body, [&](const Node &node) {
+    const Instr &instr = *node.instr;
+    // A residual is C in f16 beside an E4M3 D: not fused.
+    if (instr.op != "trellis.linear" || !fp8Linear(instr) ||
+        node.in.size() > 3 || node.out.size() != 1)
+      return;
+    const int out = node.out[0];
+    if (p.slots[out].root != out || p.slots[out].where != SlotInfo::Where::Arena ||
+        std::count(p.results.begin(), p.results.end(), out))
+      return;
+    auto [first, last] = users.equal_range(out);
+    if (first == last || std::next(first) != last)
+      return;
+    const auto [reader, operand] = first->second;
+    if (operand == 0 && reader->instr->op == "trellis.linear" &&
+        fp8Linear(*reader->instr) &&
+        reader->instr->hasAttr("activation_amax"))
+      p.fp8E4M3Outputs[out] = reader->instr;
+  });
 }
 
 /// Which storage each root of `body` uses, and the aliases (views, sampler

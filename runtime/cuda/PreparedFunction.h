@@ -179,6 +179,10 @@ struct GemmLayout {
   /// floats, kAlign-aligned: cuBLASLt refuses 4-byte-aligned ones); C and D
   /// keep the GEMM's dtype (f16). 0: not an FP8 GEMM.
   CUdeviceptr fp8ScaleA = 0, fp8ScaleB = 0;
+  /// D in E4M3, scaled by this device float before the rounding (the next
+  /// FP8 linear's quantize scale); C keeps the GEMM's dtype. 0: D as
+  /// outType says.
+  CUdeviceptr fp8ScaleD = 0;
   std::optional<DType> outType;
   int32_t batch = 1;
   int64_t strideA = 0, strideB = 0, strideD = 0;
@@ -218,6 +222,13 @@ struct Prepared {
   /// the amax and the dequantize scale cuBLASLt reads. Made when the
   /// commands are built, from the staged fp16 weights.
   std::map<int, CUdeviceptr> fp8Weights;
+  /// Static-scale FP8 linears' device scales (fp8StaticScales), by op.
+  std::map<const Instr *, CUdeviceptr> fp8StaticScales;
+  /// Calibration: each dynamic FP8 linear's running amax (one float).
+  std::vector<std::pair<const Instr *, CUdeviceptr>> fp8Running;
+  /// Slots an FP8 linear writes in E4M3 (its first bytes), for the FP8
+  /// linear that reads them: slot -> that reader (markFp8E4M3Outputs).
+  std::map<int, const Instr *> fp8E4M3Outputs;
   // Bytes allocated for the arena and the bound values: a sparse stage's are
   // allocated with headroom (capacityFor) and handed to its next binding when
   // they fit, so a new voxel set of similar size allocates nothing.

@@ -72,6 +72,8 @@ struct OpContext {
   const std::string &entry;
   /// Runs a function of the program (func.call).
   const CallFn &call;
+  /// Calibration: told every FP8 linear's input amax (null: off).
+  const Fp8Observer *fp8Observer = nullptr;
 
   /// Stores the single tensor result (or passes on the error).
   Status single(Result<HostTensor> r) const {

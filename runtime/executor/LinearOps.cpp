@@ -17,11 +17,22 @@ Status linearOp(const OpContext &ctx) {
   TRELLIS_ASSIGN_OR_RETURN(auto &w, in.tensor(1));
   auto b = ctx.optTensor(2);
   // precision = "fp8_e4m3": the W8A8 E4M3 product (the GPU's FP8 GEMM,
-  // emulated); "tf32" computes in f32 here.
+  // emulated), with the static activation scale when the op has one;
+  // "tf32" computes in f32 here.
   const bool fp8 = instr.hasAttr("precision") &&
                    instr.stringAttr("precision").value() == "fp8_e4m3";
-  Result<HostTensor> y = fp8 ? ref::linearFp8(x, w, b ? &*b : nullptr)
-                             : ref::linear(x, w, b ? &*b : nullptr);
+  float activationAmax = 0.0f;
+  if (fp8 && instr.hasAttr("activation_amax")) {
+    TRELLIS_ASSIGN_OR_RETURN(double amax, instr.floatAttr("activation_amax"));
+    activationAmax = float(amax);
+  }
+  if (fp8 && ctx.fp8Observer) {
+    TRELLIS_ASSIGN_OR_RETURN(float amax, ref::e4m3Amax(x));
+    (*ctx.fp8Observer)(instr, amax);
+  }
+  Result<HostTensor> y =
+      fp8 ? ref::linearFp8(x, w, b ? &*b : nullptr, activationAmax)
+          : ref::linear(x, w, b ? &*b : nullptr);
   if (in.size() > 3 && y) {
     // The residual (a bias comes with it: operand 3), added after the
     // rounding of x·Wᵀ + b as the unfused linear + add pair does.

@@ -14,9 +14,12 @@
 
 // *amax = max |x[i]| (atomicMax on the bits: non-negative floats order as
 // their int bits; the caller zeroes *amax first). NaNs are skipped (fmaxf).
+// With `running` (calibration, trellis.exe --calibrate): also raised to
+// that amax, never zeroed by the caller, so it holds the largest of every
+// call.
 extern "C" __global__ void trellis_fp8_amax_f16(const __half *x,
                                                 unsigned long long n,
-                                                float *amax) {
+                                                float *amax, float *running) {
   float m = 0.f;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
@@ -41,9 +44,25 @@ extern "C" __global__ void trellis_fp8_amax_f16(const __half *x,
     m = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : 0.f;
     for (int o = 16; o; o >>= 1)
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (threadIdx.x == 0 && isfinite(m))
+    if (threadIdx.x == 0 && isfinite(m)) {
       atomicMax(reinterpret_cast<int *>(amax), __float_as_int(m));
+      if (running)
+        atomicMax(reinterpret_cast<int *>(running), __float_as_int(m));
+    }
   }
+}
+
+// Eight f16 values (one 16-byte load) to E4M3 at scale s (an 8-byte store).
+__device__ __forceinline__ uint2 trellis_fp8_quantize8(uint4 raw, float s) {
+  const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
+  float2 v0 = __half22float2(h[0]), v1 = __half22float2(h[1]);
+  float2 v2 = __half22float2(h[2]), v3 = __half22float2(h[3]);
+  __nv_fp8x4_e4m3 lo(make_float4(__fmul_rn(v0.x, s), __fmul_rn(v0.y, s),
+                                 __fmul_rn(v1.x, s), __fmul_rn(v1.y, s)));
+  __nv_fp8x4_e4m3 hi(make_float4(__fmul_rn(v2.x, s), __fmul_rn(v2.y, s),
+                                 __fmul_rn(v3.x, s), __fmul_rn(v3.y, s)));
+  return make_uint2(*reinterpret_cast<uint32_t *>(&lo),
+                    *reinterpret_cast<uint32_t *>(&hi));
 }
 
 // q[i] = E4M3(x[i] · (448 / amax)); *dequant = amax / 448 (1 and 1 when
@@ -59,18 +78,24 @@ trellis_fp8_quantize_f16(const __half *x, unsigned long long n,
   const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   const uint4 *x8 = reinterpret_cast<const uint4 *>(x);
   uint2 *q8 = reinterpret_cast<uint2 *>(q);
-  for (size_t i = first; i < n / 8; i += stride) {
-    uint4 raw = x8[i];
-    const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
-    float2 v0 = __half22float2(h[0]), v1 = __half22float2(h[1]);
-    float2 v2 = __half22float2(h[2]), v3 = __half22float2(h[3]);
-    __nv_fp8x4_e4m3 lo(make_float4(__fmul_rn(v0.x, s), __fmul_rn(v0.y, s),
-                                   __fmul_rn(v1.x, s), __fmul_rn(v1.y, s)));
-    __nv_fp8x4_e4m3 hi(make_float4(__fmul_rn(v2.x, s), __fmul_rn(v2.y, s),
-                                   __fmul_rn(v3.x, s), __fmul_rn(v3.y, s)));
-    q8[i] = make_uint2(*reinterpret_cast<uint32_t *>(&lo),
-                       *reinterpret_cast<uint32_t *>(&hi));
-  }
+  for (size_t i = first; i < n / 8; i += stride)
+    q8[i] = trellis_fp8_quantize8(x8[i], s);
   for (size_t i = n / 8 * 8 + first; i < n; i += stride)
     q[i] = __nv_fp8_e4m3(__fmul_rn(__half2float(x[i]), s));
+}
+
+// A static scale (trellis.linear's activation_amax): q[i] = E4M3(x[i] ·
+// quantize), quantize = 448 / amax computed on the host as the reference
+// does; one pass, no amax. Values beyond amax saturate at ±448.
+extern "C" __global__ void
+trellis_fp8_quantize_static_f16(const __half *x, unsigned long long n,
+                                float quantize, __nv_fp8_e4m3 *q) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  const uint4 *x8 = reinterpret_cast<const uint4 *>(x);
+  uint2 *q8 = reinterpret_cast<uint2 *>(q);
+  for (size_t i = first; i < n / 8; i += stride)
+    q8[i] = trellis_fp8_quantize8(x8[i], quantize);
+  for (size_t i = n / 8 * 8 + first; i < n; i += stride)
+    q[i] = __nv_fp8_e4m3(__fmul_rn(__half2float(x[i]), quantize));
 }

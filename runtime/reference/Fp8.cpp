@@ -108,8 +108,9 @@ void quantizeE4M3(const float *x, int64_t n, float quantizeScale,
 }
 
 void linearE4M3(const float *x, const float *w, const float *bias, int64_t rows,
-                int64_t in, int64_t out, float *y) {
-  const E4M3Scale sx = e4m3ScaleFor(e4m3Amax(x, rows * in));
+                int64_t in, int64_t out, float *y, float activationAmax) {
+  const E4M3Scale sx = e4m3ScaleFor(
+      activationAmax > 0.0f ? activationAmax : e4m3Amax(x, rows * in));
   const E4M3Scale sw = e4m3ScaleFor(e4m3Amax(w, out * in));
   std::vector<uint8_t> xq(size_t(rows * in)), wq(size_t(out * in));
   quantizeE4M3(x, rows * in, sx.quantize, xq.data());

@@ -54,7 +54,7 @@ Result<HostTensor> linear(const HostTensor &x, const HostTensor &weight,
 }
 
 Result<HostTensor> linearFp8(const HostTensor &x, const HostTensor &weight,
-                             const HostTensor *bias) {
+                             const HostTensor *bias, float activationAmax) {
   TRELLIS_RETURN_IF_ERROR(checkLinear("linear (fp8_e4m3)", x, weight, bias));
   const int64_t K = weight.dim(1), O = weight.dim(0);
   Shape outShape = x.shape();
@@ -66,11 +66,17 @@ Result<HostTensor> linearFp8(const HostTensor &x, const HostTensor &weight,
     vb.emplace(*bias);
   std::vector<float> y(size_t(M * O));
   linearE4M3(vx.data(), vw.data(), vb ? vb->data() : nullptr, M, K, O,
-             y.data());
+             y.data(), activationAmax);
   FloatOut out(x.dtype(), outShape);
   for (int64_t i = 0; i < M * O; ++i)
     out.set(i, y[size_t(i)]);
   return out.take();
+}
+
+Result<float> e4m3Amax(const HostTensor &x) {
+  TRELLIS_RETURN_IF_ERROR(expectFloat("the FP8 amax", "x", x));
+  FloatView v(x);
+  return e4m3Amax(v.data(), x.numel());
 }
 
 Result<HostTensor> matmul(const HostTensor &a, const HostTensor &b) {

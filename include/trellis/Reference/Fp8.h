@@ -55,7 +55,9 @@ void quantizeE4M3(const float *x, int64_t n, float quantizeScale, uint8_t *out);
 /// The W8A8 linear y = x·wᵀ + bias with per-tensor scales: x [rows, in],
 /// w [out, in] (PyTorch Linear layout), bias [out] or nullptr, y [rows, out]
 /// (all row-major, fp32). Exactly:
-///   sx = e4m3ScaleFor(e4m3Amax(x)), sw = e4m3ScaleFor(e4m3Amax(w));
+///   sx = e4m3ScaleFor(activationAmax > 0 ? activationAmax : e4m3Amax(x))
+///   (a static scale from a calibration run, or x's own: dynamic),
+///   sw = e4m3ScaleFor(e4m3Amax(w));
 ///   xq = quantizeE4M3(x, sx.quantize), wq = quantizeE4M3(w, sw.quantize);
 ///   acc[r, o] = Σ_k fromE4M3(xq[r, k]) · fromE4M3(wq[o, k]) in fp32, k
 ///   ascending (every product of two E4M3 values is exact in fp32, so only
@@ -64,7 +66,7 @@ void quantizeE4M3(const float *x, int64_t n, float quantizeScale, uint8_t *out);
 ///   scale product rounded to fp32 first, then each operation rounded to
 ///   fp32 (no fused multiply-add).
 void linearE4M3(const float *x, const float *w, const float *bias, int64_t rows,
-                int64_t in, int64_t out, float *y);
+                int64_t in, int64_t out, float *y, float activationAmax = 0.0f);
 
 } // namespace trellis::ref
 

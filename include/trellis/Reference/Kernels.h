@@ -60,9 +60,14 @@ Result<HostTensor> linear(const HostTensor &x, const HostTensor &weight,
 /// trellis.linear with precision = "fp8_e4m3": the same shapes and result
 /// dtype, the product computed as the W8A8 E4M3 linear of Fp8.h
 /// (linearE4M3: per-tensor scales of x and W, exact E4M3 products, f32
-/// accumulation), then rounded to x's dtype.
+/// accumulation), then rounded to x's dtype. `activationAmax` > 0: x's
+/// scale is static, from that amax (trellis.linear's activation_amax).
 Result<HostTensor> linearFp8(const HostTensor &x, const HostTensor &weight,
-                             const HostTensor *bias);
+                             const HostTensor *bias,
+                             float activationAmax = 0.0f);
+/// max |x| over x's finite values (0 for none): the amax an FP8 linear's
+/// dynamic scale is made from, and what calibration records.
+Result<float> e4m3Amax(const HostTensor &x);
 
 /// trellis.matmul: NumPy matmul of a [..., M, K] and b [..., K, N] (both of
 /// rank >= 2, one float dtype) with broadcast batch dimensions.

@@ -36,6 +36,11 @@ struct SamplerRunOverrides {
   std::optional<double> cfgStrength;
 };
 
+/// Calibration of an FP8 program (trellis.exe --calibrate): called with
+/// every FP8 linear (precision "fp8_e4m3") and the largest |x| of its input
+/// at each call; from any thread.
+using Fp8Observer = std::function<void(const Instr &linear, float amax)>;
+
 /// Called once per sampler step: (sampler function, step k (1-based), n).
 /// An error stops the sampler there (a cancelled generation) and becomes the
 /// run's error.
@@ -52,6 +57,10 @@ public:
   void setStepCallback(StepCallback callback) { onStep_ = std::move(callback); }
   /// Check every f32/f16 result for NaN/Inf (names the op on failure).
   void setCheckFinite(bool on) { checkFinite_ = on; }
+  /// Reports every FP8 linear's input amax (calibration); empty: off.
+  void setFp8Observer(Fp8Observer observer) {
+    fp8Observer_ = std::move(observer);
+  }
 
   /// Runs function `name` on `args` (checked against its argument types).
   Result<std::vector<RtValue>> run(const std::string &name,
@@ -80,6 +89,7 @@ private:
   std::map<std::string, SamplerRunOverrides> overrides_;
   std::string entry_; // the entry function being run
   StepCallback onStep_;
+  Fp8Observer fp8Observer_;
   bool checkFinite_ = false;
 };
 

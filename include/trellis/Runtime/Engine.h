@@ -56,6 +56,9 @@ struct EngineOptions {
   /// (trellis/Runtime/MemoryBudget.h); a generation whose stage 1 finds more
   /// is planned again, for its count, before its stage 2.
   int64_t memoryPlanVoxels = 32768;
+  /// Calibration of an FP8 program (trellis.exe --calibrate;
+  /// trellis/Runtime/Fp8Calibration.h): told every FP8 linear's input amax.
+  Fp8Observer fp8Observer;
 };
 
 /// One generation's inputs and what to produce.

@@ -248,6 +248,9 @@ public:
   void setSamplerOverrides(const std::string &function,
                            SamplerRunOverrides overrides);
   void setStepCallback(StepCallback callback);
+  /// Calibration: every FP8 linear's input amax, reported after each run
+  /// (the largest of its calls). Set before the first run.
+  void setFp8Observer(Fp8Observer observer);
   /// Starts preparing sparse stage `function` for `args` on another thread:
   /// its binding to the voxel set (coordinate values, shapes, memory plan —
   /// host work) at once; then, once the next run() has built its own stage

@@ -89,6 +89,9 @@ struct SessionOptions {
   /// Per entry function (e.g. "ss_stage"): sampler overrides.
   std::map<std::string, SamplerRunOverrides> samplerOverrides;
   StepCallback onStep;
+  /// Calibration of an FP8 program (trellis.exe --calibrate), on either
+  /// backend; empty: off.
+  Fp8Observer fp8Observer;
 };
 
 /// Runs entry functions of one program with one weight binding.

@@ -1,0 +1,68 @@
+//===- Fp8Calibration.h - Static FP8 activation scales, measured -*- C++ -*-===//
+//
+// trellis.exe --calibrate N runs an FP8 program (trellisc --precision=fp8)
+// with dynamic scales and records, per FP8 linear, the largest |x| its input
+// reached; the file it writes is what trellisc --fp8-scales reads
+// (trellis-apply-fp8-scales) to make those scales static. A linear is named
+// by its weight, "<model key>/<checkpoint name>", the compiler pass's rule:
+// a file outlives recompiles of the same models.
+//
+// File format (JSON):
+//   {"format": "trellis-fp8-activation-scales", "version": 1,
+//    "calibration": {...what was run...},
+//    "amax": {"sparse_structure_flow_model/blocks.0.mlp.fc1.weight": 7.25,
+//             ...}}
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRELLIS_RUNTIME_FP8CALIBRATION_H
+#define TRELLIS_RUNTIME_FP8CALIBRATION_H
+
+#include "trellis/Runtime/Program.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace trellis {
+
+/// The calibration key of every FP8 linear (precision "fp8_e4m3") of
+/// `program` whose weight operand is a trellis.weight: "<model>/<name>".
+std::unordered_map<const Instr *, std::string>
+fp8LinearKeys(const Program &program);
+
+/// Whether `program` has an FP8 linear, and whether any has a static scale
+/// (activation_amax).
+struct Fp8ProgramKind {
+  bool fp8 = false, staticScales = false;
+};
+Fp8ProgramKind fp8ProgramKind(const Program &program);
+
+/// The largest input amax of each FP8 linear over the runs it observes.
+class Fp8Calibration {
+public:
+  explicit Fp8Calibration(const Program &program);
+
+  /// One call of `linear` saw `amax` (non-finite values are ignored, as
+  /// the amax reduction skips them). Thread-safe.
+  void observe(const Instr &linear, float amax);
+  /// The FP8 linears' keys, and those observed at least once.
+  size_t keys() const { return keyCount_; }
+  size_t observed() const;
+  /// The scales file ("about": what was run, stored as "calibration").
+  /// Fails naming the first key never observed (a stage not run) or
+  /// observed only as 0 (an input that was all zeros: no scale to give).
+  Result<nlohmann::json> toJson(const nlohmann::json &about) const;
+
+private:
+  std::unordered_map<const Instr *, std::string> keys_;
+  size_t keyCount_ = 0;
+  mutable std::mutex mutex_;
+  std::map<std::string, float> amax_;
+};
+
+} // namespace trellis
+
+#endif // TRELLIS_RUNTIME_FP8CALIBRATION_H

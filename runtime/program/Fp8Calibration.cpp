@@ -1,0 +1,113 @@
+//===- Fp8Calibration.cpp - Static FP8 activation scales, measured --------===//
+#include "trellis/Runtime/Fp8Calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace trellis {
+
+namespace {
+
+bool isFp8Linear(const Instr &instr) {
+  if (instr.op != "trellis.linear" || !instr.hasAttr("precision"))
+    return false;
+  auto precision = instr.stringAttr("precision");
+  return precision && *precision == "fp8_e4m3";
+}
+
+/// Every instruction of `body` and of the regions inside it.
+template <typename Fn> void walk(const std::vector<Instr> &body, Fn &&fn) {
+  for (const Instr &instr : body) {
+    fn(instr);
+    for (const Region &region : instr.regions)
+      walk(region.body, fn);
+  }
+}
+
+} // namespace
+
+std::unordered_map<const Instr *, std::string>
+fp8LinearKeys(const Program &program) {
+  std::unordered_map<const Instr *, std::string> keys;
+  for (const Function &fn : program.functions()) {
+    // Slots are numbered per function, regions included.
+    std::unordered_map<int, const Instr *> weightOf;
+    walk(fn.body, [&](const Instr &instr) {
+      if (instr.op == "trellis.weight" && instr.out.size() == 1)
+        weightOf[instr.out[0]] = &instr;
+    });
+    walk(fn.body, [&](const Instr &instr) {
+      if (!isFp8Linear(instr) || instr.in.size() < 2)
+        return;
+      auto it = weightOf.find(instr.in[1]);
+      if (it == weightOf.end())
+        return;
+      auto name = it->second->stringAttr("name");
+      auto model = it->second->stringAttr("model");
+      if (name && model)
+        keys[&instr] = *model + "/" + *name;
+    });
+  }
+  return keys;
+}
+
+Fp8ProgramKind fp8ProgramKind(const Program &program) {
+  Fp8ProgramKind kind;
+  for (const Function &fn : program.functions())
+    walk(fn.body, [&](const Instr &instr) {
+      if (!isFp8Linear(instr))
+        return;
+      kind.fp8 = true;
+      kind.staticScales |= instr.hasAttr("activation_amax");
+    });
+  return kind;
+}
+
+Fp8Calibration::Fp8Calibration(const Program &program)
+    : keys_(fp8LinearKeys(program)) {
+  std::set<std::string> distinct;
+  for (const auto &[instr, key] : keys_)
+    distinct.insert(key);
+  keyCount_ = distinct.size();
+}
+
+void Fp8Calibration::observe(const Instr &linear, float amax) {
+  auto it = keys_.find(&linear);
+  if (it == keys_.end() || !std::isfinite(amax))
+    return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto [entry, inserted] = amax_.try_emplace(it->second, amax);
+  if (!inserted)
+    entry->second = std::max(entry->second, amax);
+}
+
+size_t Fp8Calibration::observed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return amax_.size();
+}
+
+Result<nlohmann::json>
+Fp8Calibration::toJson(const nlohmann::json &about) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::set<std::string> all;
+  for (const auto &[instr, key] : keys_)
+    all.insert(key);
+  nlohmann::json amax = nlohmann::json::object();
+  for (const std::string &key : all) {
+    auto it = amax_.find(key);
+    if (it == amax_.end())
+      return Error{"FP8 calibration: the linear '" + key +
+                   "' never ran (was its stage run?)"};
+    if (!(it->second > 0.0f))
+      return Error{"FP8 calibration: the input of the linear '" + key +
+                   "' was all zeros in every run: no scale to give it"};
+    amax[key] = it->second;
+  }
+  return nlohmann::json{{"format", "trellis-fp8-activation-scales"},
+                        {"version", 1},
+                        {"calibration", about},
+                        {"amax", amax}};
+}
+
+} // namespace trellis
