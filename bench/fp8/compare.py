@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The fp8 program against the fp16 one (bench/fp8/run_device.sh gate).
 
-  compare.py SS16 SS8 FULL16 FULL8 LOG_SS16 LOG_SS8 LOG16 LOG8
+  compare.py DIR16 DIR8
 
-SS16/SS8: output folders of the stage-1 runs (own voxels); FULL16/FULL8: the stage 2-3 runs on the fp16 run's
-voxels; LOG*: their logs (stage times of the last run, weights staged). Prints the issue's figures: occupancy
-agreement, latent rel L2, Gaussian and radiance-field rel L2 per field, mesh vertex/face counts and the
-symmetric Chamfer distance of the vertex sets against 1/256 of the object's extent, and the times."""
+Each DIR (run_device.sh gate, one per program): ss/ (stage 1 on its own voxels) with ss.log, full/ (stages 2-3
+on the fp16 run's voxels) with full.log, and surface.log (stage 2 on the 20k-voxel surface of
+bench/slat_gpu/make_coords.py, the brief's voxel target). Prints the issue's figures: occupancy agreement, latent
+rel L2, Gaussian and radiance-field rel L2 per field, mesh vertex/face counts and the symmetric Chamfer distance
+of the vertex sets against 1/256 of the object's extent, and each stage's GPU time (CUDA events), the median of
+the runs after the first."""
 import re
 import sys
 
@@ -56,6 +58,7 @@ def chamfer(a, b):
 
 
 def stage_times(log):
+    """Per stage, the GPU time (events) of every run in the log, and the weights staged."""
     text = open(log).read()
     rows = re.findall(
         r"^\[(\d)/3 [^]]*\] done in ([0-9.e-]+) s on the GPU \(([0-9.e-]+) s of GPU time", text, re.M
@@ -64,41 +67,59 @@ def stage_times(log):
     return rows, staged
 
 
+def median_after_first(times):
+    """The median over the runs after the first (which builds, tunes and stages)."""
+    rest = times[1:] if len(times) > 1 else times
+    return float(np.median(rest))
+
+
+def stage_medians(log):
+    rows, staged = stage_times(log)
+    out = {}
+    for stage in sorted({r[0] for r in rows}):
+        t = [float(r[2]) for r in rows if r[0] == stage]
+        if stage == "3":  # the decoders: three lines per run
+            t = [sum(t[i : i + 3]) for i in range(0, len(t) - 2, 3)]
+        out[stage] = (median_after_first(t), len(t))
+    return out, staged
+
+
 def main():
-    ss16, ss8, full16, full8, log_ss16, log_ss8, log16, log8 = sys.argv[1:9]
-    a = {tuple(v) for v in np.load(f"{ss16}/coords.npy")}
-    b = {tuple(v) for v in np.load(f"{ss8}/coords.npy")}
+    d16, d8 = sys.argv[1:3]
+    a = {tuple(v) for v in np.load(f"{d16}/ss/coords.npy")}
+    b = {tuple(v) for v in np.load(f"{d8}/ss/coords.npy")}
+    print(f"== {d8} against {d16}")
     print(
         f"stage 1: {len(a)} voxels fp16, {len(b)} fp8; occupancy agreement {len(a & b) / len(a | b):.4f} "
         f"(intersection over union; the issue asks >= 0.99)"
     )
-    print(f"ss_latent rel L2 {rel(np.load(f'{ss16}/ss_latent.npy'), np.load(f'{ss8}/ss_latent.npy')):.3e}")
-    print(f"slat (same voxels) rel L2 {rel(np.load(f'{full16}/slat.npy'), np.load(f'{full8}/slat.npy')):.3e}")
+    print(f"ss_latent rel L2 {rel(np.load(f'{d16}/ss/ss_latent.npy'), np.load(f'{d8}/ss/ss_latent.npy')):.3e}")
+    print(f"slat (same voxels) rel L2 {rel(np.load(f'{d16}/full/slat.npy'), np.load(f'{d8}/full/slat.npy')):.3e}")
     for name in ("gaussians.npz", "radiance_field.npz"):
-        x, y = np.load(f"{full16}/{name}"), np.load(f"{full8}/{name}")
+        x, y = np.load(f"{d16}/full/{name}"), np.load(f"{d8}/full/{name}")
         print(
             f"{name}: " + ", ".join(f"{k} {rel(x[k], y[k]):.2e}" for k in x.files if x[k].dtype.kind == "f")
         )
-    va, nva, nfa = read_ply(f"{full16}/mesh.ply")
-    vb, nvb, nfb = read_ply(f"{full8}/mesh.ply")
+    va, nva, nfa = read_ply(f"{d16}/full/mesh.ply")
+    vb, nvb, nfb = read_ply(f"{d8}/full/mesh.ply")
     extent = float(np.linalg.norm(va.max(0) - va.min(0)))
     cd = chamfer(va, vb)
     print(
         f"mesh: vertices {nva} / {nvb} ({(nvb - nva) / nva:+.2%}), faces {nfa} / {nfb} ({(nfb - nfa) / nfa:+.2%}); "
         f"Chamfer {cd:.3e} = {cd / extent * 256:.3f} / 256 of the extent {extent:.3f} (the issue asks <= 1/256)"
     )
-    for label, l16, l8 in (("stage 1", log_ss16, log_ss8), ("stages 2-3", log16, log8)):
-        r16, w16 = stage_times(l16)
-        r8, w8 = stage_times(l8)
-        for stage in sorted({r[0] for r in r16}):
-            t16 = [r for r in r16 if r[0] == stage]
-            t8 = [r for r in r8 if r[0] == stage]
-            n = 1 if stage != "3" else 3  # the decoders: three lines per run
-            g16 = sum(float(r[2]) for r in t16[-n:])
-            g8 = sum(float(r[2]) for r in t8[-n:])
+    for label, log in (
+        ("stage 1 (own voxels)", "ss.log"),
+        ("stages 2-3 (fp16's stage-1 voxels)", "full.log"),
+        ("stage 2 (the 20k-voxel surface)", "surface.log"),
+    ):
+        m16, w16 = stage_medians(f"{d16}/{log}")
+        m8, w8 = stage_medians(f"{d8}/{log}")
+        for stage in sorted(m16):
+            (g16, n16), (g8, n8) = m16[stage], m8.get(stage, (float("nan"), 0))
             print(
-                f"{label} [{stage}/3] GPU time, last run: fp16 {g16 * 1e3:.1f} ms, fp8 {g8 * 1e3:.1f} ms "
-                f"({g16 / g8:.3f}x)"
+                f"{label} [{stage}/3] GPU time, median of runs 2..{n16}: fp16 {g16 * 1e3:.1f} ms, "
+                f"fp8 {g8 * 1e3:.1f} ms ({g16 / g8:.3f}x)"
             )
         print(
             f"{label}: weights staged fp16 {sum(w16):.0f} MiB, fp8 {sum(w8):.0f} MiB "

@@ -6,9 +6,15 @@
 #            activation's amax + quantize cost (build-gpu/fp8-gemm-bench, bench/fp8/gemm_bench.cu)
 #   check    tiny, the fp8 program with --gpu-check-ops: every GPU op (the FP8 GEMMs included) against the CPU
 #            reference's exact emulation; compute-sanitizer memcheck
-#   gate     image-large, the fp16 and the fp8 programs on the same weights, cond and seed: stage 1 (own voxels),
-#            stages 2-3 on the fp16 run's voxels; occupancy agreement, latent / Gaussian / RF rel L2, mesh counts
-#            and Chamfer distance, stage times (last of 3 runs), weights staged (bench/fp8/compare.py)
+#   check    (also) calibration on the GPU vs the CPU; the static-scale program (tiny_fp8s.exe) op by op, under
+#            memcheck, and whole (fused E4M3 outputs) against its CPU reference run
+#   calibrate  image-large: large_fp8.exe --calibrate 4 (seeds 100..103) -> $OUT/fp8_scales_large.json, from
+#            which prepare.sh (run again, here) compiles large_fp8s.exe
+#   gate     image-large, the fp16 program and each fp8 one (dynamic; static when large_fp8s.exe exists) on the
+#            same weights, cond and seed: stage 1 (own voxels, 5 runs), stages 2-3 on the fp16 run's voxels (3),
+#            stage 2 on the 20k-voxel surface (5); occupancy agreement, latent / Gaussian / RF rel L2, mesh counts
+#            and Chamfer distance, stage GPU times (median of the runs after the first), weights staged
+#            (bench/fp8/compare.py)
 # Needs build-gpu/ from bench/fp8/prepare.sh. Exit 1 when check fails (the gate's figures are reported, not
 # asserted: they are the issue's questions).
 set -uo pipefail
@@ -57,19 +63,80 @@ if has check; then
   compute-sanitizer --tool memcheck --error-exitcode 1 "$B/tiny_fp8.exe" --model $T --cond $T/cond.npy --seed 1 \
     --gpu require --steps-ss 2 --steps-slat 2 --out /tmp/f8_mc > "$OUT/memcheck.log" 2>&1 || fail "memcheck"
   tail -1 "$OUT/memcheck.log"
+  # Calibration on the GPU against the CPU reference's, same seeds, stage 2 on fixed voxels (--bench-stage1: the
+  # backends' stage 1 may differ by a few voxels); the amax of f16 activations that the two backends compute in
+  # different orders: close, not equal.
+  for mode in require off; do
+    "$B/tiny_fp8.exe" --model $T --cond $T/cond.npy --seed 100 --calibrate 2 --gpu $mode \
+      --coords /tmp/f8_check/coords.npy --bench-stage1 --out /tmp/f8_cal_$mode > "$OUT/calibrate_tiny_$mode.log" \
+      2>&1 || fail "check: calibration, --gpu $mode"
+  done
+  python3 - /tmp/f8_cal_require/fp8_scales.json /tmp/f8_cal_off/fp8_scales.json <<'PY' || fail "check: calibrations differ"
+import json, sys
+g, c = (json.load(open(p))["amax"] for p in sys.argv[1:3])
+assert g.keys() == c.keys(), "different linears"
+worst = max(abs(g[k] - c[k]) / c[k] for k in c)
+print(f"calibration: {len(c)} linears, GPU vs CPU amax worst relative difference {worst:.2e}")
+sys.exit(0 if worst < 2e-2 else 1)
+PY
+  # The static-scale program (tiny_fp8s.exe, compiled with the CPU calibration of prepare.sh): every op against
+  # the CPU reference (the fused E4M3 outputs are off while checking), memcheck, and a whole run with the fusion
+  # against the CPU reference's run of the same program.
+  "$B/tiny_fp8s.exe" --model $T --cond $T/cond.npy --seed 1 --gpu require --gpu-check-ops --steps-slat 2 \
+    --out /tmp/f8s_check > "$OUT/check_static.log" 2>&1 || fail "check: --gpu-check-ops on the static fp8 program"
+  grep -E "matched|error" "$OUT/check_static.log" | tail -2
+  compute-sanitizer --tool memcheck --error-exitcode 1 "$B/tiny_fp8s.exe" --model $T --cond $T/cond.npy --seed 1 \
+    --gpu require --steps-ss 2 --steps-slat 2 --out /tmp/f8s_mc > "$OUT/memcheck_static.log" 2>&1 ||
+    fail "memcheck (static)"
+  tail -1 "$OUT/memcheck_static.log"
+  for mode in require off; do
+    "$B/tiny_fp8s.exe" --model $T --cond $T/cond.npy --seed 1 --gpu $mode --stop-after slat \
+      --out /tmp/f8s_$mode > "$OUT/static_$mode.log" 2>&1 || fail "check: static program, --gpu $mode"
+  done
+  python3 - /tmp/f8s_require /tmp/f8s_off <<'PY' || fail "check: the static program's GPU run vs its CPU run"
+import sys
+import numpy as np
+g, c = sys.argv[1:3]
+def rel(a, b):
+    return float(np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b.astype(np.float64)))
+cg, cc = np.load(f"{g}/coords.npy"), np.load(f"{c}/coords.npy")
+e = rel(np.load(f"{g}/ss_latent.npy"), np.load(f"{c}/ss_latent.npy"))
+print(f"static fp8, GPU (fused E4M3 outputs) vs CPU reference: ss_latent rel L2 {e:.2e}, voxels {len(cg)} / {len(cc)}")
+ok = e < 2e-2
+if len(cg) == len(cc) and (cg == cc).all():
+    s = rel(np.load(f"{g}/slat.npy"), np.load(f"{c}/slat.npy"))
+    print(f"  slat rel L2 {s:.2e}")
+    ok &= s < 2e-2
+sys.exit(0 if ok else 1)
+PY
+fi
+if has calibrate; then
+  # image-large: the static scales of the gate's static program, from seeds 100..103 (the gate runs seed 1).
+  [[ -f $L/cond.npy ]] || "$B/trellis-mkmodel" --preset image-large --seed 1 --out $L --force --quiet
+  "$B/large_fp8.exe" --model $L --cond $L/cond.npy --seed 100 --calibrate 4 --gpu require --out /tmp/f8_cal_large \
+    > "$OUT/calibrate_large.log" 2>&1 || fail "calibrate: image-large"
+  tail -2 "$OUT/calibrate_large.log"
+  cp /tmp/f8_cal_large/fp8_scales.json "$OUT/fp8_scales_large.json"
 fi
 if has gate; then
   [[ -f $L/cond.npy ]] || "$B/trellis-mkmodel" --preset image-large --seed 1 --out $L --force --quiet
-  for prog in large large_fp8; do
-    "$B/$prog.exe" --model $L --cond $L/cond.npy --seed 1 --gpu require --stop-after ss --repeat 3 \
-      --out /tmp/g_${prog}_ss > "$OUT/gate_${prog}_ss.log" 2>&1 || fail "gate: $prog stage 1"
-  done
-  cp /tmp/g_large_ss/coords.npy /tmp/g_coords.npy
-  for prog in large large_fp8; do
+  python3 "$ROOT/bench/slat_gpu/make_coords.py" --voxels 20000 --out /tmp/fp8_surface.npy
+  progs="large large_fp8"
+  [[ -x $B/large_fp8s.exe ]] && progs="$progs large_fp8s"
+  for prog in $progs; do
+    D=/tmp/g_$prog
+    rm -rf $D && mkdir -p $D
+    "$B/$prog.exe" --model $L --cond $L/cond.npy --seed 1 --gpu require --stop-after ss --repeat 5 \
+      --out $D/ss > $D/ss.log 2>&1 || fail "gate: $prog stage 1"
+    [[ $prog == large ]] && cp $D/ss/coords.npy /tmp/g_coords.npy
     "$B/$prog.exe" --model $L --cond $L/cond.npy --seed 1 --gpu require --coords /tmp/g_coords.npy --repeat 3 \
-      --out /tmp/g_${prog} > "$OUT/gate_${prog}.log" 2>&1 || fail "gate: $prog stages 2-3"
+      --out $D/full > $D/full.log 2>&1 || fail "gate: $prog stages 2-3"
+    "$B/$prog.exe" --model $L --cond $L/cond.npy --seed 1 --gpu require --coords /tmp/fp8_surface.npy \
+      --stop-after slat --repeat 5 --out $D/surface > $D/surface.log 2>&1 || fail "gate: $prog on the surface"
+    for l in ss full surface; do cp $D/$l.log "$OUT/gate_${prog}_$l.log"; done
   done
-  python3 "$ROOT/bench/fp8/compare.py" /tmp/g_large_ss /tmp/g_large_fp8_ss /tmp/g_large /tmp/g_large_fp8 \
-    "$OUT"/gate_large_ss.log "$OUT"/gate_large_fp8_ss.log "$OUT"/gate_large.log "$OUT"/gate_large_fp8.log
+  for prog in $progs; do
+    [[ $prog == large ]] || python3 "$ROOT/bench/fp8/compare.py" /tmp/g_large /tmp/g_$prog
+  done
 fi
 exit $status

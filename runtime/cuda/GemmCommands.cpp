@@ -164,7 +164,12 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   // D = α·op(A)·B (+ bias) (+ β·C: the residual, laid out as D), α = 1,
   // β = 1 with a residual, else 0.
   const float *beta = layout.residual ? &kOne : &kZero;
-  CUdeviceptr c = layout.residual ? layout.residual : d;
+  // Without a residual C is D (in place), except beside an E4M3 D: C's
+  // layout differs then, which in place is invalid; unread at β = 0, it is
+  // passed as null (as PyTorch's scaled_gemm does).
+  CUdeviceptr c = layout.residual            ? layout.residual
+                  : typeD == CUDA_R_8F_E4M3 ? 0
+                                            : d;
   // Up to 8 candidates from the heuristic; with several, each distinct GEMM
   // (shape, dtype, epilogue) is timed once on its real buffers and the
   // fastest kept (cuBLASLt's first choice is not always the best for the
