@@ -93,8 +93,12 @@ def main():
         f"stage 1: {len(a)} voxels fp16, {len(b)} fp8; occupancy agreement {len(a & b) / len(a | b):.4f} "
         f"(intersection over union; the issue asks >= 0.99)"
     )
-    print(f"ss_latent rel L2 {rel(np.load(f'{d16}/ss/ss_latent.npy'), np.load(f'{d8}/ss/ss_latent.npy')):.3e}")
-    print(f"slat (same voxels) rel L2 {rel(np.load(f'{d16}/full/slat.npy'), np.load(f'{d8}/full/slat.npy')):.3e}")
+    print(
+        f"ss_latent rel L2 {rel(np.load(f'{d16}/ss/ss_latent.npy'), np.load(f'{d8}/ss/ss_latent.npy')):.3e}"
+    )
+    print(
+        f"slat (same voxels) rel L2 {rel(np.load(f'{d16}/full/slat.npy'), np.load(f'{d8}/full/slat.npy')):.3e}"
+    )
     for name in ("gaussians.npz", "radiance_field.npz"):
         x, y = np.load(f"{d16}/full/{name}"), np.load(f"{d8}/full/{name}")
         print(

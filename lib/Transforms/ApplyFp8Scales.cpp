@@ -32,7 +32,7 @@ constexpr llvm::StringLiteral kFormat = "trellis-fp8-activation-scales";
 
 /// The "amax" map of a calibration file, or an error naming the file.
 FailureOr<std::map<std::string, double>> readScales(ModuleOp module,
-                                                     StringRef path) {
+                                                    StringRef path) {
   auto fail = [&](const Twine &why) {
     module.emitError() << "FP8 scales file '" << path << "': " << why;
     return failure();
@@ -61,8 +61,8 @@ FailureOr<std::map<std::string, double>> readScales(ModuleOp module,
   std::map<std::string, double> scales;
   for (const auto &[key, value] : *amax) {
     std::optional<double> v = value.getAsNumber();
-    if (!v || !std::isfinite(*v) || *v <= 0 ||
-        !std::isfinite(float(*v)) || float(*v) <= 0)
+    if (!v || !std::isfinite(*v) || *v <= 0 || !std::isfinite(float(*v)) ||
+        float(*v) <= 0)
       return fail("\"amax\"[\"" + key.str() +
                   "\"] must be a positive finite number (an f32)");
     scales[key.str()] = *v;
@@ -114,8 +114,8 @@ struct ApplyFp8ScalesPass
     for (const auto &[key, value] : *scales)
       if (!used.count(key)) {
         module.emitError() << "FP8 scales file '" << scalesFile
-                           << "': no FP8 linear of this program reads '"
-                           << key << "' (calibrated for another program?)";
+                           << "': no FP8 linear of this program reads '" << key
+                           << "' (calibrated for another program?)";
         return signalPassFailure();
       }
   }

@@ -97,12 +97,12 @@ struct ChunkMlp : OpRewritePattern<LinearOp> {
     SmallVector<Value> outs;
     for (auto [piece, size, residual] :
          llvm::zip(split.getResults(), sizes, residuals)) {
-      Value h = LinearOp::create(rewriter, fc1.getLoc(),
-                                 withDim(fc1.getResult().getType(), axis, size),
-                                 piece, fc1.getWeight(), fc1.getBias(),
-                                 /*residual=*/Value(), fc1.getActivationAttr(),
-                                 fc1.getPrecisionAttr(),
-                                 fc1.getActivationAmaxAttr());
+      Value h =
+          LinearOp::create(rewriter, fc1.getLoc(),
+                           withDim(fc1.getResult().getType(), axis, size),
+                           piece, fc1.getWeight(), fc1.getBias(),
+                           /*residual=*/Value(), fc1.getActivationAttr(),
+                           fc1.getPrecisionAttr(), fc1.getActivationAmaxAttr());
       if (gelu)
         h = GeluOp::create(rewriter, gelu.getLoc(), h.getType(), h);
       outs.push_back(LinearOp::create(

@@ -198,12 +198,12 @@ struct LinearOfRows : OpRewritePattern<LinearOp> {
     auto rowType = rows.getRow().getType();
     SmallVector<int64_t> shape(rowType.getShape());
     shape.back() = type.getShape().back();
-    auto linear = LinearOp::create(
-        rewriter, op.getLoc(),
-        RankedTensorType::get(shape, type.getElementType()), rows.getRow(),
-        op.getWeight(), op.getBias(),
-        /*residual=*/Value(), op.getActivationAttr(), op.getPrecisionAttr(),
-        op.getActivationAmaxAttr());
+    auto linear =
+        LinearOp::create(rewriter, op.getLoc(),
+                         RankedTensorType::get(shape, type.getElementType()),
+                         rows.getRow(), op.getWeight(), op.getBias(),
+                         /*residual=*/Value(), op.getActivationAttr(),
+                         op.getPrecisionAttr(), op.getActivationAmaxAttr());
     rewriter
         .replaceOpWithNewOp<BroadcastRowsOp>(op, type, linear.getResult(),
                                              rows.getLike())

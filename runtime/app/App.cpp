@@ -824,10 +824,12 @@ int runCalibration(const LoadedBundle &loaded, const Options &opts,
       seeds.push_back(seeded.seed);
     }
   }
-  auto scales = calibration.toJson(
-      {{"runs", runs}, {"inputs", inputs}, {"seeds", seeds},
-       {"stages", "ss_stage, slat_stage"},
-       {"backend", (*engine)->backend("ss_stage")}});
+  auto scales =
+      calibration.toJson({{"runs", runs},
+                          {"inputs", inputs},
+                          {"seeds", seeds},
+                          {"stages", "ss_stage, slat_stage"},
+                          {"backend", (*engine)->backend("ss_stage")}});
   if (!scales)
     return fail(scales.message());
   std::error_code ec;

@@ -94,9 +94,9 @@ Result<CUdeviceptr> GpuExecutor::Impl::fp8StaticScales(Prepared &p,
   p.fp8StaticScales[&instr] = scales;
   for (auto [at, value] : {std::pair{scales, scale.quantize},
                            std::pair{scales + kAlign, scale.dequantize}}) {
-    TRELLIS_RETURN_IF_ERROR(check(
-        api->cuMemcpyHtoDAsync(at, &value, sizeof(value), setupStream),
-        "cuMemcpyHtoDAsync (FP8 scales)"));
+    TRELLIS_RETURN_IF_ERROR(
+        check(api->cuMemcpyHtoDAsync(at, &value, sizeof(value), setupStream),
+              "cuMemcpyHtoDAsync (FP8 scales)"));
     TRELLIS_RETURN_IF_ERROR(
         check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
   }
@@ -148,8 +148,8 @@ Status GpuExecutor::Impl::buildFp8LinearCommand(Prepared &p, Node &node,
         if (CUresult r = api->cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0,
                                              stream, args, nullptr);
             r != CUDA_SUCCESS)
-          return opError(instr, "launching the FP8 quantization: " +
-                                    api->describe(r));
+          return opError(instr,
+                         "launching the FP8 quantization: " + api->describe(r));
         return Status::ok();
       };
     }

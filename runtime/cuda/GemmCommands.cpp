@@ -118,8 +118,7 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   cudaDataType_t typeD = fp8 && layout.fp8ScaleD
                              ? CUDA_R_8F_E4M3
                              : cudaType(layout.outType.value_or(dtype));
-  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr,
-                         ld = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr, ld = nullptr;
   int64_t lda = layout.lda ? layout.lda : transA ? k : m;
   if (transA)
     keep(api->cublasLtMatrixLayoutCreate(&la, type, uint64_t(k), uint64_t(m),
@@ -140,7 +139,9 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   if (layout.batch > 1) {
     int32_t count = layout.batch;
     std::pair<cublasLtMatrixLayout_t, int64_t> strided[] = {
-        {la, layout.strideA}, {lb, layout.strideB}, {ld, layout.strideD},
+        {la, layout.strideA},
+        {lb, layout.strideB},
+        {ld, layout.strideD},
         {lc, layout.strideD}};
     for (auto [l, stride] : strided) {
       keep(api->cublasLtMatrixLayoutSetAttribute(
@@ -167,7 +168,7 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
   // Without a residual C is D (in place), except beside an E4M3 D: C's
   // layout differs then, which in place is invalid; unread at β = 0, it is
   // passed as null (as PyTorch's scaled_gemm does).
-  CUdeviceptr c = layout.residual            ? layout.residual
+  CUdeviceptr c = layout.residual           ? layout.residual
                   : typeD == CUDA_R_8F_E4M3 ? 0
                                             : d;
   // Up to 8 candidates from the heuristic; with several, each distinct GEMM
@@ -203,8 +204,8 @@ Status GpuExecutor::Impl::buildGemm(Prepared &p, Node &node, CUdeviceptr a,
                               api->describe(hs) + ")");
   if (answer.picked < 0) {
     const GemmProblem problem{
-        instr, desc,   la,    lb,       lc,    ld,     a,          b,
-        c,     d,      beta,  m,        n,     k,      lda,        transA,
+        instr, desc,     la,    lb,     lc,         ld,   a,   b,
+        c,     d,        beta,  m,      n,          k,    lda, transA,
         dtype, epilogue, typeD, layout, heuristics, found};
     TRELLIS_RETURN_IF_ERROR(pickGemmAlgo(problem, answer.picked));
   }

@@ -591,9 +591,9 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
                  " (run with --gpu-sync-ops to name the op that failed)"};
   for (auto &[instr, running] : p.fp8Running) { // calibration
     float amax = 0;
-    TRELLIS_RETURN_IF_ERROR(m.check(
-        api.cuMemcpyDtoHAsync(&amax, running, sizeof(amax), m.stream),
-        "cuMemcpyDtoHAsync"));
+    TRELLIS_RETURN_IF_ERROR(
+        m.check(api.cuMemcpyDtoHAsync(&amax, running, sizeof(amax), m.stream),
+                "cuMemcpyDtoHAsync"));
     TRELLIS_RETURN_IF_ERROR(
         m.check(api.cuStreamSynchronize(m.stream), "the GPU stream"));
     m.fp8Observer(*instr, amax);

@@ -106,8 +106,7 @@ struct GpuExecutor::Impl {
   /// and the scale slots at `amax` and `dequant` (zeroes `amax` first);
   /// `running` (calibration, else 0) is raised to the amax too.
   Status quantizeFp8(CUdeviceptr x, size_t n, CUdeviceptr q, CUdeviceptr amax,
-                     CUdeviceptr dequant, CUstream on,
-                     CUdeviceptr running = 0);
+                     CUdeviceptr dequant, CUstream on, CUdeviceptr running = 0);
   /// The FP8 linear's command: the activation quantized into the node's
   /// scratch, then the E4M3 GEMM (D[n, m] = W[n, k]·x[m, k]ᵀ, as fp16).
   Status buildFp8LinearCommand(Prepared &p, Node &node, int64_t n, int64_t m,

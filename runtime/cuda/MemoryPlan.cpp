@@ -255,7 +255,8 @@ void GpuExecutor::Impl::markFp8E4M3Outputs(Prepared &p,
         node.in.size() > 3 || node.out.size() != 1)
       return;
     const int out = node.out[0];
-    if (p.slots[out].root != out || p.slots[out].where != SlotInfo::Where::Arena ||
+    if (p.slots[out].root != out ||
+        p.slots[out].where != SlotInfo::Where::Arena ||
         std::count(p.results.begin(), p.results.end(), out))
       return;
     auto [first, last] = users.equal_range(out);
@@ -263,8 +264,7 @@ void GpuExecutor::Impl::markFp8E4M3Outputs(Prepared &p,
       return;
     const auto [reader, operand] = first->second;
     if (operand == 0 && reader->instr->op == "trellis.linear" &&
-        fp8Linear(*reader->instr) &&
-        reader->instr->hasAttr("activation_amax"))
+        fp8Linear(*reader->instr) && reader->instr->hasAttr("activation_amax"))
       p.fp8E4M3Outputs[out] = reader->instr;
   });
 }

@@ -216,9 +216,9 @@ Status CpuExecutor::runOp(Frame &frame, const Instr &instr) {
   cpu::CallFn callFn = [this](const Function &fn, std::vector<RtValue> args) {
     return call(fn, std::move(args));
   };
-  OpContext ctx{instr,   in,     out,   program_,
-                weights_, overrides_, entry_, callFn,
-                fp8Observer_ ? &fp8Observer_ : nullptr};
+  OpContext ctx{instr,    in,       out,
+                program_, weights_, overrides_,
+                entry_,   callFn,   fp8Observer_ ? &fp8Observer_ : nullptr};
   // Each op fills `out` or returns an error (wrapped with the location).
   const OpTable &table = opTable();
   auto it = table.find(instr.op);

@@ -65,8 +65,8 @@ Result<HostTensor> linearFp8(const HostTensor &x, const HostTensor &weight,
   if (bias)
     vb.emplace(*bias);
   std::vector<float> y(size_t(M * O));
-  linearE4M3(vx.data(), vw.data(), vb ? vb->data() : nullptr, M, K, O,
-             y.data(), activationAmax);
+  linearE4M3(vx.data(), vw.data(), vb ? vb->data() : nullptr, M, K, O, y.data(),
+             activationAmax);
   FloatOut out(x.dtype(), outShape);
   for (int64_t i = 0; i < M * O; ++i)
     out.set(i, y[size_t(i)]);

@@ -106,11 +106,13 @@ def quantize(x, quantize_scale):
     return to_e4m3(np.asarray(x, dtype=F32) * F32(quantize_scale))
 
 
-def linear(x, w, b=None):
-    """W8A8 y = x·wᵀ + b with per-tensor scales; x [rows, in], w [out, in].
+def linear(x, w, b=None, static_amax_x=None):
+    """W8A8 y = x·wᵀ + b with per-tensor scales; x [rows, in], w [out, in]. `static_amax_x`: x's scale from that
+    amax (a calibrated, static scale: larger |x| saturate at ±448) instead of x's own.
 
     Returns (y float64, amax_x, amax_w, xq, wq)."""
-    ax, aw = amax(x), amax(w)
+    ax = np.float32(static_amax_x) if static_amax_x is not None else amax(x)
+    aw = amax(w)
     (qx, dx), (qw, dw) = scale_for(ax), scale_for(aw)
     xq, wq = quantize(x, qx), quantize(w, qw)
     acc = from_e4m3(xq) @ from_e4m3(wq).T  # exact (see the module docstring)

@@ -548,6 +548,20 @@ def fp8_ops(root):
     c.save("expected_xq", xq)
     c.save("expected_wq", wq)
 
+    # A static activation scale (trellis.linear's activation_amax) below x's own amax: the large values saturate.
+    c = Case(root, "fp8_linear_static")
+    x = c.normal((29, 64))
+    x.flat[c.rng.choice(x.size, 6, replace=False)] = np.float32(9.0) * c.rng.choice([-1.0, 1.0], 6).astype(
+        F32
+    )
+    x = c.save("x", x)
+    w = c.save("w", c.weight((48, 64), 64, F32))
+    b = c.save("b", c.normal((48,), F32, 0.5))
+    static = c.save("amax", np.array(3.0, dtype=F32))
+    y, _, _, xq, _ = fp8_np.linear(x, w, b, static_amax_x=static)
+    c.save("expected", y.astype(F32))
+    c.save("expected_xq", xq)
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -1,4 +1,5 @@
-//===- Fp8Calibration.h - Static FP8 activation scales, measured -*- C++ -*-===//
+//===- Fp8Calibration.h - Static FP8 activation scales, measured -*- C++
+//-*-===//
 //
 // trellis.exe --calibrate N runs an FP8 program (trellisc --precision=fp8)
 // with dynamic scales and records, per FP8 linear, the largest |x| its input

@@ -205,3 +205,43 @@ TEST(Fp8E4M3, GoldenLinear) {
             << ")\n";
   EXPECT_LE(relL2, 1e-5) << "max |err| " << maxErr;
 }
+
+// A static activation scale (trellis.linear's activation_amax) below x's own
+// amax: the bytes are the NumPy model's (the large values saturate at ±448),
+// and so is y; the dynamic form of the same x differs.
+TEST(Fp8E4M3, GoldenLinearStaticScale) {
+  const char *c = "fp8_linear_static";
+  HostTensor tx = golden(c, "x"), tw = golden(c, "w"), tb = golden(c, "b");
+  const int64_t rows = tx.dim(0), in = tx.dim(1), out = tw.dim(0);
+  std::vector<float> x = floats(tx), w = floats(tw), b = floats(tb);
+  const float amax = float(goldenScalar(c, "amax"));
+  ASSERT_LT(amax, e4m3Amax(x.data(), int64_t(x.size())));
+
+  std::vector<uint8_t> xq(x.size());
+  quantizeE4M3(x.data(), int64_t(x.size()), e4m3ScaleFor(amax).quantize,
+               xq.data());
+  EXPECT_EQ(xq, bytes(golden(c, "expected_xq")));
+  EXPECT_NE(std::count(xq.begin(), xq.end(), uint8_t(0x7E)) +
+                std::count(xq.begin(), xq.end(), uint8_t(0xFE)),
+            0)
+      << "no value saturated: the case tests nothing";
+
+  std::vector<float> e = floats(golden(c, "expected"));
+  std::vector<float> y(e.size()), dynamic(e.size());
+  linearE4M3(x.data(), w.data(), b.data(), rows, in, out, y.data(), amax);
+  linearE4M3(x.data(), w.data(), b.data(), rows, in, out, dynamic.data());
+  double err2 = 0, ref2 = 0, moved2 = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    err2 += std::pow(double(y[i]) - double(e[i]), 2);
+    moved2 += std::pow(double(dynamic[i]) - double(e[i]), 2);
+    ref2 += double(e[i]) * double(e[i]);
+  }
+  EXPECT_LE(std::sqrt(err2 / ref2), 1e-5);
+  EXPECT_GT(std::sqrt(moved2 / ref2), 1e-3) << "static equals dynamic";
+
+  // The reference op takes the static amax the same way.
+  auto yOp = ref::linearFp8(tx, tw, &tb, amax);
+  ASSERT_TRUE(yOp) << yOp.message();
+  std::vector<float> yv = floats(*yOp);
+  EXPECT_EQ(std::memcmp(yv.data(), y.data(), y.size() * sizeof(float)), 0);
+}
