@@ -30,16 +30,21 @@ export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi -L | tee "$OUT/device.txt"
 L=/tmp/large
 if has profile; then
+  # Per program (PROFILE_PROGRAMS, default "large"; e.g. "large large_fp8s"): graph timings and the eager
+  # per-op profile of both flow stages.
   [[ -f $L/cond.npy ]] || "$B/trellis-mkmodel" --preset image-large --seed 1 --out $L --force --quiet
   python3 "$ROOT/bench/slat_gpu/make_coords.py" --voxels 20000 --out /tmp/fp8_surface.npy
-  "$B/trellis-ss-bench" --exe "$B/large.exe" --model $L --reps 3 > "$OUT/ss_graphs.txt" 2>&1
-  "$B/trellis-ss-bench" --exe "$B/large.exe" --model $L --reps 1 --profile > "$OUT/ss_profile.txt" 2>&1
-  "$B/trellis-slat-bench" --exe "$B/large.exe" --model $L --coords /tmp/fp8_surface.npy --reps 3 > "$OUT/slat_graphs.txt" 2>&1
-  "$B/trellis-slat-bench" --exe "$B/large.exe" --model $L --coords /tmp/fp8_surface.npy --reps 1 --profile \
-    > "$OUT/slat_profile.txt" 2>&1
-  for s in ss slat; do
-    echo "== $s (graphs):"; grep -iE "median|GPU time" "$OUT/${s}_graphs.txt" | head -4
-    echo "== $s profile:"; grep -E "^per-op|^\| [0-9]" "$OUT/${s}_profile.txt" | head -30
+  for prog in ${PROFILE_PROGRAMS:-large}; do
+    "$B/trellis-ss-bench" --exe "$B/$prog.exe" --model $L --reps 3 > /tmp/${prog}_ss_graphs.txt 2>&1
+    "$B/trellis-ss-bench" --exe "$B/$prog.exe" --model $L --reps 1 --profile > /tmp/${prog}_ss_profile.txt 2>&1
+    "$B/trellis-slat-bench" --exe "$B/$prog.exe" --model $L --coords /tmp/fp8_surface.npy --reps 3 \
+      > /tmp/${prog}_slat_graphs.txt 2>&1
+    "$B/trellis-slat-bench" --exe "$B/$prog.exe" --model $L --coords /tmp/fp8_surface.npy --reps 1 --profile \
+      > /tmp/${prog}_slat_profile.txt 2>&1
+    for s in ss slat; do
+      echo "== $prog $s (graphs):"; grep -iE "median|GPU time" /tmp/${prog}_${s}_graphs.txt | head -4
+      echo "== $prog $s profile:"; grep -E "^per-op|^\| [0-9]" /tmp/${prog}_${s}_profile.txt | head -30
+    done | tee -a "$OUT/profile.txt"
   done
 fi
 if has gemm; then

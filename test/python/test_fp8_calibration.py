@@ -23,7 +23,9 @@ def run(*args):
 
 
 def compile_tiny(model, out, *extra):
-    r = run(BIN / "trellisc", model / "pipeline.json", "--target=cpu", "--cond-tokens", "21", *extra, "-o", out)
+    r = run(
+        BIN / "trellisc", model / "pipeline.json", "--target=cpu", "--cond-tokens", "21", *extra, "-o", out
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -36,8 +38,20 @@ def calibrated(tmp_path_factory):
     assert r.returncode == 0, r.stderr
     dynamic = compile_tiny(model, d / "fp8.exe", "--precision=fp8")
     out = d / "calibration"
-    r = run(dynamic, "--model", model, "--cond", model / "cond.npy", "--seed", "100", "--calibrate", "2", *SHORT,
-            "--out", out)
+    r = run(
+        dynamic,
+        "--model",
+        model,
+        "--cond",
+        model / "cond.npy",
+        "--seed",
+        "100",
+        "--calibrate",
+        "2",
+        *SHORT,
+        "--out",
+        out,
+    )
     assert r.returncode == 0, r.stderr
     scales = out / "fp8_scales.json"
     static = compile_tiny(model, d / "fp8s.exe", "--precision=fp8", f"--fp8-scales={scales}")
@@ -46,8 +60,22 @@ def calibrated(tmp_path_factory):
 
 def stage1(c, exe, name, *extra):
     out = c["dir"] / name
-    r = run(exe, "--model", c["model"], "--cond", c["model"] / "cond.npy", "--seed", "3", "--steps-ss", "3",
-            "--stop-after", "ss", "--out", out, *extra)
+    r = run(
+        exe,
+        "--model",
+        c["model"],
+        "--cond",
+        c["model"] / "cond.npy",
+        "--seed",
+        "3",
+        "--steps-ss",
+        "3",
+        "--stop-after",
+        "ss",
+        "--out",
+        out,
+        *extra,
+    )
     assert r.returncode == 0, r.stderr
     return np.load(out / "ss_latent.npy").astype(np.float64)
 
@@ -68,8 +96,16 @@ def test_calibration_names_every_fp8_linear_and_writes_nothing_else(calibrated):
 
 
 def test_every_fp8_linear_of_the_compiled_program_has_its_static_scale(calibrated):
-    r = run(BIN / "trellisc", calibrated["model"] / "pipeline.json", "--target=cuda", "--cond-tokens", "21",
-            "--precision=fp8", f"--fp8-scales={calibrated['scales']}", "--compile-to=fusion")
+    r = run(
+        BIN / "trellisc",
+        calibrated["model"] / "pipeline.json",
+        "--target=cuda",
+        "--cond-tokens",
+        "21",
+        "--precision=fp8",
+        f"--fp8-scales={calibrated['scales']}",
+        "--compile-to=fusion",
+    )
     assert r.returncode == 0, r.stderr
     fp8 = [line for line in r.stdout.splitlines() if 'precision = "fp8_e4m3"' in line]
     assert fp8 and all("activation_amax = " in line for line in fp8), fp8[:3]
@@ -87,18 +123,30 @@ def test_the_static_program_differs_from_the_dynamic_one_by_the_scales_only(cali
 def test_the_python_api_compiles_the_same_static_program(calibrated):
     tc = pytest.importorskip("trellisc")
     static = stage1(calibrated, calibrated["static"], "static_py_ref")
-    pipe = tc.trellis.compile_pipeline(calibrated["model"] / "pipeline.json", cond_tokens=21, precision="fp8",
-                                       fp8_scales=calibrated["scales"])
-    out = pipe.run(np.load(calibrated["model"] / "cond.npy"), seed=3, ss_steps=3, slat_steps=1, formats=("gs",))
+    pipe = tc.trellis.compile_pipeline(
+        calibrated["model"] / "pipeline.json",
+        cond_tokens=21,
+        precision="fp8",
+        fp8_scales=calibrated["scales"],
+    )
+    out = pipe.run(
+        np.load(calibrated["model"] / "cond.npy"), seed=3, ss_steps=3, slat_steps=1, formats=("gs",)
+    )
     np.testing.assert_array_equal(out["ss_latent"].astype(np.float64), static)
     with pytest.raises(tc.TrellisError, match="fp8_scales needs precision 'fp8'"):
-        tc.trellis.compile_pipeline(calibrated["model"] / "pipeline.json", cond_tokens=21,
-                                    fp8_scales=calibrated["scales"])
+        tc.trellis.compile_pipeline(
+            calibrated["model"] / "pipeline.json", cond_tokens=21, fp8_scales=calibrated["scales"]
+        )
 
 
 def test_scales_need_an_fp8_program(calibrated):
-    r = run(BIN / "trellisc", calibrated["model"] / "pipeline.json", f"--fp8-scales={calibrated['scales']}",
-            "-o", calibrated["dir"] / "x.exe")
+    r = run(
+        BIN / "trellisc",
+        calibrated["model"] / "pipeline.json",
+        f"--fp8-scales={calibrated['scales']}",
+        "-o",
+        calibrated["dir"] / "x.exe",
+    )
     assert r.returncode == 2 and "--fp8-scales needs --precision=fp8" in r.stderr, r.stderr
     assert not (calibrated["dir"] / "x.exe").exists()
 
@@ -110,8 +158,16 @@ def test_a_scales_file_of_another_program_is_refused_naming_the_linear(calibrate
     bad = calibrated["dir"] / "short.json"
     bad.write_text(json.dumps(data))
     out = calibrated["dir"] / "short.exe"
-    r = run(BIN / "trellisc", calibrated["model"] / "pipeline.json", "--cond-tokens", "21", "--precision=fp8",
-            f"--fp8-scales={bad}", "-o", out)
+    r = run(
+        BIN / "trellisc",
+        calibrated["model"] / "pipeline.json",
+        "--cond-tokens",
+        "21",
+        "--precision=fp8",
+        f"--fp8-scales={bad}",
+        "-o",
+        out,
+    )
     assert r.returncode == 1, r.stderr
     assert f"has no entry for '{missing}'" in r.stderr and "short.json" in r.stderr, r.stderr
     assert not out.exists()
@@ -135,8 +191,9 @@ def test_calibrate_refuses_what_it_cannot_measure(calibrated, program, extra, me
     out = calibrated["dir"] / f"refused_{program}"
     inputs = ("--cond", calibrated["model"] / "cond.npy") if not extra else ()
     if extra:
-        (calibrated["dir"] / "jobs.jsonl").write_text(json.dumps({"id": "a", "cond": str(calibrated["model"] /
-                                                                                        "cond.npy")}) + "\n")
+        (calibrated["dir"] / "jobs.jsonl").write_text(
+            json.dumps({"id": "a", "cond": str(calibrated["model"] / "cond.npy")}) + "\n"
+        )
         extra = ("--inputs", calibrated["dir"] / "jobs.jsonl")
     r = run(exe, "--model", calibrated["model"], *inputs, *extra, "--calibrate", "1", "--out", out)
     assert r.returncode == 2 and message in r.stderr, r.stderr
