@@ -94,6 +94,16 @@ struct GpuExecutor::Impl {
   /// quantize scale 448 / amax at +0, the dequantize scale amax / 448 at
   /// +kAlign (ref::e4m3ScaleFor's values), uploaded once.
   Result<CUdeviceptr> fp8StaticScales(Prepared &p, const Instr &instr);
+  /// The quantize scale at which `producer` writes its result in E4M3 for
+  /// the FP8 linear that reads it (Prepared::fp8E4M3Outputs), else 0.
+  float fp8OutputQuantize(const Prepared &p, const Node &producer) const;
+  /// A gated_residual_norm or layer_norm_modulate that the E4M3 norm kernel
+  /// (runtime/kernels/norm_e4m3.cuh) can run: the index of its normalized
+  /// result; else -1.
+  int normE4M3Result(const Prepared &p, const Node &node) const;
+  /// That kernel's command for `node`, whose normalized result an FP8
+  /// linear reads in E4M3 (Prepared::fp8E4M3Outputs).
+  Status buildNormE4M3Command(Prepared &p, Node &node);
   /// A linear with precision = "fp8_e4m3" (the W8A8 E4M3 GEMM).
   static bool fp8Linear(const Instr &instr) {
     auto precision = instr.stringAttr("precision");

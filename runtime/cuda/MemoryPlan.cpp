@@ -248,23 +248,57 @@ void GpuExecutor::Impl::markFp8E4M3Outputs(Prepared &p,
   p.fp8E4M3Outputs.clear();
   if (options.checkOps) // every op's f16 result is compared
     return;
+  // The nodes that read storage root `r`, through reshapes (views without a
+  // command) — or nullopt when a reader is a function result.
+  auto readersOf = [&](int r) {
+    std::vector<std::pair<const Node *, int>> readers;
+    std::vector<int> pending{r};
+    while (!pending.empty()) {
+      const int s = pending.back();
+      pending.pop_back();
+      if (std::count(p.results.begin(), p.results.end(), s))
+        return std::optional<decltype(readers)>();
+      auto [first, last] = users.equal_range(s);
+      for (auto it = first; it != last; ++it) {
+        const Node *reader = it->second.first;
+        if (reader->instr->op == "trellis.reshape")
+          pending.push_back(reader->out[0]);
+        else
+          readers.push_back(it->second);
+      }
+    }
+    return std::optional(readers);
+  };
   forEachNode(p.body, [&](const Node &node) {
     const Instr &instr = *node.instr;
-    // A residual is C in f16 beside an E4M3 D: not fused.
-    if (instr.op != "trellis.linear" || !fp8Linear(instr) ||
-        node.in.size() > 3 || node.out.size() != 1)
+    // Producers that can write E4M3: an FP8 linear without a residual (C
+    // in f16 beside an E4M3 D is not fused), the attention kernels where
+    // they write the result in place (not through a window scatter).
+    const bool linear = instr.op == "trellis.linear" && fp8Linear(instr) &&
+                        node.in.size() <= 3;
+    const bool attention =
+        instr.op == "trellis.attention" ||
+        instr.op == "trellis.sparse.cross_attention" ||
+        (instr.op == "trellis.sparse.attention" &&
+         !instr.attrs.contains("trellis.window_rows"));
+    // The norms the runtime's E4M3 norm kernel implements (their normalized
+    // result: gated_residual_norm's second, layer_norm_modulate's only).
+    const int normalized = normE4M3Result(p, node);
+    if (!linear && !attention && normalized < 0)
       return;
-    const int out = node.out[0];
+    if (normalized < 0 && node.out.size() != 1)
+      return;
+    const int out = node.out[std::max(normalized, 0)];
     if (p.slots[out].root != out ||
-        p.slots[out].where != SlotInfo::Where::Arena ||
-        std::count(p.results.begin(), p.results.end(), out))
+        p.slots[out].where != SlotInfo::Where::Arena)
       return;
-    auto [first, last] = users.equal_range(out);
-    if (first == last || std::next(first) != last)
+    auto readers = readersOf(out);
+    if (!readers || readers->size() != 1)
       return;
-    const auto [reader, operand] = first->second;
+    const auto [reader, operand] = readers->front();
     if (operand == 0 && reader->instr->op == "trellis.linear" &&
-        fp8Linear(*reader->instr) && reader->instr->hasAttr("activation_amax"))
+        fp8Linear(*reader->instr) &&
+        reader->instr->hasAttr("activation_amax"))
       p.fp8E4M3Outputs[out] = reader->instr;
   });
 }

@@ -73,6 +73,11 @@ typedef struct TrellisAttnParams {
    * online kernel given the array computes only the CTAs flagged 1 (its
    * second launch, same grid). NULL for a plain online launch. */
   int32_t *redo_flags;
+  /* 0: o is fp16. Else (sm_90a kernels only) o is E4M3 for the FP8 linear
+   * that reads it (runtime/cuda/Fp8Gemm.cpp): each value rounded to fp16 as
+   * ever, times o_quantize, rounded to E4M3 (saturating); strides and offsets
+   * count elements as for fp16, one byte each. */
+  float o_quantize;
 } TrellisAttnParams;
 
 /* Kernel families. */
@@ -282,6 +287,8 @@ static inline const char *trellis_attn_check(const TrellisAttnConfig *c,
   if ((c->variant & TRELLIS_ATTN_SM90_FIXED_REF) &&
       (!p->redo_flags || !(p->softmax_scale > 0.f)))
     return "a fixed-reference kernel needs redo_flags and a positive scale";
+  if (p->o_quantize != 0.f && c->family != TRELLIS_ATTN_SM90A)
+    return "an E4M3 output (o_quantize) needs an sm_90a kernel";
   return 0;
 }
 

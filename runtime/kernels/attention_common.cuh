@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "runtime/kernels/attention.h"
+#include "runtime/kernels/fp8_quantize.cuh"
 
 namespace trellis_attn {
 
@@ -311,6 +312,31 @@ __device__ __forceinline__ Seq make_seq(const void *base, const int32_t *cu,
   return Seq{static_cast<const __half *>(base) + off +
                  static_cast<int64_t>(h) * head_stride,
              len};
+}
+
+// Stores ROWS x D halves from a shared tile as E4M3 (each value times
+// `quantize`, saturating) to rows row0.. of an E4M3 O (valid rows < len):
+// 8 values per 16-byte shared load, one 8-byte global store.
+template <int ROWS, int D, int THREADS, class Layout>
+__device__ __forceinline__ void store_tile_e4m3(uint32_t tile, uint8_t *base,
+                                                int64_t row_stride, int row0,
+                                                int len, int tid,
+                                                float quantize) {
+  constexpr int kChunks = D / 8;
+  constexpr int kTotal = ROWS * kChunks;
+#pragma unroll
+  for (int i0 = 0; i0 < kTotal; i0 += THREADS) {
+    const int i = i0 + tid;
+    if (kTotal % THREADS == 0 || i < kTotal) {
+      const int r = i / kChunks, c = i % kChunks;
+      const int row = row0 + r;
+      if (row < len)
+        *reinterpret_cast<uint2 *>(base + static_cast<int64_t>(row) *
+                                              row_stride +
+                                   c * 8) =
+            trellis_fp8_quantize8(lds128(tile + Layout::off(r, c)), quantize);
+    }
+  }
 }
 
 // Stores ROWS x D halves from a shared tile to rows row0.. of O (valid rows <

@@ -557,8 +557,15 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
   __syncthreads();
   const Seq out = make_seq(p.o, p.cu_seqlens_q, p.o_batch_stride,
                            p.o_row_stride, p.o_head_stride, p.seqlen_q, seq, h);
-  store_tile<BM, D, THREADS, LQ>(sQ, const_cast<__half *>(out.ptr),
-                                 p.o_row_stride, m0, out.len, tid);
+  if (p.o_quantize != 0.f) // E4M3 for the FP8 linear that reads O
+    store_tile_e4m3<BM, D, THREADS, LQ>(
+        sQ,
+        static_cast<uint8_t *>(p.o) +
+            (out.ptr - static_cast<const __half *>(p.o)),
+        p.o_row_stride, m0, out.len, tid, p.o_quantize);
+  else
+    store_tile<BM, D, THREADS, LQ>(sQ, const_cast<__half *>(out.ptr),
+                                   p.o_row_stride, m0, out.len, tid);
 }
 
 } // namespace trellis_attn
