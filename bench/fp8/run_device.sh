@@ -42,7 +42,7 @@ if has profile; then
     "$B/trellis-slat-bench" --exe "$B/$prog.exe" --model $L --coords /tmp/fp8_surface.npy --reps 1 --profile \
       > /tmp/${prog}_slat_profile.txt 2>&1
     for s in ss slat; do
-      echo "== $prog $s (graphs):"; grep -iE "median|GPU time" /tmp/${prog}_${s}_graphs.txt | head -4
+      echo "== $prog $s (graphs):"; grep -iE "median|GPU time|^\| (ss|slat)_stage" /tmp/${prog}_${s}_graphs.txt | head -4
       echo "== $prog $s profile:"; grep -E "^per-op|^\| [0-9]" /tmp/${prog}_${s}_profile.txt | head -30
     done | tee -a "$OUT/profile.txt"
   done

@@ -278,7 +278,7 @@ Status GpuExecutor::Impl::buildAttentionCommand(Prepared &p, Node &node) {
   params.seqlen_k = int32_t(k.shape[1]);
   params.head_dim = int32_t(d);
   params.softmax_scale = float(*scale);
-  params.o_quantize = fp8OutputQuantize(p, node);
+  params.o_quantize = fp8OutputQuantize(p, node.out[0]);
   // The redo flags follow the normalized copies in the scratch (plan()).
   CUdeviceptr redoFlags = 0;
   if (node.scratch >= 0 &&

@@ -146,9 +146,6 @@ Status GpuExecutor::Impl::buildCommand(Prepared &p, Node &node) {
     return buildConvCommand(p, node);
   if (op == "trellis.attention")
     return buildAttentionCommand(p, node); // AttentionCommands.cpp
-  if (int r = normE4M3Result(p, node);
-      r >= 0 && p.fp8E4M3Outputs.count(node.out[r]))
-    return buildNormE4M3Command(p, node); // Fp8Gemm.cpp
   // Generated kernels.
   return buildKernelCommand(p, node);
 }

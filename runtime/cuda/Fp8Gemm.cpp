@@ -9,15 +9,16 @@
 //   dynamic  its amax at every call: an amax pass, then the quantization;
 //   static   activation_amax (trellisc --fp8-scales, from trellis.exe
 //            --calibrate): the quantization alone, and none at all when
-//            the producer is an FP8 linear that writes E4M3 directly
-//            (Prepared::fp8E4M3Outputs: the MLP's fc1 → fc2).
+//            the producer writes E4M3 at this op's scale itself
+//            (Prepared::fp8E4M3Outputs): an FP8 linear (the MLP's fc1 →
+//            fc2, cuBLASLt's D scale) or the attention kernels (their
+//            epilogue, TrellisAttnParams::o_quantize: the out-projections).
 // The kernels are runtime/kernels/fp8.cuh (sm_90a module); the CPU
 // reference's model of all of it is include/trellis/Reference/Fp8.h.
 // bench/fp8/BASELINE.md measures what each form leaves of the GEMM speed-up.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/GpuExecutorImpl.h"
-#include "runtime/kernels/norm_e4m3.h"
 #include "trellis/Reference/Fp8.h"
 
 #include <string>
@@ -104,125 +105,12 @@ Result<CUdeviceptr> GpuExecutor::Impl::fp8StaticScales(Prepared &p,
   return scales;
 }
 
-float GpuExecutor::Impl::fp8OutputQuantize(const Prepared &p,
-                                           const Node &producer) const {
-  auto it = p.fp8E4M3Outputs.find(producer.out.at(0));
+float GpuExecutor::Impl::fp8OutputQuantize(const Prepared &p, int out) const {
+  auto it = p.fp8E4M3Outputs.find(out);
   if (it == p.fp8E4M3Outputs.end())
     return 0.0f;
   auto amax = it->second->floatAttr("activation_amax");
   return amax ? ref::e4m3ScaleFor(float(*amax)).quantize : 0.0f;
-}
-
-namespace {
-/// Operand segments of trellis.gated_residual_norm: x, h, gate, plus,
-/// shift, scale, weight, bias.
-enum NormSegment { kPlus = 3, kShift, kScale, kWeight, kBias, kSegments };
-} // namespace
-
-int GpuExecutor::Impl::normE4M3Result(const Prepared &p,
-                                      const Node &node) const {
-  const Instr &instr = *node.instr;
-  const bool gated = instr.op == "trellis.gated_residual_norm";
-  if ((!gated && instr.op != "trellis.layer_norm_modulate") ||
-      instr.hasAttr("f32_result"))
-    return -1;
-  const int result = gated ? 1 : 0;
-  if (node.out.size() != size_t(result + 1))
-    return -1;
-  const ValueType &x = p.slots[node.in[0]].type;
-  if (x.dtype != DType::F16 || x.shape.empty() ||
-      p.slots[node.out[result]].type.dtype != DType::F16)
-    return -1;
-  const int64_t n = x.shape.back();
-  if (n % 8 != 0 || n > 2048)
-    return -1;
-  // Dense rows, and vectors x-shaped or one row per sample.
-  const int64_t rows = int64_t(bytesOf(x) / 2) / n;
-  for (size_t i = 0; i < node.in.size(); ++i) {
-    const ValueType &t = p.slots[node.in[i]].type;
-    if (tokenStride(p, node.in[i]) || t.shape.empty() || t.shape.back() != n)
-      return -1;
-    const int64_t vectorRows =
-        int64_t(bytesOf(t) / dtypeSize(t.dtype)) / n;
-    if (vectorRows <= 0 || rows % vectorRows != 0)
-      return -1;
-  }
-  return result;
-}
-
-Status GpuExecutor::Impl::buildNormE4M3Command(Prepared &p, Node &node) {
-  const Instr &instr = *node.instr;
-  const bool gated = instr.op == "trellis.gated_residual_norm";
-  const int result = gated ? 1 : 0;
-  TRELLIS_ASSIGN_OR_RETURN(double eps, instr.floatAttr("eps"));
-  const ValueType &x = slotType(p, node.in[0]);
-  const int64_t n = x.shape.back();
-  const int64_t rows = int64_t(bytesOf(x) / 2) / n;
-  TrellisNormE4M3Params params{};
-  params.rows = rows;
-  params.n = n;
-  params.eps = float(eps);
-  params.quantize = fp8OutputQuantize(p, node);
-  params.out = reinterpret_cast<void *>(address(p, node.out[result]));
-  auto half = [&](int slot) {
-    return reinterpret_cast<const void *>(address(p, slot));
-  };
-  // Rows per vector row: a per-sample [B, n] vector spans rows / B rows.
-  auto rowsPer = [&](int slot) -> Result<int64_t> {
-    const int64_t vectorRows = int64_t(bytesOf(slotType(p, slot)) / 2) / n;
-    if (vectorRows <= 0 || rows % vectorRows != 0)
-      return opError(instr, "the E4M3 norm kernel needs vectors of one row "
-                            "per sample or per row");
-    return rows / vectorRows;
-  };
-  params.x = half(node.in[0]);
-  size_t next = 1;
-  std::vector<int64_t> sizes(kSegments, 0);
-  if (gated) {
-    TRELLIS_ASSIGN_OR_RETURN(sizes, instr.intArrayAttr("operandSegmentSizes"));
-    if (sizes.size() != kSegments)
-      return opError(instr, "operandSegmentSizes must have 8 entries");
-    params.h = half(node.in[1]);
-    params.gate = half(node.in[2]);
-    TRELLIS_ASSIGN_OR_RETURN(params.gate_rows, rowsPer(node.in[2]));
-    params.residual_out = reinterpret_cast<void *>(address(p, node.out[0]));
-    next = 3;
-  } else {
-    sizes[kShift] = sizes[kScale] = 1;
-  }
-  if (sizes[kPlus]) {
-    params.plus = half(node.in[next]);
-    TRELLIS_ASSIGN_OR_RETURN(params.plus_rows, rowsPer(node.in[next]));
-    ++next;
-  }
-  if (sizes[kShift]) {
-    params.shift = half(node.in[next]);
-    params.scale = half(node.in[next + 1]);
-    TRELLIS_ASSIGN_OR_RETURN(params.mod_rows, rowsPer(node.in[next]));
-  } else if (sizes[kWeight]) {
-    params.weight = reinterpret_cast<const float *>(address(p, node.in[next]));
-    params.bias =
-        reinterpret_cast<const float *>(address(p, node.in[next + 1]));
-  }
-  const int vec = n <= 256 ? 1 : n <= 512 ? 2 : n <= 1024 ? 4 : 8;
-  auto kernel = runtimeKernel("trellis_norm_e4m3_v" + std::to_string(vec));
-  if (!kernel)
-    return opError(instr, kernel.message());
-  const unsigned rowsPerBlock = TRELLIS_NORM_E4M3_THREADS / 32;
-  const unsigned blocks = unsigned((rows + rowsPerBlock - 1) / rowsPerBlock);
-  node.command = [this, f = *kernel, params, blocks,
-                  &instr]() mutable -> Status {
-    if (blocks == 0)
-      return Status::ok();
-    void *args[] = {&params};
-    if (CUresult r =
-            api->cuLaunchKernel(f, blocks, 1, 1, TRELLIS_NORM_E4M3_THREADS, 1,
-                                1, 0, stream, args, nullptr);
-        r != CUDA_SUCCESS)
-      return opError(instr, "launching the E4M3 norm: " + api->describe(r));
-    return Status::ok();
-  };
-  return Status::ok();
 }
 
 Status GpuExecutor::Impl::buildFp8LinearCommand(Prepared &p, Node &node,

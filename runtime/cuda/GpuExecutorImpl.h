@@ -83,9 +83,10 @@ struct GpuExecutor::Impl {
   bool faultInjected = false;
   CUdeviceptr gemmWorkspace = 0;
   void markFp8Weights(Prepared &p, const SlotUsers &users) const;
-  /// An FP8 linear whose output only a static-scale FP8 linear reads (as
-  /// its input) writes that output in E4M3 with the reader's scale
-  /// (Prepared::fp8E4M3Outputs); not while checking ops against the CPU.
+  /// An FP8 linear or an attention op whose output only a static-scale FP8
+  /// linear reads (as its input, reshapes between allowed) writes that
+  /// output in E4M3 with the reader's scale (Prepared::fp8E4M3Outputs); not
+  /// while checking ops against the CPU.
   void markFp8E4M3Outputs(Prepared &p, const SlotUsers &users) const;
   /// Calibration (trellis.exe --calibrate): told each FP8 linear's input
   /// amax after every run.
@@ -94,16 +95,10 @@ struct GpuExecutor::Impl {
   /// quantize scale 448 / amax at +0, the dequantize scale amax / 448 at
   /// +kAlign (ref::e4m3ScaleFor's values), uploaded once.
   Result<CUdeviceptr> fp8StaticScales(Prepared &p, const Instr &instr);
-  /// The quantize scale at which `producer` writes its result in E4M3 for
-  /// the FP8 linear that reads it (Prepared::fp8E4M3Outputs), else 0.
-  float fp8OutputQuantize(const Prepared &p, const Node &producer) const;
-  /// A gated_residual_norm or layer_norm_modulate that the E4M3 norm kernel
-  /// (runtime/kernels/norm_e4m3.cuh) can run: the index of its normalized
-  /// result; else -1.
-  int normE4M3Result(const Prepared &p, const Node &node) const;
-  /// That kernel's command for `node`, whose normalized result an FP8
-  /// linear reads in E4M3 (Prepared::fp8E4M3Outputs).
-  Status buildNormE4M3Command(Prepared &p, Node &node);
+  /// The quantize scale at which a producer writes its result slot `out` in
+  /// E4M3 for the FP8 linear that reads it (Prepared::fp8E4M3Outputs), else
+  /// 0.
+  float fp8OutputQuantize(const Prepared &p, int out) const;
   /// A linear with precision = "fp8_e4m3" (the W8A8 E4M3 GEMM).
   static bool fp8Linear(const Instr &instr) {
     auto precision = instr.stringAttr("precision");

@@ -274,21 +274,15 @@ void GpuExecutor::Impl::markFp8E4M3Outputs(Prepared &p,
     // Producers that can write E4M3: an FP8 linear without a residual (C
     // in f16 beside an E4M3 D is not fused), the attention kernels where
     // they write the result in place (not through a window scatter).
-    const bool linear = instr.op == "trellis.linear" && fp8Linear(instr) &&
-                        node.in.size() <= 3;
-    const bool attention =
-        instr.op == "trellis.attention" ||
-        instr.op == "trellis.sparse.cross_attention" ||
-        (instr.op == "trellis.sparse.attention" &&
-         !instr.attrs.contains("trellis.window_rows"));
-    // The norms the runtime's E4M3 norm kernel implements (their normalized
-    // result: gated_residual_norm's second, layer_norm_modulate's only).
-    const int normalized = normE4M3Result(p, node);
-    if (!linear && !attention && normalized < 0)
+    const bool linear =
+        instr.op == "trellis.linear" && fp8Linear(instr) && node.in.size() <= 3;
+    const bool attention = instr.op == "trellis.attention" ||
+                           instr.op == "trellis.sparse.cross_attention" ||
+                           (instr.op == "trellis.sparse.attention" &&
+                            !instr.attrs.contains("trellis.window_rows"));
+    if ((!linear && !attention) || node.out.size() != 1)
       return;
-    if (normalized < 0 && node.out.size() != 1)
-      return;
-    const int out = node.out[std::max(normalized, 0)];
+    const int out = node.out[0];
     if (p.slots[out].root != out ||
         p.slots[out].where != SlotInfo::Where::Arena)
       return;
@@ -297,8 +291,7 @@ void GpuExecutor::Impl::markFp8E4M3Outputs(Prepared &p,
       return;
     const auto [reader, operand] = readers->front();
     if (operand == 0 && reader->instr->op == "trellis.linear" &&
-        fp8Linear(*reader->instr) &&
-        reader->instr->hasAttr("activation_amax"))
+        fp8Linear(*reader->instr) && reader->instr->hasAttr("activation_amax"))
       p.fp8E4M3Outputs[out] = reader->instr;
   });
 }

@@ -226,8 +226,9 @@ struct Prepared {
   std::map<const Instr *, CUdeviceptr> fp8StaticScales;
   /// Calibration: each dynamic FP8 linear's running amax (one float).
   std::vector<std::pair<const Instr *, CUdeviceptr>> fp8Running;
-  /// Slots an FP8 linear writes in E4M3 (its first bytes), for the FP8
-  /// linear that reads them: slot -> that reader (markFp8E4M3Outputs).
+  /// Storage roots a producer (an FP8 linear, an attention op) writes in
+  /// E4M3 (their first bytes) for the FP8 linear that reads them: root ->
+  /// that reader (markFp8E4M3Outputs).
   std::map<int, const Instr *> fp8E4M3Outputs;
   // Bytes allocated for the arena and the bound values: a sparse stage's are
   // allocated with headroom (capacityFor) and handed to its next binding when

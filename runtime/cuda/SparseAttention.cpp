@@ -55,7 +55,7 @@ Result<bool> GpuExecutor::Impl::buildSparseAttentionCommand(Prepared &p,
     node.command = [] { return Status::ok(); };
     return true;
   }
-  if ((params.o_quantize = fp8OutputQuantize(p, node)) != 0.0f &&
+  if ((params.o_quantize = fp8OutputQuantize(p, node.out[0])) != 0.0f &&
       params.o != reinterpret_cast<void *>(address(p, node.out[0])))
     return opError(instr, "an E4M3 result for an FP8 linear must be written "
                           "in place, not through a window scatter");

@@ -6,7 +6,6 @@
 #include "runtime/kernels/flexicubes.cuh"
 #include "runtime/kernels/fp8.cuh"
 #include "runtime/kernels/head_rmsnorm.cuh"
-#include "runtime/kernels/norm_e4m3.cuh"
 #include "runtime/kernels/sparse.cuh"
 #include "runtime/kernels/sparse_conv_sm90.cuh"
 
