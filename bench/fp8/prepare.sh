@@ -22,4 +22,6 @@ if [[ -f $LARGE_SCALES ]]; then
     -o "$G/large_fp8s.exe"
 fi
 /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90a -I"$ROOT" "$ROOT/bench/fp8/gemm_bench.cu" -lcublasLt -o "$G/fp8-gemm-bench"
+/usr/local/cuda/bin/nvcc -O2 -std=c++17 -arch=sm_90a "$ROOT/bench/fp8/scale_modes_probe.cu" -lcublasLt \
+  -o "$G/scale-modes-probe"
 ls -la "$G"/tiny_fp8*.exe "$G"/large_fp8*.exe "$G"/fp8-gemm-bench
