@@ -47,13 +47,13 @@ int main() {
                                   __NV_SATFINITE, __NV_E4M3);
   cudaMemcpy(A, ha.data(), ha.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(B, hb.data(), hb.size(), cudaMemcpyHostToDevice);
-  std::vector<float> hsa(m), hsb(n);
+  std::vector<float> hostScaleA(m), hostScaleB(n);
   for (int i = 0; i < m; ++i)
-    hsa[i] = 0.5f + (i % 5) * 0.25f;
+    hostScaleA[i] = 0.5f + (i % 5) * 0.25f;
   for (int i = 0; i < n; ++i)
-    hsb[i] = 1.0f + (i % 3);
-  cudaMemcpy(sa, hsa.data(), m * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(sb, hsb.data(), n * 4, cudaMemcpyHostToDevice);
+    hostScaleB[i] = 1.0f + (i % 3);
+  cudaMemcpy(sa, hostScaleA.data(), m * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(sb, hostScaleB.data(), n * 4, cudaMemcpyHostToDevice);
   cudaMemset(bias, 0, m * 2);
   float one = 1, zero = 0, dscale = 1;
   cudaMemcpy(sd, &dscale, 4, cudaMemcpyHostToDevice);
@@ -153,7 +153,8 @@ int main() {
         for (int j = 0; j < n; j += 37)
           for (int i = 0; i < m; i += 11) {
             double r = double(__half2float(ref[size_t(j) * m + i])) /
-                       (hsa[0] * hsb[0]) * hsa[i] * (c.modeB ? hsb[j] : hsb[0]);
+                       (hostScaleA[0] * hostScaleB[0]) * hostScaleA[i] *
+                       (c.modeB ? hostScaleB[j] : hostScaleB[0]);
             double g = __half2float(d[size_t(j) * m + i]);
             e2 += (g - r) * (g - r);
             r2 += r * r;

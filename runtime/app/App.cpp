@@ -649,6 +649,14 @@ int inspect(const Bundle &bundle, const Program &program, const json &meta,
     std::cout << "): " << f.body.size() << " ops\n";
   }
   std::cout << "locations: " << program.locations().size() << "\n";
+  if (Fp8ProgramKind fp8 = fp8ProgramKind(program); fp8.fp8)
+    std::cout << "fp8: " << Fp8Calibration(program).keys()
+              << " FP8 linears (W8A8 E4M3), "
+              << (fp8.staticScales ? "static activation scales (trellisc "
+                                     "--fp8-scales)"
+                                   : "dynamic activation scales "
+                                     "(--calibrate N measures static ones)")
+              << "\n";
   if (const std::string *w = bundle.find("weights"))
     std::cout << "weights: " << *w << "\n";
   // The device memory of the GPU stages, planned here (no GPU needed).

@@ -198,3 +198,15 @@ def test_calibrate_refuses_what_it_cannot_measure(calibrated, program, extra, me
     r = run(exe, "--model", calibrated["model"], *inputs, *extra, "--calibrate", "1", "--out", out)
     assert r.returncode == 2 and message in r.stderr, r.stderr
     assert not (out / "fp8_scales.json").exists()
+
+
+def test_inspect_tells_the_fp8_programs_apart(calibrated):
+    lines = {}
+    for kind in ("dynamic", "static"):
+        r = run(calibrated[kind], "--inspect")
+        assert r.returncode == 0, r.stderr
+        lines[kind] = [line for line in r.stdout.splitlines() if line.startswith("fp8: ")]
+    assert len(lines["dynamic"]) == 1 and "dynamic activation scales" in lines["dynamic"][0]
+    assert len(lines["static"]) == 1 and "static activation scales" in lines["static"][0]
+    n = len(json.loads(calibrated["scales"].read_text())["amax"])
+    assert lines["static"][0].startswith(f"fp8: {n} FP8 linears"), lines["static"]
