@@ -167,10 +167,12 @@ Status GpuExecutor::Impl::buildFp8LinearCommand(Prepared &p, Node &node,
     CUdeviceptr xAmax = xq + alignUp(xElems), xScale = xAmax + kAlign;
     layout.fp8ScaleB = xScale;
     CUdeviceptr running = 0;
-    if (fp8Observer) { // calibration: this op's largest amax of every call
+    if (auto it = p.fp8Running.find(&instr); it != p.fp8Running.end()) {
+      running = it->second;
+    } else if (fp8Observer) { // calibration: the op's largest amax
       TRELLIS_RETURN_IF_ERROR(
           allocate(running, kAlign, "an FP8 calibration maximum"));
-      p.fp8Running.push_back({&instr, running});
+      p.fp8Running[&instr] = running;
       TRELLIS_RETURN_IF_ERROR(check(
           api->cuMemsetD32Async(running, 0, 1, setupStream), "cuMemsetD32"));
       TRELLIS_RETURN_IF_ERROR(

@@ -224,8 +224,10 @@ struct Prepared {
   std::map<int, CUdeviceptr> fp8Weights;
   /// Static-scale FP8 linears' device scales (fp8StaticScales), by op.
   std::map<const Instr *, CUdeviceptr> fp8StaticScales;
-  /// Calibration: each dynamic FP8 linear's running amax (one float).
-  std::vector<std::pair<const Instr *, CUdeviceptr>> fp8Running;
+  /// Calibration: each dynamic FP8 linear's running amax (one float, shared
+  /// by the nodes of one op: its calls in both sampler branches, and kept
+  /// when a sparse stage's commands are built again for new voxels).
+  std::map<const Instr *, CUdeviceptr> fp8Running;
   /// Storage roots a producer (an FP8 linear, an attention op) writes in
   /// E4M3 (their first bytes) for the FP8 linear that reads them: root ->
   /// that reader (markFp8E4M3Outputs).
