@@ -780,6 +780,24 @@ Status recordFailure(const Options &opts, const GenerationSpec &g,
                         {"finished", utcNow()}});
 }
 
+/// The engine's options for running `generations` as the command line says;
+/// notices go to `observer`.
+EngineOptions engineOptions(const Options &opts,
+                            const std::vector<GenerationSpec> &generations,
+                            StderrObserver &observer) {
+  EngineOptions eo;
+  eo.gpu = opts.gpu;
+  eo.memoryPlanVoxels = opts.memoryPlanVoxels;
+  eo.checkFinite = opts.checkFinite;
+  eo.modelDir = opts.model;
+  eo.lastStage = opts.lastStage; // --stop-after: the later models may be absent
+  eo.images =
+      std::any_of(generations.begin(), generations.end(),
+                  [](const GenerationSpec &g) { return !g.images.empty(); });
+  eo.notice = [&observer](const std::string &line) { observer.message(line); };
+  return eo;
+}
+
 /// --calibrate N: stages 1-2 of every generation with N seeds each, on an
 /// FP8 program with dynamic scales; writes OUT/fp8_scales.json.
 int runCalibration(const LoadedBundle &loaded, const Options &opts,
@@ -794,16 +812,8 @@ int runCalibration(const LoadedBundle &loaded, const Options &opts,
                      "this one was compiled with --fp8-scales");
   Fp8Calibration calibration(loaded.program);
   StderrObserver observer;
-  EngineOptions eo;
-  eo.gpu = opts.gpu;
-  eo.memoryPlanVoxels = opts.memoryPlanVoxels;
-  eo.checkFinite = opts.checkFinite;
-  eo.modelDir = opts.model;
+  EngineOptions eo = engineOptions(opts, generations, observer);
   eo.lastStage = 2; // the decoders have no FP8 linear
-  eo.images =
-      std::any_of(generations.begin(), generations.end(),
-                  [](const GenerationSpec &g) { return !g.images.empty(); });
-  eo.notice = [&](const std::string &line) { observer.message(line); };
   eo.fp8Observer = [&](const Instr &linear, float amax) {
     calibration.observe(linear, amax);
   };
@@ -869,17 +879,8 @@ int runGenerations(const LoadedBundle &loaded, const Options &opts,
   if (batch)
     if (Status s = removeStaleTemporaries(opts.out); !s)
       return fail(s.message());
-  EngineOptions eo;
-  eo.gpu = opts.gpu;
-  eo.memoryPlanVoxels = opts.memoryPlanVoxels;
-  eo.checkFinite = opts.checkFinite;
-  eo.modelDir = opts.model;
-  eo.lastStage = opts.lastStage; // --stop-after: the later models may be absent
-  eo.images =
-      std::any_of(generations.begin(), generations.end(),
-                  [](const GenerationSpec &g) { return !g.images.empty(); });
-  eo.notice = [&](const std::string &line) { observer.message(line); };
-  auto engine = Engine::create(loaded, std::move(eo));
+  auto engine =
+      Engine::create(loaded, engineOptions(opts, generations, observer));
   if (!engine)
     return fail(engine.message());
   const double setupSeconds =

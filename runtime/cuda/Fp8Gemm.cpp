@@ -94,14 +94,14 @@ Result<CUdeviceptr> GpuExecutor::Impl::fp8StaticScales(Prepared &p,
       allocate(scales, 2 * kAlign,
                "the FP8 activation scales of an op of '" + p.name + "'"));
   p.fp8StaticScales[&instr] = scales;
-  for (auto [at, value] : {std::pair{scales, scale.quantize},
-                           std::pair{scales + kAlign, scale.dequantize}}) {
+  // Both copies read `scale`, which lives until the one wait below.
+  for (auto [at, value] : {std::pair{scales, &scale.quantize},
+                           std::pair{scales + kAlign, &scale.dequantize}})
     TRELLIS_RETURN_IF_ERROR(
-        check(api->cuMemcpyHtoDAsync(at, &value, sizeof(value), setupStream),
+        check(api->cuMemcpyHtoDAsync(at, value, sizeof(float), setupStream),
               "cuMemcpyHtoDAsync (FP8 scales)"));
-    TRELLIS_RETURN_IF_ERROR(
-        check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
-  }
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
   return scales;
 }
 

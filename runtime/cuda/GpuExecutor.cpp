@@ -589,14 +589,18 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
     return Error{"the GPU failed while running '" + name +
                  "': " + api.describe(sync) +
                  " (run with --gpu-sync-ops to name the op that failed)"};
-  for (auto &[instr, running] : p.fp8Running) { // calibration
-    float amax = 0;
-    TRELLIS_RETURN_IF_ERROR(
-        m.check(api.cuMemcpyDtoHAsync(&amax, running, sizeof(amax), m.stream),
-                "cuMemcpyDtoHAsync"));
+  if (!p.fp8Running.empty()) { // calibration: every running amax, one wait
+    std::vector<float> amax(p.fp8Running.size());
+    size_t i = 0;
+    for (auto &[instr, running] : p.fp8Running)
+      TRELLIS_RETURN_IF_ERROR(m.check(
+          api.cuMemcpyDtoHAsync(&amax[i++], running, sizeof(float), m.stream),
+          "cuMemcpyDtoHAsync"));
     TRELLIS_RETURN_IF_ERROR(
         m.check(api.cuStreamSynchronize(m.stream), "the GPU stream"));
-    m.fp8Observer(*instr, amax);
+    i = 0;
+    for (auto &[instr, running] : p.fp8Running)
+      m.fp8Observer(*instr, amax[i++]);
   }
   size_t freeBytes = 0, totalBytes = 0;
   api.cuMemGetInfo(&freeBytes, &totalBytes);

@@ -54,15 +54,12 @@ extern "C" __global__ void trellis_fp8_amax_f16(const __half *x,
   }
 }
 
-// q[i] = E4M3(x[i] · (448 / amax)); *dequant = amax / 448 (1 and 1 when
-// amax is 0). Eight values per thread: a 16-byte load, an 8-byte store.
-extern "C" __global__ void
-trellis_fp8_quantize_f16(const __half *x, unsigned long long n,
-                         const float *amax, __nv_fp8_e4m3 *q, float *dequant) {
-  const float a = *amax;
-  const float s = a > 0.f ? 448.f / a : 1.f;
-  if (blockIdx.x == 0 && threadIdx.x == 0)
-    *dequant = a > 0.f ? a / 448.f : 1.f;
+// q[i] = E4M3(x[i] · s) over a grid-stride loop: eight values per thread and
+// step (a 16-byte load, an 8-byte store), then the tail one by one.
+__device__ __forceinline__ void trellis_fp8_quantize_all(const __half *x,
+                                                         unsigned long long n,
+                                                         float s,
+                                                         __nv_fp8_e4m3 *q) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   const uint4 *x8 = reinterpret_cast<const uint4 *>(x);
@@ -73,18 +70,23 @@ trellis_fp8_quantize_f16(const __half *x, unsigned long long n,
     q[i] = __nv_fp8_e4m3(__fmul_rn(__half2float(x[i]), s));
 }
 
+// q[i] = E4M3(x[i] · (448 / amax)); *dequant = amax / 448 (1 and 1 when
+// amax is 0).
+extern "C" __global__ void
+trellis_fp8_quantize_f16(const __half *x, unsigned long long n,
+                         const float *amax, __nv_fp8_e4m3 *q, float *dequant) {
+  const float a = *amax;
+  const float s = a > 0.f ? 448.f / a : 1.f;
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    *dequant = a > 0.f ? a / 448.f : 1.f;
+  trellis_fp8_quantize_all(x, n, s, q);
+}
+
 // A static scale (trellis.linear's activation_amax): q[i] = E4M3(x[i] ·
 // quantize), quantize = 448 / amax computed on the host as the reference
 // does; one pass, no amax. Values beyond amax saturate at ±448.
 extern "C" __global__ void
 trellis_fp8_quantize_static_f16(const __half *x, unsigned long long n,
                                 float quantize, __nv_fp8_e4m3 *q) {
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  const uint4 *x8 = reinterpret_cast<const uint4 *>(x);
-  uint2 *q8 = reinterpret_cast<uint2 *>(q);
-  for (size_t i = first; i < n / 8; i += stride)
-    q8[i] = trellis_fp8_quantize8(x8[i], quantize);
-  for (size_t i = n / 8 * 8 + first; i < n; i += stride)
-    q[i] = __nv_fp8_e4m3(__fmul_rn(__half2float(x[i]), quantize));
+  trellis_fp8_quantize_all(x, n, quantize, q);
 }

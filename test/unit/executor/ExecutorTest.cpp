@@ -3,6 +3,7 @@
 // multi-image modes, checked against a direct computation of the same
 // recurrence, and errors that name the op's origin.
 #include "lib/Target/HostProgram.h"
+#include "test/unit/executor/TracedProgram.h"
 #include "trellis/Runtime/CpuExecutor.h"
 #include "trellis/Trace/Ops.h"
 
@@ -35,12 +36,7 @@ Result<Program> buildProgram(mlir::MLIRContext &ctx, int64_t images,
                           return add(x, reshape(c, {1, 2}));
                         });
   t.endFunction({x});
-  if (t.hasErrors())
-    return Error{t.errors().front().render()};
-  auto serialized = serializeHostProgram(t.module(), {"main"});
-  if (mlir::failed(serialized))
-    return Error{"serialization failed"};
-  return Program::parse(serialized->program, serialized->locations, "test");
+  return test::tracedProgram(t);
 }
 
 /// The same recurrence written directly (spec §3.2, §3.3, §2.3).

@@ -4,7 +4,7 @@
 // input amax, the calibration keeps the largest, and the scales file names
 // a linear that never ran or only saw zeros instead of inventing a scale.
 #include "trellis/Runtime/Fp8Calibration.h"
-#include "lib/Target/HostProgram.h"
+#include "test/unit/executor/TracedProgram.h"
 #include "trellis/Runtime/CpuExecutor.h"
 #include "trellis/Support/Half.h"
 #include "trellis/Trace/Ops.h"
@@ -42,12 +42,7 @@ Result<Program> buildProgram(mlir::MLIRContext &ctx) {
     y = linear(y, t.weight("weight", {4, 4}, DType::F16));
   }
   t.endFunction({y});
-  if (t.hasErrors())
-    return Error{t.errors().front().render()};
-  auto serialized = serializeHostProgram(t.module(), {"main"});
-  if (mlir::failed(serialized))
-    return Error{"serialization failed"};
-  return Program::parse(serialized->program, serialized->locations, "test");
+  return test::tracedProgram(t);
 }
 
 HostTensor halfTensor(const std::vector<float> &values, Shape shape) {
