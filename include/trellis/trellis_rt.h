@@ -310,7 +310,8 @@ TRELLIS_RT_API void trellis_engine_options_init(trellis_engine_options *o);
 
 /* Checks every weight the program reads against `weights` (missing or
  * mistyped: TRELLIS_ERR_WEIGHTS, naming the tensor), starts the backend and
- * prepares what does not depend on the inputs. `options` may be NULL. */
+ * prepares what does not depend on the inputs (an FP8 program on a GPU other
+ * than sm_90: TRELLIS_ERR_UNSUPPORTED). `options` may be NULL. */
 TRELLIS_RT_API trellis_status
 trellis_engine_create(trellis_program *program, const trellis_weights *weights,
                       const trellis_engine_options *options,

@@ -9,6 +9,7 @@
 #include "trellis/Runtime/Engine.h"
 
 #include "runtime/app/Generation.h"
+#include "trellis/Runtime/Fp8Calibration.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -113,6 +114,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const LoadedBundle &bundle,
       !session->gpuUnavailable().empty())
     return Error{"--gpu=require: no usable GPU (" + session->gpuUnavailable() +
                  ")"};
+  // An FP8 program on a GPU that cannot run its FP8 GEMMs: refused here,
+  // not at the first FP8 GEMM of a generation.
+  if (const GpuReport *gpu = session->gpuReport())
+    TRELLIS_RETURN_IF_ERROR(checkFp8Device(
+        fp8ProgramKind(bundle.program).fp8, gpu->computeCapability / 10,
+        gpu->computeCapability % 10, gpu->device));
   std::unique_ptr<Engine> engine(
       new Engine(bundle, std::move(session), options.lastStage));
   engine->notice_ = options.notice;

@@ -381,7 +381,10 @@ Result<EngineOptions> engineOptions(uint32_t flags, int32_t device,
 trellis_status engineFailure(const std::string &message) {
   if (message.rfind("weights: ", 0) == 0)
     return TRELLIS_ERR_WEIGHTS;
-  if (message.rfind("--gpu=require", 0) == 0)
+  // No usable GPU, or an FP8 program on a GPU other than sm_90
+  // (checkFp8Device).
+  if (message.rfind("--gpu=require", 0) == 0 ||
+      message.rfind("--precision=fp8", 0) == 0)
     return TRELLIS_ERR_UNSUPPORTED;
   return TRELLIS_ERR_RUNTIME;
 }

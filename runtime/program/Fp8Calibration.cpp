@@ -64,6 +64,21 @@ Fp8ProgramKind fp8ProgramKind(const Program &program) {
   return kind;
 }
 
+Status checkFp8Device(bool programIsFp8, int major, int minor,
+                      const std::string &device) {
+  if (!programIsFp8 || (major == 9 && minor == 0))
+    return Status::ok();
+  return Error{
+      "--precision=fp8: this program's FP8 linears run as cuBLASLt "
+      "E4M3 GEMMs, which need a GPU of compute capability 9.0 "
+      "(Hopper, sm_90); " +
+      (device.empty() ? std::string("this GPU") : "the GPU '" + device + "'") +
+      " has compute capability " + std::to_string(major) + "." +
+      std::to_string(minor) +
+      ": recompile without --precision=fp8, or run with --gpu off "
+      "for the CPU reference"};
+}
+
 Fp8Calibration::Fp8Calibration(const Program &program)
     : keys_(fp8LinearKeys(program)) {
   std::set<std::string> distinct;

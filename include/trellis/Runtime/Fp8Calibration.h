@@ -41,6 +41,15 @@ struct Fp8ProgramKind {
 };
 Fp8ProgramKind fp8ProgramKind(const Program &program);
 
+/// Whether a GPU of compute capability `major`.`minor` named `device` runs a
+/// program with FP8 linears (`programIsFp8`: Fp8ProgramKind::fp8). Their
+/// cuBLASLt E4M3 GEMMs run on sm_90 (Hopper) only (runtime/cuda/Fp8Gemm.cpp),
+/// so Engine::create refuses such a program on any other GPU with this error
+/// (before any generation runs), naming the GPU and what is needed. Ok for
+/// a program without FP8 linears.
+Status checkFp8Device(bool programIsFp8, int major, int minor,
+                      const std::string &device);
+
 /// The largest input amax of each FP8 linear over the runs it observes.
 class Fp8Calibration {
 public:
