@@ -426,6 +426,48 @@ trellis_head_rmsnorm_grid(const TrellisHeadRmsNormParams *p) {
                     TRELLIS_HEAD_RMSNORM_THREADS);
 }
 
+/* FP8 self-attention (sm_90a, head_dim 64; attention_fp8_sm90.cuh): q and k
+ * head-RMS-normalized (q_gamma and k_gamma required), then Q, K, V and P in
+ * E4M3 with fp32 accumulation. Two kernels prepare the operands from the fp16
+ * q, k, v views (strides and cu_seqlens as in TrellisAttnParams; the same
+ * segments for queries and keys):
+ *   trellis_attn_fp8_v_amax_d64   v_amax[h] = max |v| over every token of head
+ *                                  h (v_amax zeroed before; atomic maximum)
+ *   trellis_attn_fp8_prepare_d64  q8, k8: [heads, tokens, 64] E4M3 of the
+ *                                  normalized fp16 q', k' times the head's
+ *                                  scale 448 / (8 max|gamma_h|) (|u'| <= 8
+ *                                  |gamma| bounds them); vt8: [heads, 64,
+ *                                  padded tokens] E4M3 of v times 448 /
+ *                                  v_amax[h], transposed (the wgmma B operand
+ *                                  of P V must be K-major in 8 bits), each
+ *                                  segment padded with zeros to a multiple of
+ *                                  128 keys, keys permuted within each 32 as
+ *                                  the P register fragment expects
+ *   trellis_attn_fp8_sm90_d64_*   the attention over q8, k8, vt8; O fp16 (or
+ *                                  E4M3 with o_quantize) as TrellisAttnParams'
+ *                                  o.
+ * tokens = num_seqs * seqlen (dense) or cu_seqlens[num_seqs];
+ * padded_tokens = the sum of the segments' lengths rounded up to 128
+ * (trellis_attn_fp8_padded_tokens). */
+typedef struct TrellisAttnFp8Params {
+  const void *q, *k, *v; /* fp16 views, as TrellisAttnParams */
+  int64_t q_batch_stride, q_row_stride, q_head_stride;
+  int64_t k_batch_stride, k_row_stride, k_head_stride;
+  int64_t v_batch_stride, v_row_stride, v_head_stride;
+  void *o; /* fp16 (or E4M3, o_quantize) */
+  int64_t o_batch_stride, o_row_stride, o_head_stride;
+  const int32_t *cu_seqlens; /* NULL: dense */
+  const float *q_gamma, *k_gamma;
+  uint8_t *q8, *k8, *vt8; /* the prepared operands (device memory) */
+  float *v_amax;          /* [heads] */
+  int32_t num_seqs, heads, seqlen, head_dim;
+  int32_t tokens, padded_tokens;
+  float softmax_scale;
+  float o_quantize;
+} TrellisAttnFp8Params;
+
+#define TRELLIS_ATTN_FP8_PAD 128
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -2,6 +2,7 @@
 // -gencode=arch=compute_90a,code=sm_90a (see bench/attention/build.sh). One
 // extern "C" entry point per configuration listed in TRELLIS_ATTN_SM90_CONFIGS
 // (attention.h); names follow TRELLIS_ATTN_NAME_SM90.
+#include "runtime/kernels/attention_fp8_sm90.cuh"
 #include "runtime/kernels/attention_sm90.cuh"
 #include "runtime/kernels/flexicubes.cuh"
 #include "runtime/kernels/fp8.cuh"
@@ -22,6 +23,12 @@
 #endif
 
 TRELLIS_ATTN_SM90_CONFIGS(TRELLIS_ATTN_DEFINE_SM90)
+// FP8 self-attention (attention_fp8_sm90.cuh): its two pre-pass kernels and
+// the tile shapes of the d64 kernels above.
+TRELLIS_ATTN_FP8_PREPARE_DEFINE()
+TRELLIS_ATTN_FP8_DEFINE(256, 64, 4)
+TRELLIS_ATTN_FP8_DEFINE(192, 128, 3)
+TRELLIS_ATTN_FP8_DEFINE(128, 128, 4)
 TRELLIS_HEAD_RMSNORM_DEFINE(64)
 TRELLIS_HEAD_RMSNORM_DEFINE(80)
 TRELLIS_HEAD_RMSNORM_DEFINE(128)

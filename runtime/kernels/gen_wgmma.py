@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Generates wgmma.cuh: inline-PTX wrappers for the warpgroup MMA shapes the
-attention kernel uses (fp16 inputs, fp32 accumulators).  Run:
+attention kernels use (fp16 or E4M3 inputs, fp32 accumulators).  Run:
     python3 runtime/kernels/gen_wgmma.py > runtime/kernels/wgmma.cuh
 """
 
 NS = [32, 64, 72, 80, 96, 128, 192, 256]
+# E4M3 x E4M3 (k32), A from registers: the FP8 attention kernel's Q K^T (N = keys
+# per tile) and P V (N = head dim 64 + 8 columns of ones).
+NS_E4M3 = [64, 72, 128]
 
 
 def regs(lo, n):
@@ -22,6 +25,8 @@ out.append(
 // Inline-PTX wrappers for wgmma.mma_async (sm_90a), fp16 x fp16 -> fp32.
 //   wgmma_ss<N>(d, descA, descB, scale_d)            A and B from shared memory, both K-major
 //   wgmma_rs<N, TRANS_B>(d, a, descB, scale_d)       A from registers (m64k16 fragment), B from smem
+//   wgmma_rs_e4m3<N>(d, a, descB, scale_d)           E4M3 x E4M3, k32: A from registers (m64k32 fragment:
+//                                                    4 registers of 4 E4M3 each), B K-major in smem
 // d holds the m64nN accumulator fragment (N/2 floats per thread). scale_d == 0 means D = A*B.
 #pragma once
 #include <stdint.h>
@@ -30,6 +35,7 @@ namespace trellis_attn {
 
 template <int N> __device__ __forceinline__ void wgmma_ss(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d);
 template <int N, int TRANS_B> __device__ __forceinline__ void wgmma_rs(float* d, const uint32_t* a, uint64_t desc_b, int scale_d);
+template <int N> __device__ __forceinline__ void wgmma_rs_e4m3(float* d, const uint32_t* a, uint64_t desc_b, int scale_d);
 """
 )
 out.append("#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)")
@@ -58,5 +64,18 @@ template <> __device__ __forceinline__ void wgmma_rs<{n}, {t}>(float* d, const u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }}"""
         )
+for n in NS_E4M3:
+    m = n // 2
+    out.append(
+        f"""
+template <> __device__ __forceinline__ void wgmma_rs_e4m3<{n}>(float* d, const uint32_t* a, uint64_t desc_b, int scale_d) {{
+  asm volatile(
+      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{m+5}, 0;\\n"
+      "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 "
+      "{{{regs(0, m)}}}, {{{regs(m, 4)}}}, %{m+4}, p, 1, 1;\\n}}\\n"
+      : {acc_operands(m)}
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}}"""
+    )
 out.append("#endif  // sm_90a\n\n}  // namespace trellis_attn")
 print("\n".join(out))

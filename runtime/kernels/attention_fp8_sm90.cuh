@@ -1,0 +1,557 @@
+// FP8 self-attention for Hopper (sm_90a), head dim 64: E4M3 Q, K, V and P
+// with fp32 accumulation (TrellisAttnFp8Params, attention.h).
+//
+// Why the operands are prepared by a pre-pass: wgmma reads 8-bit operands
+// K-major only, so the B operand of P V (V, keys x head dim) must be stored
+// transposed; and E4M3 needs a scale per tensor that is known before the
+// first tile is multiplied.
+//   trellis_attn_fp8_v_amax    v_amax[h] = max |v| over the tokens of head h
+//   trellis_attn_fp8_prepare   q8, k8 = E4M3(head-RMS-normalized fp16 q', k'
+//                              times 448 / (8 max|gamma_h|)): every |u'_e| <=
+//                              sqrt(64) |gamma_e|, so nothing saturates;
+//                              vt8 = E4M3(v * 448 / v_amax[h]), transposed to
+//                              [heads, 64, padded tokens]
+// The attention kernel is attention_sm90.cuh's FIXED_REF + ROWSUM_MMA +
+// MBAR_PIPELINE loop with 8-bit operands (wgmma k32):
+//   S_j = Q8 K8_j^T          (A = Q8 from registers, B = K8 tile, 64B swizzle)
+//   P_j = E4M3(2^(S_j * c - ref_i))          c = scale * log2(e) / (s_q s_k)
+//   O  += P_j [V8_j | 1]     (A = P from registers, B = the transposed V8 tile
+//                            and 8 rows of ones: column 64 is the row sum of
+//                            the P actually multiplied)
+//   out = O[:, :64] / (O[:, 64] * s_v)
+// The fixed reference ref_i = min(tile 0's largest logit, bound_i - 8) keeps
+// every P <= 2^8 < 448 (E4M3's largest value): k is head-normalized, so
+// |q_i . k_j| <= ||q8_i * gamma_k|| s_k sqrt(64) (1 + 2^-4) (Cauchy-Schwarz,
+// E4M3's rounding of k). No CTA can overflow, so unlike the fp16 FIXED_REF
+// kernels there is no online twin. The row's largest P is >= 1; E4M3 keeps P
+// down to 2^-9 (subnormal), so keys more than ~2^-10 below a row's largest
+// weight count as zero.
+//
+// The P register fragment: wgmma's m64k32 8-bit A fragment holds, per thread,
+// columns 4t..4t+3 and 16+4t..16+4t+3 of each 32-key step (t = lane % 4),
+// while the S accumulator holds columns 2t, 2t+1, 8+2t, 9+2t, 16+2t, ...
+// Instead of exchanging registers, P keeps the accumulator's order and the
+// pre-pass stores V's keys in the matching order: within each 32 keys, the
+// key at A column a = 16h + 4t + j is fp8_key_of_column(a) = 16h + 8(j/2) +
+// 2t + (j % 2). The sum over keys does not depend on their order.
+#pragma once
+
+#include "runtime/kernels/attention_sm90.cuh"
+
+#include <cuda_fp8.h>
+
+namespace trellis_attn {
+
+constexpr int kFp8HeadDim = 64;
+
+// Four floats to E4M3 (round to nearest even, saturating), a0 in the lowest
+// byte. cvt...e4m3x2 puts its first source in the upper byte.
+__device__ __forceinline__ uint32_t pack_e4m3x4(float a0, float a1, float a2,
+                                                float a3) {
+  uint32_t r;
+  asm("{\n.reg .b16 lo, hi;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}\n"
+      : "=r"(r)
+      : "f"(a0), "f"(a1), "f"(a2), "f"(a3));
+  return r;
+}
+
+__device__ __forceinline__ float e4m3_to_float(uint8_t x) {
+  __nv_fp8_e4m3 f;
+  f.__x = x;
+  return static_cast<float>(f);
+}
+
+// The key (within its 32) that the P fragment's column a multiplies.
+__host__ __device__ __forceinline__ int fp8_key_of_column(int a) {
+  const int h = (a >> 4) & 1, t = (a >> 2) & 3, j = a & 3;
+  return (a & ~31) | (16 * h + 8 * (j >> 1) + 2 * t + (j & 1));
+}
+
+// 448 / (8 max|gamma_h|): the E4M3 scale of a head-normalized row.
+__device__ __forceinline__ float fp8_head_scale(const float *gamma_h) {
+  float m = 0.f;
+#pragma unroll
+  for (int e = 0; e < kFp8HeadDim; e += 4) {
+    const float4 g = __ldg(reinterpret_cast<const float4 *>(gamma_h + e));
+    m = fmaxf(
+        m, fmaxf(fmaxf(fabsf(g.x), fabsf(g.y)), fmaxf(fabsf(g.z), fabsf(g.w))));
+  }
+  return m > 0.f ? 448.f / (8.f * m) : 1.f;
+}
+__device__ __forceinline__ float fp8_v_scale(float amax) {
+  return amax > 0.f ? 448.f / amax : 1.f;
+}
+
+// Segment b: its first token, its length, its first padded V column.
+struct Fp8Segment {
+  int start, len, pad_start;
+};
+__device__ __forceinline__ int fp8_round_up(int n) {
+  return (n + TRELLIS_ATTN_FP8_PAD - 1) / TRELLIS_ATTN_FP8_PAD *
+         TRELLIS_ATTN_FP8_PAD;
+}
+__device__ __forceinline__ Fp8Segment fp8_segment(const TrellisAttnFp8Params &p,
+                                                  int b) {
+  if (!p.cu_seqlens)
+    return {b * p.seqlen, p.seqlen, b * fp8_round_up(p.seqlen)};
+  int pad = 0;
+  for (int i = 0; i < b; ++i)
+    pad += fp8_round_up(__ldg(p.cu_seqlens + i + 1) - __ldg(p.cu_seqlens + i));
+  const int s = __ldg(p.cu_seqlens + b);
+  return {s, __ldg(p.cu_seqlens + b + 1) - s, pad};
+}
+// Row i of segment b, head h, of an fp16 view.
+__device__ __forceinline__ const __half *
+fp8_src_row(const void *base, int64_t batch_stride, int64_t row_stride,
+            int64_t head_stride, bool varlen, const Fp8Segment &s, int b, int i,
+            int h) {
+  const int64_t off = varlen ? static_cast<int64_t>(s.start + i) * row_stride
+                             : static_cast<int64_t>(b) * batch_stride +
+                                   static_cast<int64_t>(i) * row_stride;
+  return static_cast<const __half *>(base) + off +
+         static_cast<int64_t>(h) * head_stride;
+}
+
+// ---- pre-pass 1: v_amax[h] (grid: ceil(tokens / 128) x heads, 128 threads)
+constexpr int kFp8PrepThreads = 128;
+__device__ __forceinline__ void attn_fp8_v_amax(const TrellisAttnFp8Params &p) {
+  const int h = blockIdx.y, tid = threadIdx.x, c = tid % 8;
+  float m = 0.f;
+  for (int r = tid / 8; r < kFp8PrepThreads; r += kFp8PrepThreads / 8) {
+    const int t = blockIdx.x * kFp8PrepThreads + r; // token
+    if (t >= p.tokens)
+      break;
+    const __half *row;
+    if (p.cu_seqlens)
+      row = static_cast<const __half *>(p.v) + t * p.v_row_stride +
+            static_cast<int64_t>(h) * p.v_head_stride;
+    else
+      row = static_cast<const __half *>(p.v) +
+            static_cast<int64_t>(t / p.seqlen) * p.v_batch_stride +
+            static_cast<int64_t>(t % p.seqlen) * p.v_row_stride +
+            static_cast<int64_t>(h) * p.v_head_stride;
+    const uint4 x = *reinterpret_cast<const uint4 *>(row + c * 8);
+    const __half2 *hx = reinterpret_cast<const __half2 *>(&x);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 f = __half22float2(hx[e]);
+      m = fmaxf(m, fmaxf(fabsf(f.x), fabsf(f.y)));
+    }
+  }
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1)
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, s));
+  __shared__ float warp_max[kFp8PrepThreads / 32];
+  if ((tid & 31) == 0)
+    warp_max[tid / 32] = m;
+  __syncthreads();
+  if (tid == 0) {
+    for (int w = 1; w < kFp8PrepThreads / 32; ++w)
+      m = fmaxf(m, warp_max[w]);
+    // non-negative floats order as their bit patterns
+    atomicMax(reinterpret_cast<unsigned *>(p.v_amax + h), __float_as_uint(m));
+  }
+}
+
+// Head RMS norm of one 64-wide fp16 row (as rmsnorm_chunk: the fp16 result
+// TRELLIS multiplies), times `scale`, to 64 E4M3 bytes.
+__device__ __forceinline__ void
+fp8_norm_row(const __half *src, const float *gamma, float scale, uint8_t *dst) {
+  uint4 x[8];
+  float ss = 0.f;
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
+    x[c] = *reinterpret_cast<const uint4 *>(src + c * 8);
+    ss += sumsq_chunk(x[c]);
+  }
+  const float inv = rms_inv(ss);
+#pragma unroll
+  for (int c = 0; c < 8; c += 2) {
+    float f[16];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const float4 g0 =
+          __ldg(reinterpret_cast<const float4 *>(gamma + (c + u) * 8));
+      const float4 g1 =
+          __ldg(reinterpret_cast<const float4 *>(gamma + (c + u) * 8 + 4));
+      const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+      const uint4 n = rmsnorm_chunk(x[c + u], inv, g, 8.f);
+      const __half2 *hn = reinterpret_cast<const __half2 *>(&n);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 v = __half22float2(hn[e]);
+        f[8 * u + 2 * e] = v.x * scale;
+        f[8 * u + 2 * e + 1] = v.y * scale;
+      }
+    }
+    *reinterpret_cast<uint4 *>(dst + c * 8) =
+        make_uint4(pack_e4m3x4(f[0], f[1], f[2], f[3]),
+                   pack_e4m3x4(f[4], f[5], f[6], f[7]),
+                   pack_e4m3x4(f[8], f[9], f[10], f[11]),
+                   pack_e4m3x4(f[12], f[13], f[14], f[15]));
+  }
+}
+
+// ---- pre-pass 2: q8, k8, vt8 (grid: padded_tokens / 128 x heads, 128
+// threads; thread r handles key r of the block's 128)
+__device__ __forceinline__ void
+attn_fp8_prepare(const TrellisAttnFp8Params &p) {
+  constexpr int T = TRELLIS_ATTN_FP8_PAD;
+  __shared__ __align__(16) uint8_t sv[T][kFp8HeadDim + 16];
+  const int h = blockIdx.y, r = threadIdx.x;
+  const int col0 = blockIdx.x * T; // first padded column of this block
+  // the segment holding the block
+  int b = 0;
+  Fp8Segment seg;
+  if (!p.cu_seqlens) {
+    b = col0 / fp8_round_up(p.seqlen);
+    seg = fp8_segment(p, b);
+  } else {
+    seg = fp8_segment(p, 0);
+    while (b + 1 < p.num_seqs && col0 >= seg.pad_start + fp8_round_up(seg.len))
+      seg = fp8_segment(p, ++b);
+  }
+  const int i = col0 - seg.pad_start + r; // token within the segment
+  const bool varlen = p.cu_seqlens != nullptr;
+  if (i < seg.len) {
+    const int64_t dst =
+        (static_cast<int64_t>(h) * p.tokens + seg.start + i) * kFp8HeadDim;
+    const float *gq = p.q_gamma + h * kFp8HeadDim;
+    const float *gk = p.k_gamma + h * kFp8HeadDim;
+    fp8_norm_row(fp8_src_row(p.q, p.q_batch_stride, p.q_row_stride,
+                             p.q_head_stride, varlen, seg, b, i, h),
+                 gq, fp8_head_scale(gq), p.q8 + dst);
+    fp8_norm_row(fp8_src_row(p.k, p.k_batch_stride, p.k_row_stride,
+                             p.k_head_stride, varlen, seg, b, i, h),
+                 gk, fp8_head_scale(gk), p.k8 + dst);
+    const __half *v = fp8_src_row(p.v, p.v_batch_stride, p.v_row_stride,
+                                  p.v_head_stride, varlen, seg, b, i, h);
+    const float sv_scale = fp8_v_scale(__ldg(p.v_amax + h));
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+      *reinterpret_cast<uint2 *>(&sv[r][c * 8]) = trellis_fp8_quantize8(
+          *reinterpret_cast<const uint4 *>(v + c * 8), sv_scale);
+  } else {
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+      *reinterpret_cast<uint2 *>(&sv[r][c * 8]) = make_uint2(0u, 0u);
+  }
+  __syncthreads();
+  // vt8 row n, this block's 128 columns: thread r writes half (r & 1) of row
+  // r / 2, in the P fragment's key order
+  const int n = r >> 1, a0 = (r & 1) * (T / 2);
+  uint8_t *dst = p.vt8 +
+                 (static_cast<int64_t>(h) * kFp8HeadDim + n) * p.padded_tokens +
+                 col0 + a0;
+#pragma unroll
+  for (int a = 0; a < T / 2; a += 16) {
+    uint32_t w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      uint32_t x = 0;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        x |= static_cast<uint32_t>(sv[fp8_key_of_column(a0 + a + 4 * q + e)][n])
+             << (8 * e);
+      w[q] = x;
+    }
+    *reinterpret_cast<uint4 *>(dst + a) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// ---- the attention kernel (grid: num_seqs * ceil(seqlen / BM) x heads, BM * 2
+// threads)
+#define TRELLIS_ATTN_FP8_SMEM(BM, BN, ST)                                      \
+  (1024 + (BM)*64 + (ST) * (BN) * (64 + 72) + 16 * (ST))
+
+template <int BM, int BN, int STAGES>
+__device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
+  constexpr int D = kFp8HeadDim;
+  constexpr int NWG = BM / 64;
+  constexpr int THREADS = NWG * 128;
+  constexpr int WV = BN; // V^T rows are BN bytes: 64- or 128-byte swizzle
+  constexpr int kKBytes = BN * D;
+  constexpr int kVRows = D + 8; // + 8 rows of ones: the row sums
+  constexpr int kStageBytes = kKBytes + kVRows * BN;
+  constexpr int PSTEPS = BN / 32;
+  constexpr int DO = D + 8;
+  static_assert(BN == 64 || BN == 128, "keys per tile: 64 or 128");
+  static_assert(STAGES >= 3, "the ring needs >= 3 stages");
+  static_assert(BM * 128 <= STAGES * kStageBytes,
+                "the fp16 output staging reuses the stages");
+  using LQ = SwizzleW<64, BM>;
+  using LK = SwizzleW<64, BN>;
+  using LV = SwizzleW<WV, kVRows>;
+  using LO = SwizzleW<128, BM>; // fp16 output staging
+
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t sbase = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sQ = sbase;
+  const uint32_t sStages = sbase + BM * D;
+  auto sK = [&](int st) { return sStages + st * kStageBytes; };
+  auto sV = [&](int st) { return sStages + st * kStageBytes + kKBytes; };
+  const uint32_t sBar = sStages + STAGES * kStageBytes;
+  auto barFull = [&](int st) { return sBar + 8u * st; };
+  auto barEmpty = [&](int st) { return sBar + 8u * (STAGES + st); };
+
+  const int tid = threadIdx.x, wtid = tid & 127, lane = tid & 31;
+  const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
+  const int wrow = (wtid >> 5) * 16 + (lane >> 2);
+  const int tiles = (p.seqlen + BM - 1) / BM;
+  const int b = blockIdx.x / tiles, m0 = (blockIdx.x % tiles) * BM,
+            h = blockIdx.y;
+  const Fp8Segment seg = fp8_segment(p, b);
+  if (m0 >= seg.len)
+    return;
+  const Seq out = make_seq(p.o, p.cu_seqlens, p.o_batch_stride, p.o_row_stride,
+                           p.o_head_stride, p.seqlen, b, h);
+  const int ntiles = (seg.len + BN - 1) / BN;
+
+  // E4M3 rows of this head and segment, as 32-"half" rows for the copy helpers
+  const __half *q8 = reinterpret_cast<const __half *>(
+      p.q8 + (static_cast<int64_t>(h) * p.tokens + seg.start) * D);
+  const __half *k8 = reinterpret_cast<const __half *>(
+      p.k8 + (static_cast<int64_t>(h) * p.tokens + seg.start) * D);
+  const uint8_t *vt8 =
+      p.vt8 + static_cast<int64_t>(h) * D * p.padded_tokens + seg.pad_start;
+  using KStream = TileStream<BN, D / 2, THREADS, LK>;
+  KStream kStream(k8, D / 2, seg.len, tid);
+  constexpr int kVChunks = D * (BN / 16);
+  auto load_kv = [&](int j, int st) {
+    kStream.load(sK(st));
+#pragma unroll
+    for (int i0 = 0; i0 < kVChunks; i0 += THREADS) {
+      const int i = i0 + tid;
+      if (kVChunks % THREADS == 0 || i < kVChunks) {
+        const int n = i / (BN / 16), c = i % (BN / 16);
+        cp_async_16(sV(st) + LV::off(n, c),
+                    vt8 + static_cast<int64_t>(n) * p.padded_tokens + j * BN +
+                        c * 16,
+                    true);
+      }
+    }
+  };
+
+  // the ones rows (E4M3 1.0 = 0x38) of every stage, for the async proxy
+  for (int i = tid; i < STAGES * 8 * (BN / 16); i += THREADS) {
+    const int st = i / (8 * (BN / 16)), rc = i % (8 * (BN / 16));
+    sts128(sV(st) + LV::off(D + rc / (BN / 16), rc % (BN / 16)),
+           make_uint4(0x38383838u, 0x38383838u, 0x38383838u, 0x38383838u));
+  }
+  fence_proxy_async_smem();
+  if (tid == 0) {
+    for (int st = 0; st < STAGES; ++st) {
+      mbar_init(barFull(st), THREADS);
+      mbar_init(barEmpty(st), THREADS);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  load_tile<BM, D / 2, THREADS, LQ>(sQ, q8, D / 2, m0, seg.len, tid);
+  load_kv(0, 0);
+  cp_async_mbar_arrive(barFull(0));
+#pragma unroll
+  for (int t = 1; t <= STAGES - 3; ++t) {
+    if (t < ntiles)
+      load_kv(t, t);
+    cp_async_mbar_arrive(barFull(t));
+  }
+
+  const float s_q = fp8_head_scale(p.q_gamma + h * D);
+  const float s_k = fp8_head_scale(p.k_gamma + h * D);
+  const float v_amax = __ldg(p.v_amax + h);
+  // logits in log2 units from the E4M3 products
+  const float sl2 = p.softmax_scale * 1.4426950408889634f / (s_q * s_k);
+  float o[DO / 2];
+#pragma unroll
+  for (int i = 0; i < DO / 2; ++i)
+    o[i] = 0.f;
+  float s[BN / 2];
+  uint32_t qf[D / 32][4];
+  uint32_t pf[PSTEPS][4];
+  float ref2[2];
+
+  auto begin_tile = [&](int j) {
+    mbar_wait(barFull(j % STAGES), (j / STAGES) & 1);
+    fence_proxy_async_smem();
+    const int t = j + STAGES - 2; // refill the stage that tile j-2 used
+    if (t < ntiles) {
+      if (t >= STAGES)
+        mbar_wait(barEmpty(t % STAGES), ((t / STAGES) - 1) & 1);
+      load_kv(t, t % STAGES);
+      cp_async_mbar_arrive(barFull(t % STAGES));
+    }
+  };
+  const uint64_t descK0 = smem_desc<64>(sK(0), 16, 8 * 64);
+  const uint64_t descV0 = smem_desc<WV>(sV(0), 16, 8 * WV);
+  auto issue_qk = [&](int j) {
+    const uint64_t kb = descK0 + uint64_t((j % STAGES) * (kStageBytes >> 4));
+#pragma unroll
+    for (int kk = 0; kk < D / 32; ++kk)
+      wgmma_rs_e4m3<BN>(s, qf[kk], kb + (kk * 32) / 16, kk > 0);
+    wgmma_commit();
+  };
+  auto issue_pv = [&](int j) {
+    const uint64_t vb = descV0 + uint64_t((j % STAGES) * (kStageBytes >> 4));
+#pragma unroll
+    for (int kk = 0; kk < PSTEPS; ++kk)
+      wgmma_rs_e4m3<DO>(o, pf[kk], vb + (kk * 32) / 16, 1);
+    wgmma_commit();
+  };
+  auto row_max = [&](int r) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i)
+      mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    return fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  };
+  // The bound on this thread's rows' logits (log2 units): ||q8_i * gamma_k||
+  // s_k sqrt(64) (1 + 2^-4), with margin for the fp16 rounding of k'.
+  float bound2[2];
+  auto row_bounds = [&]() {
+    const float *gk = p.k_gamma + h * D;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = wg * 64 + wrow + 8 * r;
+      const int chunk = lane & 3; // 16 of the row's 64 bytes per lane
+      const uint4 x = lds128(sQ + LQ::off(row, chunk));
+      const uint8_t *bx = reinterpret_cast<const uint8_t *>(&x);
+      float qq = 0.f;
+#pragma unroll
+      for (int e = 0; e < 16; ++e) {
+        const float a = e4m3_to_float(bx[e]) * __ldg(gk + chunk * 16 + e);
+        qq = fmaf(a, a, qq);
+      }
+      qq += __shfl_xor_sync(0xffffffffu, qq, 1);
+      qq += __shfl_xor_sync(0xffffffffu, qq, 2);
+      bound2[r] = sqrtf(qq * static_cast<float>(D)) * s_k * sl2 * 1.07f;
+    }
+  };
+  auto softmax = [&](int j) {
+    if ((j + 1) * BN > seg.len) { // columns past the end
+      const int cbase = j * BN + 2 * (lane & 3);
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (cbase + i * 8 + (e & 1) >= seg.len)
+            s[4 * i + e] = -INFINITY;
+      }
+    }
+    if (j == 0) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        ref2[r] = fminf(row_max(r) * sl2, bound2[r] - 8.f);
+    }
+#pragma unroll
+    for (int i = 0; i < BN / 4; ++i) { // s[2i], s[2i+1]: row i & 1
+      s[2 * i] = fast_exp2(fmaf(s[2 * i], sl2, -ref2[i & 1]));
+      s[2 * i + 1] = fast_exp2(fmaf(s[2 * i + 1], sl2, -ref2[i & 1]));
+    }
+  };
+  auto pack = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < PSTEPS; ++kk) {
+      const float *q = s + 16 * kk;
+      pf[kk][0] = pack_e4m3x4(q[0], q[1], q[4], q[5]);
+      pf[kk][1] = pack_e4m3x4(q[2], q[3], q[6], q[7]);
+      pf[kk][2] = pack_e4m3x4(q[8], q[9], q[12], q[13]);
+      pf[kk][3] = pack_e4m3x4(q[10], q[11], q[14], q[15]);
+    }
+  };
+
+  begin_tile(0);
+  row_bounds();
+#pragma unroll
+  for (int kk = 0; kk < D / 32; ++kk) {
+    const int r = wg * 64 + wrow, c = kk * 32 + 4 * (lane & 3);
+    qf[kk][0] = lds32(sQ + LQ::off(r, c >> 4) + (c & 15));
+    qf[kk][1] = lds32(sQ + LQ::off(r + 8, c >> 4) + (c & 15));
+    qf[kk][2] = lds32(sQ + LQ::off(r, (c + 16) >> 4) + (c & 15));
+    qf[kk][3] = lds32(sQ + LQ::off(r + 8, (c + 16) >> 4) + (c & 15));
+  }
+  {
+    wgmma_fence();
+    issue_qk(0);
+    wgmma_wait<0>();
+    fence_regs<BN / 2>(s);
+    softmax(0);
+    pack();
+  }
+  for (int j = 1; j < ntiles; ++j) {
+    begin_tile(j);
+    wgmma_fence();
+    issue_qk(j);
+    issue_pv(j - 1);
+    wgmma_wait<1>();
+    fence_regs<BN / 2>(s);
+    softmax(j);
+    wgmma_wait<0>();
+    mbar_arrive(barEmpty((j - 1) % STAGES));
+    fence_regs<DO / 2>(o);
+    fence_regs<PSTEPS * 4>(&pf[0][0]);
+    pack();
+  }
+  wgmma_fence();
+  issue_pv(ntiles - 1);
+  wgmma_wait<0>();
+  fence_regs<DO / 2>(o);
+
+  // epilogue: O / (l s_v) -> fp16 -> staging (the stages, free once every
+  // warpgroup is done) -> global
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float l = o[D / 2 + 2 * r];
+    inv[r] = l > 0.f ? (v_amax / 448.f) / l : 0.f;
+    if (!(v_amax > 0.f))
+      inv[r] = l > 0.f ? 1.f / l : 0.f; // v all zeros: scale 1
+  }
+  __syncthreads();
+  const uint32_t sO = sStages;
+  {
+    const int r = wg * 64 + wrow;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      const int c = i * 8 + 2 * (lane & 3);
+      sts32(sO + LO::off(r, c >> 3) + (c & 7) * 2,
+            pack_half2(o[4 * i] * inv[0], o[4 * i + 1] * inv[0]));
+      sts32(sO + LO::off(r + 8, c >> 3) + (c & 7) * 2,
+            pack_half2(o[4 * i + 2] * inv[1], o[4 * i + 3] * inv[1]));
+    }
+  }
+  __syncthreads();
+  if (p.o_quantize != 0.f)
+    store_tile_e4m3<BM, D, THREADS, LO>(
+        sO,
+        static_cast<uint8_t *>(p.o) +
+            (out.ptr - static_cast<const __half *>(p.o)),
+        p.o_row_stride, m0, out.len, tid, p.o_quantize);
+  else
+    store_tile<BM, D, THREADS, LO>(sO, const_cast<__half *>(out.ptr),
+                                   p.o_row_stride, m0, out.len, tid);
+}
+
+} // namespace trellis_attn
+
+#define TRELLIS_ATTN_FP8_DEFINE(BM, BN, ST)                                    \
+  extern "C" __global__ void __launch_bounds__((BM)*2, 1)                      \
+      trellis_attn_fp8_sm90_d64_m##BM##_n##BN##_s##ST(                         \
+          const __grid_constant__ TrellisAttnFp8Params p) {                    \
+    trellis_attn::attn_fp8_sm90<BM, BN, ST>(p);                                \
+  }
+#define TRELLIS_ATTN_FP8_PREPARE_DEFINE()                                      \
+  extern "C" __global__ void __launch_bounds__(trellis_attn::kFp8PrepThreads)  \
+      trellis_attn_fp8_v_amax_d64(                                             \
+          const __grid_constant__ TrellisAttnFp8Params p) {                    \
+    trellis_attn::attn_fp8_v_amax(p);                                          \
+  }                                                                            \
+  extern "C" __global__ void __launch_bounds__(trellis_attn::kFp8PrepThreads)  \
+      trellis_attn_fp8_prepare_d64(                                            \
+          const __grid_constant__ TrellisAttnFp8Params p) {                    \
+    trellis_attn::attn_fp8_prepare(p);                                         \
+  }
