@@ -240,6 +240,24 @@ LogicalResult mlir::trellis::detail::verifyAttentionTiles(Operation *op,
   return success();
 }
 
+LogicalResult mlir::trellis::detail::verifyAttentionPrecision(
+    Operation *op, StringAttr precision, RankedTensorType q, RankedTensorType k,
+    RankedTensorType v) {
+  if (!precision)
+    return success();
+  if (precision.getValue() != "fp8_e4m3")
+    return op->emitOpError("precision must be \"fp8_e4m3\", found \"")
+           << precision.getValue() << "\"";
+  for (auto [name, type] :
+       {std::pair{"q", q}, std::pair{"k", k}, std::pair{"v", v}}) {
+    int64_t d = type.getShape().back();
+    if (d != 64)
+      return op->emitOpError("precision \"fp8_e4m3\" needs head dim 64, ")
+             << name << " has " << dimToString(d);
+  }
+  return success();
+}
+
 LogicalResult mlir::trellis::detail::verifyAxis(Operation *op, int64_t axis,
                                                 int64_t rank) {
   if (normalizeAxis(axis, rank))
@@ -870,6 +888,13 @@ LogicalResult AttentionOp::verify() {
                            << dimToString(x.getDimSize(2)) << ", "
                            << dimToString(x.getDimSize(3)) << "], found " << g;
   }
+  if (failed(verifyAttentionPrecision(*this, getPrecisionAttr(), q, k, v)))
+    return failure();
+  if (getPrecisionAttr() && !q.isDynamicDim(1) && !k.isDynamicDim(1) &&
+      q.getDimSize(1) != k.getDimSize(1))
+    return emitOpError("precision \"fp8_e4m3\" is for self-attention, but "
+                       "the sequence lengths differ: q has ")
+           << q.getDimSize(1) << ", k has " << k.getDimSize(1);
   if (failed(verifyAttentionTiles(*this, getTilesAttr())))
     return failure();
   return verifyPositive(*this, "scale", getScaleAttr().getValueAsDouble());

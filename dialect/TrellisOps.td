@@ -685,10 +685,25 @@ def Trellis_AttentionOp : Trellis_PureOp<"attention",
     model when the query length is only known at run time. The CPU
     reference ignores it.
 
+    `precision = "fp8_e4m3"` (set under `trellisc --precision=fp8` on the
+    flow transformers' self-attention, whose q and k are head-RMS-normalized,
+    head dim 64) runs Q, K, V and the softmax weights P in FP8 E4M3 with f32
+    accumulation: q' and k' (after the head RMS norm, rounded to f16 as
+    ever) times 448 / (8 · max|gamma_h|) per head, v times
+    448 / max|v[:, h, :]| per head (over every token of the op), and
+    P = E4M3(2^(x − ref_i)) with x the scaled logits in log2 units and
+    ref_i = min(the largest x over the row's first 64 keys, bound_i − 8),
+    where bound_i bounds the row's logits (Cauchy–Schwarz on the normalized
+    k), so that every P ≤ 2^8; the result is Σ P·v8 / (Σ P · v-scale). It
+    needs q_gamma and k_gamma once `trellis-form-attention` has run (the
+    runtime reports an op without them).
+
     Verifier: rank 4 each; one element type; B and H agree across q, k, v;
     d agrees between q and k; Lk agrees between k and v; scale > 0;
     q_gamma and k_gamma, when present, are f32 [H, d];
-    `tiles`, when present, is not empty and names no kernel twice.
+    `tiles`, when present, is not empty and names no kernel twice;
+    precision, when present, is "fp8_e4m3", with head dims of 64 for q, k
+    and v and Lq = Lk when both are static.
 
     ```mlir
     %o = trellis.attention %q, %k, %v {scale = 1.250000e-01 : f64}
@@ -702,18 +717,26 @@ def Trellis_AttentionOp : Trellis_PureOp<"attention",
               tensor<16x64xf32>, tensor<16x64xf32>)
            -> tensor<2x4096x16x64xf16>
     ```
+
+    ```mlir
+    %f = trellis.attention %q, %q, %q q_gamma %gq k_gamma %gk {precision = "fp8_e4m3", scale = 1.250000e-01 : f64}
+           : (tensor<2x4096x16x64xf16>, tensor<2x4096x16x64xf16>, tensor<2x4096x16x64xf16>,
+              tensor<16x64xf32>, tensor<16x64xf32>)
+           -> tensor<2x4096x16x64xf16>
+    ```
   }];
   let arguments = (ins Trellis_FloatTensor:$q, Trellis_FloatTensor:$k,
                        Trellis_FloatTensor:$v,
                        Optional<Trellis_F32Tensor>:$q_gamma,
                        Optional<Trellis_F32Tensor>:$k_gamma, F64Attr:$scale,
-                       OptionalAttr<StrArrayAttr>:$tiles);
+                       OptionalAttr<StrArrayAttr>:$tiles,
+                       OptionalAttr<StrAttr>:$precision);
   let results = (outs Trellis_FloatTensor:$result);
   let builders = [
     OpBuilder<(ins "TypeRange":$resultTypes, "Value":$q, "Value":$k,
                    "Value":$v, "FloatAttr":$scale), [{
       build($_builder, $_state, resultTypes, q, k, v, Value(), Value(), scale,
-            ArrayAttr());
+            ArrayAttr(), StringAttr());
     }]>
   ];
   let assemblyFormat = [{
@@ -2058,10 +2081,25 @@ def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
     model when the query length is only known at run time. The CPU
     reference ignores it.
 
+    `precision = "fp8_e4m3"` (set under `trellisc --precision=fp8` on the
+    SLat flow transformer's self-attention, whose q and k are
+    head-RMS-normalized, head dim 64) runs Q, K, V and the softmax weights
+    P in FP8 E4M3 with f32 accumulation, as for `trellis.attention`: q' and
+    k' (after the head RMS norm, rounded to f16 as ever) times
+    448 / (8 · max|gamma_h|) per head, v times 448 / max|v[:, h, :]| per
+    head (over every row of the op), and P = E4M3(2^(x − ref_i)) with x the
+    scaled logits in log2 units and ref_i = min(the largest x over the
+    row's first 64 keys, bound_i − 8), where bound_i bounds the row's
+    logits (Cauchy–Schwarz on the normalized k), so that every P ≤ 2^8; the
+    result is Σ P·v8 / (Σ P · v-scale). It needs q_gamma and k_gamma once
+    `trellis-form-attention` has run (the runtime reports an op without
+    them).
+
     Verifier: rank 3 each; one element type; N dynamic and bounded like
     `segments`; H agrees; d agrees between q and k; scale > 0; q_gamma and
     k_gamma, when present, are [H, d];
-    `tiles` as for `trellis.attention`.
+    `tiles` as for `trellis.attention`; precision, when present, is
+    "fp8_e4m3", with head dims of 64 for q, k and v.
 
     ```mlir
     %o = trellis.sparse.attention %q, %k, %v, %s {scale = 1.250000e-01 : f64}
@@ -2074,13 +2112,14 @@ def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
                        Trellis_FloatTensor:$v, Trellis_SegmentsType:$segments,
                        Optional<Trellis_F32Tensor>:$q_gamma,
                        Optional<Trellis_F32Tensor>:$k_gamma, F64Attr:$scale,
-                       OptionalAttr<StrArrayAttr>:$tiles);
+                       OptionalAttr<StrArrayAttr>:$tiles,
+                       OptionalAttr<StrAttr>:$precision);
   let results = (outs Trellis_FloatTensor:$result);
   let builders = [
     OpBuilder<(ins "TypeRange":$resultTypes, "Value":$q, "Value":$k,
                    "Value":$v, "Value":$segments, "FloatAttr":$scale), [{
       build($_builder, $_state, resultTypes, q, k, v, segments, Value(),
-            Value(), scale, ArrayAttr());
+            Value(), scale, ArrayAttr(), StringAttr());
     }]>
   ];
   let assemblyFormat = [{

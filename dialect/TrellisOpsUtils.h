@@ -97,6 +97,12 @@ LogicalResult verifyPositive(Operation *op, StringRef name, double value,
 /// non-empty list of distinct non-empty kernel names.
 LogicalResult verifyAttentionTiles(Operation *op, ArrayAttr tiles);
 
+/// An attention op's `precision`: absent, or "fp8_e4m3" with q, k and v of
+/// head dim (last dimension) 64.
+LogicalResult verifyAttentionPrecision(Operation *op, StringAttr precision,
+                                       RankedTensorType q, RankedTensorType k,
+                                       RankedTensorType v);
+
 /// "axis A is out of range for rank R" unless `axis` normalizes.
 LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank);
 

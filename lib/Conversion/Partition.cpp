@@ -163,7 +163,7 @@ void narrowF32Attention(func::FuncOp fn) {
     auto half = mlir::trellis::AttentionOp::create(
         b, loc, resultType.clone(b.getF16Type()), narrow(op.getQ()),
         narrow(op.getK()), narrow(op.getV()), op.getQGamma(), op.getKGamma(),
-        op.getScaleAttr(), op.getTilesAttr());
+        op.getScaleAttr(), op.getTilesAttr(), op.getPrecisionAttr());
     auto wide =
         mlir::trellis::CastOp::create(b, loc, resultType, half.getResult());
     op.getResult().replaceAllUsesWith(wide.getResult());

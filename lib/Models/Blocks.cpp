@@ -79,8 +79,12 @@ Tensor selfAttention(Tracer &t, const Tensor &x, const Heads &heads,
     k = headRmsNorm(k, t.weight("k_rms_norm.gamma", gammaShape, DType::F32));
   }
   double scale = 1.0 / std::sqrt(double(heads.headDim()));
-  Tensor o = layout.sparse ? sparseAttention(q, k, v, layout.segments, scale)
-                           : attention(q, k, v, scale);
+  // With normalized q and k (whose logits are bounded) the attention runs in
+  // FP8 under --precision=fp8 (the flow transformers' blocks, head dim 64).
+  Tensor o = layout.sparse ? sparseAttention(q, k, v, layout.segments, scale,
+                                             /*qkNormalized=*/qkRmsNorm)
+                           : attention(q, k, v, scale,
+                                       /*qkNormalized=*/qkRmsNorm);
   return linear(mergeHeads(o, heads),
                 t.weight("to_out.weight", {c, c}, DType::F16),
                 t.weight("to_out.bias", {c}, DType::F16));
@@ -113,7 +117,8 @@ Tensor modulatedCrossBlock(Tracer &t, const Tensor &x, const Tensor &emb,
   int64_t c = heads.channels;
   // --precision=fp8 quantizes every linear of the block: the attention and
   // MLP ones for speed, the adaLN modulation (one row, 6c x c: a quarter of
-  // the block's weights) for the weights' memory.
+  // the block's weights) for the weights' memory; and the self-attention
+  // itself (its q and k are head-RMS-normalized), not the cross-attention.
   Tracer::QuantizeFp8 fp8(t);
   std::vector<Tensor> mod;
   {

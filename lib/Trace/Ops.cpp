@@ -43,6 +43,17 @@ mlir::IntegerAttr i64(Tracer &t, int64_t v) {
   return t.builder().getI64IntegerAttr(v);
 }
 
+/// The precision of a self-attention whose q and k are head-RMS-normalized
+/// (`qkNormalized`): "fp8_e4m3" in a Tracer::QuantizeFp8 scope for f16
+/// operands of head dim 64, else none.
+mlir::StringAttr attentionPrecision(const Tensor &q, bool qkNormalized) {
+  Tracer &t = q.tracer();
+  if (!qkNormalized || !t.fp8Active() || !q.elementType().isF16() ||
+      q.shape().back() != 64)
+    return mlir::StringAttr();
+  return t.builder().getStringAttr("fp8_e4m3");
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -209,12 +220,14 @@ Tensor gatherRows(const Tensor &x, const Tensor &index, Where where) {
 }
 
 Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
-                 double scale, Where where) {
+                 double scale, bool qkNormalized, Where where) {
   if (Tracer::anyAbsent({q, k, v}))
     return Tensor();
   Tracer &t = q.tracer();
-  return inferred<td::AttentionOp>(t, where, q.value(), k.value(), v.value(),
-                                   f64(t, scale));
+  return inferred<td::AttentionOp>(
+      t, where, q.value(), k.value(), v.value(), /*q_gamma=*/Value(),
+      /*k_gamma=*/Value(), f64(t, scale), /*tiles=*/mlir::ArrayAttr(),
+      attentionPrecision(q, qkNormalized));
 }
 
 Tensor modulate(const Tensor &x, const Tensor &shift, const Tensor &scale,
@@ -474,13 +487,15 @@ Tensor windowSegments(const Tensor &coords, int64_t window, int64_t shift,
 }
 
 Tensor sparseAttention(const Tensor &q, const Tensor &k, const Tensor &v,
-                       const Tensor &segments, double scale, Where where) {
+                       const Tensor &segments, double scale, bool qkNormalized,
+                       Where where) {
   if (Tracer::anyAbsent({q, k, v, segments}))
     return Tensor();
   Tracer &t = q.tracer();
-  return inferred<td::SparseAttentionOp>(t, where, q.value(), k.value(),
-                                         v.value(), segments.value(),
-                                         f64(t, scale));
+  return inferred<td::SparseAttentionOp>(
+      t, where, q.value(), k.value(), v.value(), segments.value(),
+      /*q_gamma=*/Value(), /*k_gamma=*/Value(), f64(t, scale),
+      /*tiles=*/mlir::ArrayAttr(), attentionPrecision(q, qkNormalized));
 }
 
 Tensor sparseCrossAttention(const Tensor &q, const Tensor &k, const Tensor &v,

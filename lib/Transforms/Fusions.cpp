@@ -302,13 +302,14 @@ template <typename Op> struct AttentionNorms : OpRewritePattern<Op> {
     Location loc = FusedLoc::get(op.getContext(), locs);
     Op fused;
     if constexpr (std::is_same_v<Op, SparseAttentionOp>)
-      fused = Op::create(rewriter, loc, op.getResult().getType(), q, k,
-                         op.getV(), op.getSegments(), qGamma, kGamma,
-                         op.getScaleAttr(), op.getTilesAttr());
-    else
       fused =
           Op::create(rewriter, loc, op.getResult().getType(), q, k, op.getV(),
-                     qGamma, kGamma, op.getScaleAttr(), op.getTilesAttr());
+                     op.getSegments(), qGamma, kGamma, op.getScaleAttr(),
+                     op.getTilesAttr(), op.getPrecisionAttr());
+    else
+      fused = Op::create(rewriter, loc, op.getResult().getType(), q, k,
+                         op.getV(), qGamma, kGamma, op.getScaleAttr(),
+                         op.getTilesAttr(), op.getPrecisionAttr());
     rewriter.replaceOp(op, fused.getResult());
     return success();
   }

@@ -234,6 +234,34 @@ Status GpuExecutor::Impl::buildAttentionCommand(Prepared &p, Node &node) {
           params.o_head_stride);
   if (k.shape[0] == 1 && q.shape[0] > 1) // one context for the batch
     params.k_batch_stride = params.v_batch_stride = 0;
+  if (fp8Attention(instr)) { // FP8: own pre-pass, kernel and scratch
+    if (k.shape != q.shape)
+      return opError(instr, "FP8 attention is self-attention: q and k must "
+                            "have one shape");
+    Fp8AttentionCall call;
+    call.views = params;
+    call.views.num_seqs = int32_t(q.shape[0]);
+    call.views.heads = int32_t(heads);
+    call.views.seqlen_q = call.views.seqlen_k = int32_t(q.shape[1]);
+    call.views.softmax_scale = float(*scale);
+    call.views.o_quantize = fp8OutputQuantize(p, node.out[0]);
+    call.qGamma = qGamma >= 0
+                      ? reinterpret_cast<const float *>(address(p, qGamma))
+                      : nullptr;
+    call.kGamma = kGamma >= 0
+                      ? reinterpret_cast<const float *>(address(p, kGamma))
+                      : nullptr;
+    call.headDim = d;
+    call.tokens = q.shape[0] * q.shape[1];
+    call.paddedTokens =
+        fp8PaddedTokens(std::vector<int64_t>(size_t(q.shape[0]), q.shape[1]));
+    call.scratch = node.scratch >= 0 ? address(p, node.scratch) : 0;
+    auto command = fp8AttentionCommand(call, instr);
+    if (!command)
+      return command.takeError();
+    node.command = *command;
+    return Status::ok();
+  }
   params.q_gamma = qGamma >= 0
                        ? reinterpret_cast<const float *>(address(p, qGamma))
                        : nullptr;

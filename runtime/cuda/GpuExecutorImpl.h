@@ -328,6 +328,8 @@ struct GpuExecutor::Impl {
                                          CUdeviceptr b);
   // -- sparse attention (SparseAttention.cpp) ---------------------------------
   Result<bool> buildSparseAttentionCommand(Prepared &p, Node &node);
+  Result<bool> buildSparseFp8AttentionCommand(Prepared &p, Node &node,
+                                              TrellisAttnParams params);
   Status sparseCrossAttentionParams(Prepared &p, Node &node,
                                     TrellisAttnParams &params);
   Status sparseSelfAttentionParams(Prepared &p, Node &node,
@@ -364,6 +366,31 @@ struct GpuExecutor::Impl {
   size_t attentionNormCopiesBytes(const Prepared &p, const Node &node) const;
   /// The function of an attention configuration, loaded on first use.
   Result<CUfunction> attentionFunction(const TrellisAttnConfig &config);
+  // -- FP8 self-attention (Fp8Attention.cpp) ----------------------------------
+  /// An attention op with precision = "fp8_e4m3".
+  static bool fp8Attention(const Instr &instr);
+  /// One FP8 attention call: the fp16 views (q, k, v unnormalized, o;
+  /// strides, cu_seqlens_q for segments, num_seqs, heads, seqlen_q,
+  /// softmax_scale, o_quantize), the head-norm gains, the token counts and
+  /// the scratch of fp8AttentionScratchBytes.
+  struct Fp8AttentionCall {
+    TrellisAttnParams views{};
+    const float *qGamma = nullptr, *kGamma = nullptr;
+    int64_t headDim = 0, tokens = 0, paddedTokens = 0;
+    CUdeviceptr scratch = 0;
+  };
+  /// Its scratch: the E4M3 k8 [heads, tokens, 64], vt8 [heads, 64,
+  /// paddedTokens], the per-head amax of v and the redo flags (`seqs`
+  /// sequences of at most `longest` rows).
+  static size_t fp8AttentionScratchBytes(int64_t tokens, int64_t paddedTokens,
+                                         int64_t heads, int64_t seqs,
+                                         int64_t longest);
+  /// The sum of the sequences' lengths, each rounded up to 128 keys.
+  static int64_t fp8PaddedTokens(const std::vector<int64_t> &lengths);
+  /// The launches: v amax, operands, the FP8 attention, the fp16 online
+  /// kernel for the CTAs it flags.
+  Result<std::function<Status()>>
+  fp8AttentionCommand(const Fp8AttentionCall &call, const Instr &instr);
   /// The head RMS norm of a token-major view (rows × heads × d, strides in
   /// elements) into a dense copy at `y`, with f32 gains [heads, d].
   Result<std::function<Status()>>

@@ -455,12 +455,20 @@ void GpuExecutor::Impl::addAttentionScratch(Prepared &p, Node &node) const {
   // With --attention-norms=prepass q is normalized the same way: the
   // scratch then holds [k | q]. Then the redo flags of the fixed
   // softmax reference (attentionLaunch).
+  // An FP8 attention's scratch holds its E4M3 operands instead.
   const ValueType &q = p.slots[node.in[0]].type;
   ValueType t;
   t.dtype = DType::U8;
-  t.shape = {int64_t(
-      attentionNormCopiesBytes(p, node) +
-      attentionRedoFlagsBytes(q.shape.at(0), q.shape.at(1), q.shape.at(2)))};
+  if (fp8Attention(*node.instr)) {
+    const int64_t b = q.shape.at(0), l = q.shape.at(1);
+    t.shape = {int64_t(fp8AttentionScratchBytes(
+        b * l, fp8PaddedTokens(std::vector<int64_t>(size_t(b), l)),
+        q.shape.at(2), b, l))};
+  } else {
+    t.shape = {int64_t(
+        attentionNormCopiesBytes(p, node) +
+        attentionRedoFlagsBytes(q.shape.at(0), q.shape.at(1), q.shape.at(2)))};
+  }
   if (t.shape[0] > 0) {
     node.scratch = newSlot(p, t);
     p.slots[node.scratch].where = SlotInfo::Where::Arena;

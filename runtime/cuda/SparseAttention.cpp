@@ -45,6 +45,8 @@ Result<bool> GpuExecutor::Impl::buildSparseAttentionCommand(Prepared &p,
   bool kNormalized = false;
   CUdeviceptr redoFlags = 0;
 
+  if (op == "trellis.sparse.attention" && fp8Attention(instr))
+    return buildSparseFp8AttentionCommand(p, node, params);
   if (op == "trellis.sparse.cross_attention") {
     TRELLIS_RETURN_IF_ERROR(sparseCrossAttentionParams(p, node, params));
   } else {
@@ -69,6 +71,54 @@ Result<bool> GpuExecutor::Impl::buildSparseAttentionCommand(Prepared &p,
         TRELLIS_RETURN_IF_ERROR(step());
     return Status::ok();
   };
+  return true;
+}
+
+/// An FP8 self-attention inside each segment (Fp8Attention.cpp): segments of
+/// consecutive rows, read in place (the flow transformers' full attention
+/// per sample; windows are not supported).
+Result<bool>
+GpuExecutor::Impl::buildSparseFp8AttentionCommand(Prepared &p, Node &node,
+                                                  TrellisAttnParams params) {
+  const Instr &instr = *node.instr;
+  auto *segments = std::get_if<SegmentsPtr>(&boundValue(p, node.in[3]));
+  if (p.windows.count(root(p, node.in[3])) || !segments || !*segments ||
+      !isIdentity(**segments))
+    return opError(instr, "FP8 attention runs over segments of consecutive "
+                          "rows only (not windows)");
+  auto rowStride = [&](int slot) {
+    int64_t s = tokenStride(p, slot);
+    return s ? s : rowElems(slotType(p, slot));
+  };
+  params.q = reinterpret_cast<const void *>(address(p, node.in[0]));
+  params.k = reinterpret_cast<const void *>(address(p, node.in[1]));
+  params.v = reinterpret_cast<const void *>(address(p, node.in[2]));
+  params.o = reinterpret_cast<void *>(address(p, node.out[0]));
+  params.q_row_stride = rowStride(node.in[0]);
+  params.k_row_stride = rowStride(node.in[1]);
+  params.v_row_stride = rowStride(node.in[2]);
+  params.cu_seqlens_q = params.cu_seqlens_k =
+      reinterpret_cast<const int32_t *>(p.slots[root(p, node.in[3])].aux);
+  params.num_seqs = int32_t((*segments)->numSegments());
+  params.seqlen_q = params.seqlen_k = longestSegment((*segments)->offsets);
+  params.o_quantize = fp8OutputQuantize(p, node.out[0]);
+  auto [qGamma, kGamma] = sparseAttentionGammas(instr);
+  Fp8AttentionCall call;
+  call.views = params;
+  call.qGamma =
+      qGamma >= 0 ? reinterpret_cast<const float *>(address(p, node.in[qGamma]))
+                  : nullptr;
+  call.kGamma =
+      kGamma >= 0 ? reinterpret_cast<const float *>(address(p, node.in[kGamma]))
+                  : nullptr;
+  call.headDim = params.head_dim;
+  call.tokens = slotType(p, node.out[0]).shape.at(0);
+  call.paddedTokens = fp8PaddedTokens(segmentLengths((*segments)->offsets));
+  call.scratch = node.scratch >= 0 ? address(p, node.scratch) : 0;
+  auto command = fp8AttentionCommand(call, instr);
+  if (!command)
+    return command.takeError();
+  node.command = *command;
   return true;
 }
 

@@ -151,6 +151,15 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
   if (op == "trellis.sparse.attention") {
     auto *g = std::get_if<SegmentsPtr>(&p.boundValues[root(p, node.in[3])]);
     size_t bytes = 0;
+    if (fp8Attention(*node.instr)) { // its E4M3 operands (in-place segments)
+      if (!g || !*g)
+        return 0;
+      return fp8AttentionScratchBytes(
+          p.slots[node.in[0]].type.shape.at(0),
+          fp8PaddedTokens(segmentLengths((*g)->offsets)),
+          p.slots[node.in[0]].type.shape.at(1), (*g)->numSegments(),
+          longestSegment((*g)->offsets));
+    }
     if (sparseAttentionGammas(*node.instr).second >= 0) // normalized k
       bytes += alignUp(bytesOf(p.slots[node.in[1]].type));
     // q, k, v and the output in window order

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace trellis {
 
@@ -88,6 +89,15 @@ inline int32_t longestSegment(const HostTensor &offsets) {
   for (int64_t i = 0; i + 1 < offsets.numel(); ++i)
     longest = std::max(longest, o[i + 1] - o[i]);
   return longest;
+}
+
+/// Every segment's length.
+inline std::vector<int64_t> segmentLengths(const HostTensor &offsets) {
+  const int32_t *o = offsets.data<int32_t>();
+  std::vector<int64_t> lengths;
+  for (int64_t i = 0; i + 1 < offsets.numel(); ++i)
+    lengths.push_back(o[i + 1] - o[i]);
+  return lengths;
 }
 
 /// The longest segment of a window partition: a full window, or all rows

@@ -428,27 +428,34 @@ trellis_head_rmsnorm_grid(const TrellisHeadRmsNormParams *p) {
 
 /* FP8 self-attention (sm_90a, head_dim 64; attention_fp8_sm90.cuh): q and k
  * head-RMS-normalized (q_gamma and k_gamma required), then Q, K, V and P in
- * E4M3 with fp32 accumulation. Two kernels prepare the operands from the fp16
- * q, k, v views (strides and cu_seqlens as in TrellisAttnParams; the same
- * segments for queries and keys):
+ * E4M3 with fp32 accumulation. Two kernels prepare K and V from the fp16
+ * views (strides and cu_seqlens as in TrellisAttnParams; the same segments
+ * for queries and keys), then the attention reads q itself:
  *   trellis_attn_fp8_v_amax_d64   v_amax[h] = max |v| over every token of head
- *                                  h (v_amax zeroed before; atomic maximum)
- *   trellis_attn_fp8_prepare_d64  q8, k8: [heads, tokens, 64] E4M3 of the
- *                                  normalized fp16 q', k' times the head's
- *                                  scale 448 / (8 max|gamma_h|) (|u'| <= 8
- *                                  |gamma| bounds them); vt8: [heads, 64,
- *                                  padded tokens] E4M3 of v times 448 /
- *                                  v_amax[h], transposed (the wgmma B operand
- *                                  of P V must be K-major in 8 bits), each
- *                                  segment padded with zeros to a multiple of
- *                                  128 keys, keys permuted within each 32 as
- *                                  the P register fragment expects
- *   trellis_attn_fp8_sm90_d64_*   the attention over q8, k8, vt8; O fp16 (or
- *                                  E4M3 with o_quantize) as TrellisAttnParams'
- *                                  o.
+ *                                  h (v_amax zeroed before; atomic maximum;
+ *                                  grid ceil(tokens / 8), 256 threads, 4
+ *                                  bytes of shared memory per head)
+ *   trellis_attn_fp8_prepare_d64  k8: [heads, tokens, 64] E4M3 of the
+ *                                  normalized fp16 k' times the head's scale
+ *                                  448 / (8 max|gamma_h|) (|k'| <= 8 |gamma|
+ *                                  bounds it); vt8: [heads, 64, padded
+ *                                  tokens] E4M3 of v times 448 / v_amax[h],
+ *                                  transposed (the wgmma B operand of P V
+ *                                  must be K-major in 8 bits), each segment
+ *                                  padded with zeros to a multiple of 128
+ *                                  keys, keys permuted within each 32 as the
+ *                                  P register fragment expects (grid
+ *                                  padded_tokens / 128 x heads, 128 threads)
+ *   trellis_attn_fp8_sm90_d64_*   the attention: q normalized and quantized
+ *                                  the same way in its prologue, then over
+ *                                  k8, vt8; O fp16 (or E4M3 with o_quantize)
+ *                                  as TrellisAttnParams' o (grid num_seqs *
+ *                                  ceil(seqlen / BM) x heads, 2 BM threads);
+ *                                  a CTA whose softmax weights exceed 2^8 is
+ *                                  flagged in redo_flags for the fp16 online
+ *                                  kernel of its tile shape
  * tokens = num_seqs * seqlen (dense) or cu_seqlens[num_seqs];
- * padded_tokens = the sum of the segments' lengths rounded up to 128
- * (trellis_attn_fp8_padded_tokens). */
+ * padded_tokens = the sum of the segments' lengths rounded up to 128. */
 typedef struct TrellisAttnFp8Params {
   const void *q, *k, *v; /* fp16 views, as TrellisAttnParams */
   int64_t q_batch_stride, q_row_stride, q_head_stride;
@@ -458,15 +465,31 @@ typedef struct TrellisAttnFp8Params {
   int64_t o_batch_stride, o_row_stride, o_head_stride;
   const int32_t *cu_seqlens; /* NULL: dense */
   const float *q_gamma, *k_gamma;
-  uint8_t *q8, *k8, *vt8; /* the prepared operands (device memory) */
-  float *v_amax;          /* [heads] */
+  uint8_t *k8, *vt8; /* the prepared operands (device memory) */
+  float *v_amax;     /* [heads] */
+  /* One int32 per CTA of the attention kernel, written by every CTA: 1 where
+   * a softmax weight exceeded 2^8 and the fp16 online kernel of the same tile
+   * shape (given the same flags) must recompute the CTA, else 0. */
+  int32_t *redo_flags;
   int32_t num_seqs, heads, seqlen, head_dim;
   int32_t tokens, padded_tokens;
   float softmax_scale;
   float o_quantize;
 } TrellisAttnFp8Params;
 
+/* Segments are padded to a multiple of 128 keys in vt8; the pre-pass kernels
+ * run 128 threads per block, one per key of a 128-key block. */
 #define TRELLIS_ATTN_FP8_PAD 128
+#define TRELLIS_ATTN_FP8_PREP_THREADS TRELLIS_ATTN_FP8_PAD
+/* trellis_attn_fp8_v_amax_d64: 256 threads per block over 8 tokens, dynamic
+ * shared memory of 4 bytes per head. */
+#define TRELLIS_ATTN_FP8_AMAX_THREADS 256
+#define TRELLIS_ATTN_FP8_AMAX_TOKENS 8
+/* Dynamic shared memory of trellis_attn_fp8_sm90_d64_m<BM>_n<BN>_s<ST>: 1 KiB
+ * alignment slack, the fp16 Q (BM x 128 bytes), the stages (K: BN x 64 bytes,
+ * V^T and 8 rows of ones: 72 x BN bytes), the mbarriers. */
+#define TRELLIS_ATTN_FP8_SMEM(BM, BN, ST)                                      \
+  (1024 + (BM)*128 + (ST) * (BN) * (64 + 72) + 16 * (ST))
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,29 +1,37 @@
 // FP8 self-attention for Hopper (sm_90a), head dim 64: E4M3 Q, K, V and P
 // with fp32 accumulation (TrellisAttnFp8Params, attention.h).
 //
-// Why the operands are prepared by a pre-pass: wgmma reads 8-bit operands
+// Why K and V are prepared by a pre-pass: wgmma reads 8-bit operands
 // K-major only, so the B operand of P V (V, keys x head dim) must be stored
-// transposed; and E4M3 needs a scale per tensor that is known before the
-// first tile is multiplied.
+// transposed; E4M3 needs a scale per tensor that is known before the first
+// tile is multiplied; and every query tile reads all of K and V.
 //   trellis_attn_fp8_v_amax    v_amax[h] = max |v| over the tokens of head h
-//   trellis_attn_fp8_prepare   q8, k8 = E4M3(head-RMS-normalized fp16 q', k'
-//                              times 448 / (8 max|gamma_h|)): every |u'_e| <=
+//                              (v_amax zeroed first)
+//   trellis_attn_fp8_prepare   k8 = E4M3(head-RMS-normalized fp16 k' times
+//                              448 / (8 max|gamma_h|)): every |k'_e| <=
 //                              sqrt(64) |gamma_e|, so nothing saturates;
 //                              vt8 = E4M3(v * 448 / v_amax[h]), transposed to
 //                              [heads, 64, padded tokens]
+// q is read once per CTA: normalized in shared memory and quantized the same
+// way (its own gamma) into the A fragments.
 // The attention kernel is attention_sm90.cuh's FIXED_REF + ROWSUM_MMA +
 // MBAR_PIPELINE loop with 8-bit operands (wgmma k32):
 //   S_j = Q8 K8_j^T          (A = Q8 from registers, B = K8 tile, 64B swizzle)
 //   P_j = E4M3(2^(S_j * c - ref_i))          c = scale * log2(e) / (s_q s_k)
+//                            (ex2.approx)
 //   O  += P_j [V8_j | 1]     (A = P from registers, B = the transposed V8 tile
 //                            and 8 rows of ones: column 64 is the row sum of
 //                            the P actually multiplied)
 //   out = O[:, :64] / (O[:, 64] * s_v)
-// The fixed reference ref_i = min(tile 0's largest logit, bound_i - 8) keeps
-// every P <= 2^8 < 448 (E4M3's largest value): k is head-normalized, so
-// |q_i . k_j| <= ||q8_i * gamma_k|| s_k sqrt(64) (1 + 2^-4) (Cauchy-Schwarz,
-// E4M3's rounding of k). No CTA can overflow, so unlike the fp16 FIXED_REF
-// kernels there is no online twin. The row's largest P is >= 1; E4M3 keeps P
+// The fixed reference ref_i = min(the largest logit of the first 64 keys,
+// bound_i - 8): k is head-normalized, so |q_i . k_j| <= ||q8_i * gamma_k|| s_k
+// sqrt(64) (1 + 2^-4) (Cauchy-Schwarz, E4M3's rounding of k) = bound_i, and
+// where the reference is bound_i - 8 every P <= 2^8 < 448 (E4M3's largest
+// value). Where it is the first keys' maximum, a later key more than 8 above
+// it gives a P above 2^8, which may saturate: such a CTA writes 1 to
+// p.redo_flags[CTA] instead of its output, and the fp16 online kernel of the
+// same tile shape (attention_sm90.cuh, launched next with the same flags)
+// recomputes exactly those CTAs. The row's largest P is >= 1; E4M3 keeps P
 // down to 2^-9 (subnormal), so keys more than ~2^-10 below a row's largest
 // weight count as zero.
 //
@@ -115,93 +123,76 @@ fp8_src_row(const void *base, int64_t batch_stride, int64_t row_stride,
          static_cast<int64_t>(h) * head_stride;
 }
 
-// ---- pre-pass 1: v_amax[h] (grid: ceil(tokens / 128) x heads, 128 threads)
-constexpr int kFp8PrepThreads = 128;
+// ---- pre-pass 1: v_amax[h] (grid: ceil(tokens / 8), 256 threads). A block
+// reads its 8 tokens' rows of v whole (heads x 64 contiguous halves where v
+// is a view of a packed qkv), 8 lanes per (token, head).
+constexpr int kFp8PrepThreads = TRELLIS_ATTN_FP8_PREP_THREADS;
+constexpr int kFp8AmaxThreads = TRELLIS_ATTN_FP8_AMAX_THREADS;
+constexpr int kFp8AmaxTokens = TRELLIS_ATTN_FP8_AMAX_TOKENS;
 __device__ __forceinline__ void attn_fp8_v_amax(const TrellisAttnFp8Params &p) {
-  const int h = blockIdx.y, tid = threadIdx.x, c = tid % 8;
-  float m = 0.f;
-  for (int r = tid / 8; r < kFp8PrepThreads; r += kFp8PrepThreads / 8) {
-    const int t = blockIdx.x * kFp8PrepThreads + r; // token
-    if (t >= p.tokens)
-      break;
-    const __half *row;
-    if (p.cu_seqlens)
-      row = static_cast<const __half *>(p.v) + t * p.v_row_stride +
-            static_cast<int64_t>(h) * p.v_head_stride;
-    else
-      row = static_cast<const __half *>(p.v) +
-            static_cast<int64_t>(t / p.seqlen) * p.v_batch_stride +
-            static_cast<int64_t>(t % p.seqlen) * p.v_row_stride +
-            static_cast<int64_t>(h) * p.v_head_stride;
-    const uint4 x = *reinterpret_cast<const uint4 *>(row + c * 8);
-    const __half2 *hx = reinterpret_cast<const __half2 *>(&x);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float2 f = __half22float2(hx[e]);
-      m = fmaxf(m, fmaxf(fabsf(f.x), fabsf(f.y)));
-    }
-  }
-#pragma unroll
-  for (int s = 16; s > 0; s >>= 1)
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, s));
-  __shared__ float warp_max[kFp8PrepThreads / 32];
-  if ((tid & 31) == 0)
-    warp_max[tid / 32] = m;
+  extern __shared__ unsigned head_max[]; // [heads], float bits
+  const int tid = threadIdx.x, chunks = p.heads * 8;
+  for (int h = tid; h < p.heads; h += kFp8AmaxThreads)
+    head_max[h] = 0u;
   __syncthreads();
-  if (tid == 0) {
-    for (int w = 1; w < kFp8PrepThreads / 32; ++w)
-      m = fmaxf(m, warp_max[w]);
-    // non-negative floats order as their bit patterns
-    atomicMax(reinterpret_cast<unsigned *>(p.v_amax + h), __float_as_uint(m));
-  }
-}
-
-// Head RMS norm of one 64-wide fp16 row (as rmsnorm_chunk: the fp16 result
-// TRELLIS multiplies), times `scale`, to 64 E4M3 bytes.
-__device__ __forceinline__ void
-fp8_norm_row(const __half *src, const float *gamma, float scale, uint8_t *dst) {
-  uint4 x[8];
-  float ss = 0.f;
-#pragma unroll
-  for (int c = 0; c < 8; ++c) {
-    x[c] = *reinterpret_cast<const uint4 *>(src + c * 8);
-    ss += sumsq_chunk(x[c]);
-  }
-  const float inv = rms_inv(ss);
-#pragma unroll
-  for (int c = 0; c < 8; c += 2) {
-    float f[16];
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const float4 g0 =
-          __ldg(reinterpret_cast<const float4 *>(gamma + (c + u) * 8));
-      const float4 g1 =
-          __ldg(reinterpret_cast<const float4 *>(gamma + (c + u) * 8 + 4));
-      const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-      const uint4 n = rmsnorm_chunk(x[c + u], inv, g, 8.f);
-      const __half2 *hn = reinterpret_cast<const __half2 *>(&n);
+  // a multiple of the block (8 * 64 * heads): every lane runs every
+  // iteration, as the shuffles need
+  const int total = kFp8AmaxTokens * chunks;
+#pragma unroll 4
+  for (int i = tid; i < total; i += kFp8AmaxThreads) {
+    const int t = blockIdx.x * kFp8AmaxTokens + i / chunks; // token
+    const int chunk = i % chunks, h = chunk / 8;
+    float m = 0.f;
+    if (t < p.tokens) {
+      const int64_t row = p.cu_seqlens ? t * p.v_row_stride
+                                       : (t / p.seqlen) * p.v_batch_stride +
+                                             (t % p.seqlen) * p.v_row_stride;
+      const uint4 x = *reinterpret_cast<const uint4 *>(
+          static_cast<const __half *>(p.v) + row + h * p.v_head_stride +
+          (chunk % 8) * 8);
+      const __half2 *hx = reinterpret_cast<const __half2 *>(&x);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float2 v = __half22float2(hn[e]);
-        f[8 * u + 2 * e] = v.x * scale;
-        f[8 * u + 2 * e + 1] = v.y * scale;
+        const float2 f = __half22float2(hx[e]);
+        m = fmaxf(m, fmaxf(fabsf(f.x), fabsf(f.y)));
       }
     }
-    *reinterpret_cast<uint4 *>(dst + c * 8) =
-        make_uint4(pack_e4m3x4(f[0], f[1], f[2], f[3]),
-                   pack_e4m3x4(f[4], f[5], f[6], f[7]),
-                   pack_e4m3x4(f[8], f[9], f[10], f[11]),
-                   pack_e4m3x4(f[12], f[13], f[14], f[15]));
+    // the 8 lanes of one (token, head) are consecutive (8 divides 32)
+#pragma unroll
+    for (int s = 1; s < 8; s <<= 1)
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, s));
+    // non-negative floats order as their bit patterns
+    if ((tid & 7) == 0)
+      atomicMax(head_max + h, __float_as_uint(m));
   }
+  __syncthreads();
+  for (int h = tid; h < p.heads; h += kFp8AmaxThreads)
+    atomicMax(reinterpret_cast<unsigned *>(p.v_amax + h), head_max[h]);
 }
 
-// ---- pre-pass 2: q8, k8, vt8 (grid: padded_tokens / 128 x heads, 128
-// threads; thread r handles key r of the block's 128)
+// Eight lanes per 64-wide row (lane c holds halves 8c .. 8c+7): the head RMS
+// norm of q or k (rmsnorm_chunk: the fp16 result TRELLIS multiplies) times
+// `scale`, as 8 E4M3 bytes. Every lane of the 8 must call it (shuffles).
+__device__ __forceinline__ uint2 fp8_norm_chunk(uint4 x, const float *gamma,
+                                                float scale, int c) {
+  float ss = sumsq_chunk(x);
+#pragma unroll
+  for (int m = 1; m < 8; m <<= 1)
+    ss += __shfl_xor_sync(0xffffffffu, ss, m);
+  const float4 g0 = __ldg(reinterpret_cast<const float4 *>(gamma + c * 8));
+  const float4 g1 = __ldg(reinterpret_cast<const float4 *>(gamma + c * 8 + 4));
+  const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+  return trellis_fp8_quantize8(rmsnorm_chunk(x, rms_inv(ss), g, 8.f), scale);
+}
+
+// ---- pre-pass 2: k8, vt8 (grid: padded_tokens / 128 x heads, 128
+// threads: 8 lanes per key, 16 keys per pass over the block's 128 keys)
 __device__ __forceinline__ void
 attn_fp8_prepare(const TrellisAttnFp8Params &p) {
   constexpr int T = TRELLIS_ATTN_FP8_PAD;
-  __shared__ __align__(16) uint8_t sv[T][kFp8HeadDim + 16];
-  const int h = blockIdx.y, r = threadIdx.x;
+  constexpr int kRowsPerPass = kFp8PrepThreads / 8;
+  __shared__ __align__(16) uint8_t sv[T][kFp8HeadDim + 8];
+  const int h = blockIdx.y, tid = threadIdx.x, c = tid % 8;
   const int col0 = blockIdx.x * T; // first padded column of this block
   // the segment holding the block
   int b = 0;
@@ -214,35 +205,40 @@ attn_fp8_prepare(const TrellisAttnFp8Params &p) {
     while (b + 1 < p.num_seqs && col0 >= seg.pad_start + fp8_round_up(seg.len))
       seg = fp8_segment(p, ++b);
   }
-  const int i = col0 - seg.pad_start + r; // token within the segment
   const bool varlen = p.cu_seqlens != nullptr;
-  if (i < seg.len) {
-    const int64_t dst =
-        (static_cast<int64_t>(h) * p.tokens + seg.start + i) * kFp8HeadDim;
-    const float *gq = p.q_gamma + h * kFp8HeadDim;
-    const float *gk = p.k_gamma + h * kFp8HeadDim;
-    fp8_norm_row(fp8_src_row(p.q, p.q_batch_stride, p.q_row_stride,
-                             p.q_head_stride, varlen, seg, b, i, h),
-                 gq, fp8_head_scale(gq), p.q8 + dst);
-    fp8_norm_row(fp8_src_row(p.k, p.k_batch_stride, p.k_row_stride,
-                             p.k_head_stride, varlen, seg, b, i, h),
-                 gk, fp8_head_scale(gk), p.k8 + dst);
-    const __half *v = fp8_src_row(p.v, p.v_batch_stride, p.v_row_stride,
-                                  p.v_head_stride, varlen, seg, b, i, h);
-    const float sv_scale = fp8_v_scale(__ldg(p.v_amax + h));
-#pragma unroll
-    for (int c = 0; c < 8; ++c)
-      *reinterpret_cast<uint2 *>(&sv[r][c * 8]) = trellis_fp8_quantize8(
-          *reinterpret_cast<const uint4 *>(v + c * 8), sv_scale);
-  } else {
-#pragma unroll
-    for (int c = 0; c < 8; ++c)
-      *reinterpret_cast<uint2 *>(&sv[r][c * 8]) = make_uint2(0u, 0u);
+  const float *gk = p.k_gamma + h * kFp8HeadDim;
+  const float sk = fp8_head_scale(gk);
+  const float sv_scale = fp8_v_scale(__ldg(p.v_amax + h));
+#pragma unroll 4
+  for (int r = tid / 8; r < T; r += kRowsPerPass) {
+    const int i = col0 - seg.pad_start + r; // token within the segment
+    const bool active = i < seg.len;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    auto load = [&](const void *base, int64_t bs, int64_t rs, int64_t hs) {
+      return active ? *reinterpret_cast<const uint4 *>(
+                          fp8_src_row(base, bs, rs, hs, varlen, seg, b, i, h) +
+                          c * 8)
+                    : zero;
+    };
+    const uint4 k =
+        load(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
+    const uint4 v =
+        load(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+    // every lane joins the norms' shuffles; only a row of the segment stores
+    const uint2 k8 = fp8_norm_chunk(k, gk, sk, c);
+    if (active) {
+      const int64_t dst =
+          (static_cast<int64_t>(h) * p.tokens + seg.start + i) * kFp8HeadDim +
+          c * 8;
+      *reinterpret_cast<uint2 *>(p.k8 + dst) = k8;
+    }
+    const uint2 v8 = trellis_fp8_quantize8(v, sv_scale); // 0 past the end
+    *reinterpret_cast<uint2 *>(&sv[r][c * 8]) = v8;
   }
   __syncthreads();
   // vt8 row n, this block's 128 columns: thread r writes half (r & 1) of row
   // r / 2, in the P fragment's key order
-  const int n = r >> 1, a0 = (r & 1) * (T / 2);
+  const int n = tid >> 1, a0 = (tid & 1) * (T / 2);
   uint8_t *dst = p.vt8 +
                  (static_cast<int64_t>(h) * kFp8HeadDim + n) * p.padded_tokens +
                  col0 + a0;
@@ -264,8 +260,6 @@ attn_fp8_prepare(const TrellisAttnFp8Params &p) {
 
 // ---- the attention kernel (grid: num_seqs * ceil(seqlen / BM) x heads, BM * 2
 // threads)
-#define TRELLIS_ATTN_FP8_SMEM(BM, BN, ST)                                      \
-  (1024 + (BM)*64 + (ST) * (BN) * (64 + 72) + 16 * (ST))
 
 template <int BM, int BN, int STAGES>
 __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
@@ -280,17 +274,14 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
   constexpr int DO = D + 8;
   static_assert(BN == 64 || BN == 128, "keys per tile: 64 or 128");
   static_assert(STAGES >= 3, "the ring needs >= 3 stages");
-  static_assert(BM * 128 <= STAGES * kStageBytes,
-                "the fp16 output staging reuses the stages");
-  using LQ = SwizzleW<64, BM>;
+  using LQ = SwizzleW<128, BM>; // fp16 Q, normalized in place; later O
   using LK = SwizzleW<64, BN>;
   using LV = SwizzleW<WV, kVRows>;
-  using LO = SwizzleW<128, BM>; // fp16 output staging
 
   extern __shared__ uint8_t smem_raw[];
   const uint32_t sbase = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t sQ = sbase;
-  const uint32_t sStages = sbase + BM * D;
+  const uint32_t sStages = sbase + BM * D * 2;
   auto sK = [&](int st) { return sStages + st * kStageBytes; };
   auto sV = [&](int st) { return sStages + st * kStageBytes + kKBytes; };
   const uint32_t sBar = sStages + STAGES * kStageBytes;
@@ -304,15 +295,21 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
   const int b = blockIdx.x / tiles, m0 = (blockIdx.x % tiles) * BM,
             h = blockIdx.y;
   const Fp8Segment seg = fp8_segment(p, b);
-  if (m0 >= seg.len)
+  int32_t *redo_flag = p.redo_flags + blockIdx.y * gridDim.x + blockIdx.x;
+  if (m0 >= seg.len) {
+    if (tid == 0)
+      *redo_flag = 0;
     return;
+  }
   const Seq out = make_seq(p.o, p.cu_seqlens, p.o_batch_stride, p.o_row_stride,
                            p.o_head_stride, p.seqlen, b, h);
   const int ntiles = (seg.len + BN - 1) / BN;
 
-  // E4M3 rows of this head and segment, as 32-"half" rows for the copy helpers
-  const __half *q8 = reinterpret_cast<const __half *>(
-      p.q8 + (static_cast<int64_t>(h) * p.tokens + seg.start) * D);
+  // fp16 q rows of this head and segment; the E4M3 k rows, as 32-"half" rows
+  // for the copy helpers
+  const __half *q16 =
+      fp8_src_row(p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride,
+                  p.cu_seqlens != nullptr, seg, b, 0, h);
   const __half *k8 = reinterpret_cast<const __half *>(
       p.k8 + (static_cast<int64_t>(h) * p.tokens + seg.start) * D);
   const uint8_t *vt8 =
@@ -350,7 +347,7 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  load_tile<BM, D / 2, THREADS, LQ>(sQ, q8, D / 2, m0, seg.len, tid);
+  load_tile<BM, D, THREADS, LQ>(sQ, q16, p.q_row_stride, m0, seg.len, tid);
   load_kv(0, 0);
   cp_async_mbar_arrive(barFull(0));
 #pragma unroll
@@ -401,31 +398,39 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
       wgmma_rs_e4m3<DO>(o, pf[kk], vb + (kk * 32) / 16, 1);
     wgmma_commit();
   };
+  // The largest logit of this thread's row r over the tile's first 64 keys
+  // (the reference depends on no tile shape: the CPU reference's emulation
+  // uses the same keys).
   auto row_max = [&](int r) {
     float mx = -INFINITY;
 #pragma unroll
-    for (int i = 0; i < BN / 8; ++i)
+    for (int i = 0; i < 64 / 8; ++i)
       mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     return fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
   };
   // The bound on this thread's rows' logits (log2 units): ||q8_i * gamma_k||
-  // s_k sqrt(64) (1 + 2^-4), with margin for the fp16 rounding of k'.
+  // s_k sqrt(64) (1 + 2^-4), with margin for the fp16 rounding of k'; from
+  // the E4M3 q in qf (a quad holds a row's 64 values).
   float bound2[2];
   auto row_bounds = [&]() {
     const float *gk = p.k_gamma + h * D;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = wg * 64 + wrow + 8 * r;
-      const int chunk = lane & 3; // 16 of the row's 64 bytes per lane
-      const uint4 x = lds128(sQ + LQ::off(row, chunk));
-      const uint8_t *bx = reinterpret_cast<const uint8_t *>(&x);
       float qq = 0.f;
 #pragma unroll
-      for (int e = 0; e < 16; ++e) {
-        const float a = e4m3_to_float(bx[e]) * __ldg(gk + chunk * 16 + e);
-        qq = fmaf(a, a, qq);
-      }
+      for (int kk = 0; kk < D / 32; ++kk)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const uint32_t w = qf[kk][2 * half + r];
+          const int c0 = kk * 32 + half * 16 + 4 * (lane & 3);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float a =
+                e4m3_to_float(uint8_t(w >> (8 * e))) * __ldg(gk + c0 + e);
+            qq = fmaf(a, a, qq);
+          }
+        }
       qq += __shfl_xor_sync(0xffffffffu, qq, 1);
       qq += __shfl_xor_sync(0xffffffffu, qq, 2);
       bound2[r] = sqrtf(qq * static_cast<float>(D)) * s_k * sl2 * 1.07f;
@@ -453,6 +458,10 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
       s[2 * i + 1] = fast_exp2(fmaf(s[2 * i + 1], sl2, -ref2[i & 1]));
     }
   };
+  // P > 2^8 (a byte above 0x78: a later key's logit more than 8 above the
+  // reference, which may have saturated at 448) sets bit 7 of its byte in
+  // `above`: P >= 0, so adding 7 to each byte never carries.
+  uint32_t above = 0;
   auto pack = [&]() {
 #pragma unroll
     for (int kk = 0; kk < PSTEPS; ++kk) {
@@ -461,19 +470,31 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
       pf[kk][1] = pack_e4m3x4(q[2], q[3], q[6], q[7]);
       pf[kk][2] = pack_e4m3x4(q[8], q[9], q[12], q[13]);
       pf[kk][3] = pack_e4m3x4(q[10], q[11], q[14], q[15]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        above |= pf[kk][i] + 0x07070707u;
     }
   };
 
   begin_tile(0);
-  row_bounds();
+  // q: the head RMS norm in place (each thread its own copied chunks), then
+  // this thread's A fragments in E4M3: rows r, r + 8, columns 4t .. 4t+3
+  // and 16 + 4t .. 16 + 4t+3 of each 32
+  rmsnorm_tile<BM, D, THREADS, LQ>(sQ, p.q_gamma + h * D, tid);
+  __syncthreads();
 #pragma unroll
-  for (int kk = 0; kk < D / 32; ++kk) {
-    const int r = wg * 64 + wrow, c = kk * 32 + 4 * (lane & 3);
-    qf[kk][0] = lds32(sQ + LQ::off(r, c >> 4) + (c & 15));
-    qf[kk][1] = lds32(sQ + LQ::off(r + 8, c >> 4) + (c & 15));
-    qf[kk][2] = lds32(sQ + LQ::off(r, (c + 16) >> 4) + (c & 15));
-    qf[kk][3] = lds32(sQ + LQ::off(r + 8, (c + 16) >> 4) + (c & 15));
-  }
+  for (int kk = 0; kk < D / 32; ++kk)
+#pragma unroll
+    for (int reg = 0; reg < 4; ++reg) {
+      const int r = wg * 64 + wrow + 8 * (reg & 1);
+      const int c = kk * 32 + 16 * (reg >> 1) + 4 * (lane & 3);
+      const uint32_t addr = sQ + LQ::off(r, c >> 3) + (c & 7) * 2;
+      uint32_t hv[2] = {lds32(addr), lds32(addr + 4)};
+      const __half2 *h2 = reinterpret_cast<const __half2 *>(hv);
+      const float2 a = __half22float2(h2[0]), bb = __half22float2(h2[1]);
+      qf[kk][reg] = pack_e4m3x4(a.x * s_q, a.y * s_q, bb.x * s_q, bb.y * s_q);
+    }
+  row_bounds();
   {
     wgmma_fence();
     issue_qk(0);
@@ -501,8 +522,7 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
   wgmma_wait<0>();
   fence_regs<DO / 2>(o);
 
-  // epilogue: O / (l s_v) -> fp16 -> staging (the stages, free once every
-  // warpgroup is done) -> global
+  // epilogue: O / (l s_v) -> fp16 -> this warpgroup's rows of sQ -> global
   float inv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -511,8 +531,15 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
     if (!(v_amax > 0.f))
       inv[r] = l > 0.f ? 1.f / l : 0.f; // v all zeros: scale 1
   }
-  __syncthreads();
-  const uint32_t sO = sStages;
+  // A P above 2^8: the fp16 online kernel redoes this CTA (its flag);
+  // also the barrier before sQ holds O.
+  const int redo = __syncthreads_or((above & 0x80808080u) != 0);
+  if (tid == 0)
+    *redo_flag = redo;
+  if (redo)
+    return;
+  const uint32_t sO = sQ;
+  using LO = LQ;
   {
     const int r = wg * 64 + wrow;
 #pragma unroll
@@ -545,7 +572,7 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
     trellis_attn::attn_fp8_sm90<BM, BN, ST>(p);                                \
   }
 #define TRELLIS_ATTN_FP8_PREPARE_DEFINE()                                      \
-  extern "C" __global__ void __launch_bounds__(trellis_attn::kFp8PrepThreads)  \
+  extern "C" __global__ void __launch_bounds__(trellis_attn::kFp8AmaxThreads)  \
       trellis_attn_fp8_v_amax_d64(                                             \
           const __grid_constant__ TrellisAttnFp8Params p) {                    \
     trellis_attn::attn_fp8_v_amax(p);                                          \

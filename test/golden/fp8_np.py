@@ -121,3 +121,104 @@ def linear(x, w, b=None, static_amax_x=None):
     if b is not None:
         y = y + np.asarray(b, dtype=np.float64)
     return y, ax, aw, xq, wq
+
+
+# --- FP8 self-attention ------------------------------------------------------
+#
+# The CPU reference's model of the GPU's FP8 self-attention (ref::attentionFp8 /
+# ref::sparseAttentionFp8 in include/trellis/Reference/Kernels.h, the GPU kernel
+# runtime/kernels/attention_fp8_sm90.cuh), written from the formula, per head, vectorized over the tokens of a
+# sequence. Float32 where a float32 value decides an E4M3 byte or a rounding (the head RMS norm, the scales,
+# x * scale, the logit scale c, the reference, the exp2 argument); the dot products and sums of E4M3 values in
+# float64, where they are exact (products of two E4M3 values are multiples of 2^-18 with 8 significant bits),
+# rounded once to float32. exp2 is evaluated in float64 and rounded to float32.
+
+HEAD_DIM = 64
+LOG2E = F32(1.4426950408889634)
+
+
+def head_rms_norm_f32(x, gamma):
+    """trellis.head_rms_norm evaluated in float32 as u / max(||u||, 1e-12) * gamma * sqrt(d) (in that order), the
+    sum of squares in float64 rounded once; result float32 (the caller rounds to the storage dtype)."""
+    u = np.asarray(x, dtype=F32)
+    g = np.asarray(gamma, dtype=F32)
+    ss = np.sum((u * u).astype(np.float64), axis=-1, keepdims=True).astype(F32)
+    denom = np.maximum(np.sqrt(ss), F32(1e-12))
+    return (u / denom) * g * F32(np.sqrt(u.shape[-1]))
+
+
+def head_scale(gamma_h):
+    """448 / (8 max|gamma_h|), float32; 1 when the max is 0."""
+    m = F32(np.max(np.abs(np.asarray(gamma_h, dtype=F32))))
+    return F32(448.0) / (F32(8.0) * m) if m > 0 else F32(1.0)
+
+
+def attention(q, k, v, q_gamma, k_gamma, scale, seqs, stats=None):
+    """FP8 self-attention of q, k, v [N, H, 64] (float16) with the head RMS norms q_gamma, k_gamma [H, 64]; `seqs`
+    lists each sequence's row indices in order (its "first 64 keys" are the first 64 of that list). Returns the
+    float16 output [N, H, 64]. `stats`, a dict, receives counts of the rows whose reference is the bound (capped),
+    of those whose largest logit lies past the first 64 keys (late_max) and of the P that saturate at 448.
+
+    P <= 2^8 holds only for the first 64 keys and where ref_i is the bound: a later key whose logit exceeds the
+    first 64 keys' largest by more than 8 (log2 units) gets P > 2^8 (it may saturate at 448). Such a row is not
+    FP8: the GPU recomputes its tile with the fp16 kernel, so the model gives it the plain attention of q', k', v.
+    """
+    n, heads, d = q.shape
+    assert d == HEAD_DIM and k.shape == q.shape and v.shape == q.shape
+    qn = head_rms_norm_f32(q, q_gamma).astype(q.dtype).astype(F32)
+    kn = head_rms_norm_f32(k, k_gamma).astype(k.dtype).astype(F32)
+    vf = np.asarray(v, dtype=F32)
+    kg = np.asarray(k_gamma, dtype=F32)
+    out = np.zeros((n, heads, d), dtype=F32)
+    if stats is not None:
+        stats.setdefault("capped", 0)
+        stats.setdefault("late_max", 0)
+        stats.setdefault("saturated", 0)
+    for h in range(heads):
+        s_q, s_k = head_scale(q_gamma[h]), head_scale(k_gamma[h])
+        s_v, dq_v = scale_for(amax(vf[:, h, :]))  # over every token of the op
+        q8 = from_e4m3(to_e4m3(qn[:, h, :] * s_q))
+        k8 = from_e4m3(to_e4m3(kn[:, h, :] * s_k))
+        v8 = from_e4m3(to_e4m3(vf[:, h, :] * s_v))
+        c = F32(scale) * LOG2E / (s_q * s_k)
+        for rows in seqs:
+            rows = np.asarray(rows)
+            if rows.size == 0:
+                continue
+            qs, ks, vs = q8[rows], k8[rows], v8[rows]
+            s = (qs @ ks.T).astype(F32)  # exact, rounded once
+            a = qs.astype(F32) * kg[h]  # float32 products
+            qq = np.sum(a.astype(np.float64) ** 2, axis=1).astype(F32)
+            bound = np.sqrt(qq * F32(HEAD_DIM)) * s_k * c * F32(1.07)
+            m = np.max(s[:, : min(64, rows.size)], axis=1)
+            ref = np.minimum(m * c, bound - F32(8.0))
+            x = (s.astype(np.float64) * np.float64(c) - ref[:, None].astype(np.float64)).astype(F32)
+            p = from_e4m3(to_e4m3(np.exp2(x.astype(np.float64)).astype(F32)))
+            assert np.all(np.max(p, axis=1) >= 1.0)  # ref <= the first keys' largest logit
+            l_sum = np.sum(p, axis=1).astype(F32)
+            o = (p @ vs).astype(F32)
+            inv = dq_v / l_sum
+            res = o * inv[:, None]
+            above = np.max(p, axis=1) > 256.0
+            if np.any(above):  # the plain attention of q', k' (float64)
+                logits = (
+                    qn[rows][:, h, :].astype(np.float64) @ kn[rows][:, h, :].astype(np.float64).T
+                ) * scale
+                w = np.exp(logits - logits.max(axis=1, keepdims=True))
+                exact = (w / w.sum(axis=1, keepdims=True)) @ vf[rows][:, h, :].astype(np.float64)
+                res[above] = exact[above].astype(F32)
+            out[rows, h, :] = res
+            if stats is not None:
+                stats["capped"] += int(np.sum(bound - F32(8.0) < m * c))
+                stats["late_max"] += int(np.sum((np.max(s, axis=1) > m) & (bound - F32(8.0) >= m * c)))
+                stats["saturated"] += int(np.sum(p == MAX))
+                stats["above"] = stats.get("above", 0) + int(np.sum(above))
+    return out.astype(q.dtype)
+
+
+def attention_dense(q, k, v, q_gamma, k_gamma, scale, stats=None):
+    """trellis.attention with precision = "fp8_e4m3": q, k, v [B, L, H, 64], each batch entry one sequence."""
+    b, seq_len, heads, d = q.shape
+    rows = [np.arange(i * seq_len, (i + 1) * seq_len) for i in range(b)]
+    flat = [np.asarray(t).reshape(b * seq_len, heads, d) for t in (q, k, v)]
+    return attention(*flat, q_gamma, k_gamma, scale, rows, stats).reshape(q.shape)

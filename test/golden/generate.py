@@ -563,6 +563,32 @@ def fp8_ops(root):
     c.save("expected_xq", xq)
 
 
+@case
+def fp8_attention(root):
+    # FP8 self-attention (fp8_np.attention_dense). L = 37: the reference takes the largest logit of all keys (fewer
+    # than 64); L = 70: of the first 64 only. Half the keys are their query plus noise, so that many rows have a
+    # logit near the bound and take bound - 8 as their reference; in L = 70 some rows' weights exceed 2^8.
+    for name, shape in (("fp8_attention", (2, 37, 2, 64)), ("fp8_attention_long", (1, 70, 2, 64))):
+        c = Case(root, name)
+        q = c.normal(shape)
+        k = c.normal(shape)
+        near = c.rng.random(shape[:2]) < 0.5
+        k[near] = q[near] + F32(0.3) * k[near]
+        q, k = c.save("q", q.astype(F16)), c.save("k", k.astype(F16))
+        v = c.normal(shape, F32, 2.0)
+        v.flat[c.rng.choice(v.size, 3, replace=False)] = F32(9.5)  # a few large values set v_amax
+        v = c.save("v", v.astype(F16))
+        qg = c.save("q_gamma", c.uniform(shape[2:], 0.5, 1.5))
+        kg = c.save("k_gamma", c.uniform(shape[2:], 0.5, 1.5))
+        scale = c.scalar("scale", 0.125)
+        stats = {}
+        c.save("expected", fp8_np.attention_dense(q, k, v, qg, kg, scale, stats))
+        assert stats["capped"] > 0, stats
+        assert name != "fp8_attention_long" or stats["late_max"] > 0, stats
+        # and a row with a weight above 2^8: the plain attention (the GPU's fp16 redo)
+        assert name != "fp8_attention_long" or stats["above"] > 0, stats
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join(HERE, "data"))

@@ -9,6 +9,9 @@
 // of the thread count, and the only freedom a GPU has is the order and
 // precision of its fp32 accumulation.
 //
+// The FP8 self-attention (E4M3 Q, K, V and P) is Kernels.h's attentionFp8 /
+// sparseAttentionFp8, built on these functions.
+//
 // Golden values: test/golden/fp8_np.py (an independent NumPy model).
 //
 //===----------------------------------------------------------------------===//

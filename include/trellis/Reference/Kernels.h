@@ -190,6 +190,46 @@ Result<HostTensor> reduce(const HostTensor &x, const std::string &kind,
 Result<HostTensor> attention(const HostTensor &q, const HostTensor &k,
                              const HostTensor &v, float scale);
 
+/// trellis.attention with precision = "fp8_e4m3": the CPU model of the GPU's
+/// FP8 self-attention (runtime/kernels/attention_fp8_sm90.cuh), E4M3 Q, K, V
+/// and P. q, k, v [B, L, H, 64] (one shape: self-attention), qGamma and
+/// kGamma [H, 64] (the fused head RMS norms, which the FP8 form requires);
+/// result [B, L, H, 64] in q's dtype. Each batch entry is one sequence. For
+/// every head h (Fp8.h's toE4M3 / fromE4M3, all arithmetic fp32 unless
+/// said otherwise):
+///   q' = headRmsNorm(q, qGamma), k' = headRmsNorm(k, kGamma) (rounded to
+///        q's / k's dtype, as trellis.head_rms_norm);
+///   s_q = 448 / (8 · max_e |qGamma[h, e]|) (1 if that max is 0; every
+///        |q'_e| <= 8 |γ_e|, so nothing saturates), s_k likewise;
+///   s_v = 448 / v_amax, dq_v = v_amax / 448 (e4m3ScaleFor), v_amax = max |v|
+///        over head h of EVERY token of the op (all batch entries / rows);
+///   q8 = toE4M3(q' · s_q), k8 = toE4M3(k' · s_k), v8 = toE4M3(v · s_v);
+///   c = (scale · 1.4426950408889634) / (s_q · s_k)   (log2 units);
+///   S_ij = Σ_e fromE4M3(q8_ie) · fromE4M3(k8_je), summed exactly (double;
+///        the products are exact, the sum has < 53 bits) and rounded once
+///        to fp32;
+///   bound_i = sqrt(64 · Σ_e (fromE4M3(q8_ie) · kGamma[h, e])²) · s_k · c ·
+///        1.07 (each product rounded to fp32, the sum of squares exact and
+///        rounded once), an upper bound of every logit S_ij · c;
+///   ref_i = min(max_{j < min(64, len)} S_ij · c, bound_i − 8);
+///   P_ij = fromE4M3(toE4M3(2^fma(S_ij, c, −ref_i))) (the fma as the GPU's
+///        fmaf; 2^x is the double exp2 rounded to fp32): the largest of a
+///        row is >= 1, and P_ij <= 2^8 for the first 64 keys;
+///   l_i = Σ_j P_ij, O_i = Σ_j P_ij · fromE4M3(v8_j) (exact sums, rounded
+///        once to fp32);
+///   out_i = O_i · (dq_v / l_i), rounded to q's dtype;
+///   except a row with a P_ij above 2^8 (a later key whose logit exceeds the
+///        first 64 keys' largest by more than 8; it may saturate at 448): the
+///        GPU recomputes its tile with the fp16 online kernel, and the row
+///        gets the plain attention of q', k', v (attendOne).
+/// The GPU differs only in its fp32 summation order and precision (S, l, O,
+/// the bound's sum of squares) and in 2^x (ex2.approx): an E4M3 rounding of
+/// P can go the other way where 2^x is near a midpoint. Golden:
+/// test/golden/fp8_np.py (attention). Bit-identical for any thread count.
+Result<HostTensor> attentionFp8(const HostTensor &q, const HostTensor &k,
+                                const HostTensor &v, const HostTensor &qGamma,
+                                const HostTensor &kGamma, float scale);
+
 /// trellis.timestep_embedding (§3.6): tau [B] (already 1000·t) -> [B, dim]
 /// f32 = [cos(τ f_j), sin(τ f_j)], COSINE first, f_j = exp(−ln(P)·j/half)
 /// formed as TRELLIS does in f32; a zero column is appended for odd dim.
@@ -410,6 +450,18 @@ std::array<int64_t, 3> windowGrid(const CoordSet &coords, int64_t window,
 Result<HostTensor> sparseAttention(const HostTensor &q, const HostTensor &k,
                                    const HostTensor &v,
                                    const Segments &segments, float scale);
+
+/// trellis.sparse.attention with precision = "fp8_e4m3": attentionFp8's
+/// math (one implementation) with the segments as the sequences: q, k, v
+/// [N, H, 64], qGamma, kGamma [H, 64]; segment s's keys are its rows in
+/// segment order (the "first 64 keys" of ref_i are that order's first 64),
+/// v_amax is over all N rows. Out [N, H, 64] in row order. A dense op of
+/// equal-length sequences and this op on the same rows agree bit for bit.
+Result<HostTensor> sparseAttentionFp8(const HostTensor &q, const HostTensor &k,
+                                      const HostTensor &v,
+                                      const Segments &segments,
+                                      const HostTensor &qGamma,
+                                      const HostTensor &kGamma, float scale);
 
 /// trellis.sparse.cross_attention (§6.5): q [N, H, d] rows; k [B, Lc, H, d],
 /// v [B, Lc, H, dv]; each row attends to its own sample's Lc tokens.

@@ -98,9 +98,13 @@ Tensor reduce(const Tensor &x, const std::string &kind, int64_t axis,
 /// lookup).
 Tensor gatherRows(const Tensor &x, const Tensor &index,
                   Where where = Where::current());
-/// softmax(q·kᵀ·scale)·v, token-major [B, L, H, d].
+/// softmax(q·kᵀ·scale)·v, token-major [B, L, H, d]. `qkNormalized`: q and k
+/// are head-RMS-normalized (headRmsNorm) self-attention operands; traced in
+/// a Tracer::QuantizeFp8 scope with head dim 64 and f16 operands, the op
+/// then runs in FP8 (precision = "fp8_e4m3").
 Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
-                 double scale, Where where = Where::current());
+                 double scale, bool qkNormalized = false,
+                 Where where = Where::current());
 /// x·(1 + scale) + shift.
 Tensor modulate(const Tensor &x, const Tensor &shift, const Tensor &scale,
                 Where where = Where::current());
@@ -186,9 +190,11 @@ Tensor coordsFromTensor(const Tensor &t, int64_t resolution,
 Tensor batchSegments(const Tensor &coords, Where where = Where::current());
 Tensor windowSegments(const Tensor &coords, int64_t window, int64_t shift,
                       Where where = Where::current());
-/// Attention within segments; q, k, v [N, H, d].
+/// Attention within segments; q, k, v [N, H, d]. `qkNormalized` as for
+/// attention().
 Tensor sparseAttention(const Tensor &q, const Tensor &k, const Tensor &v,
                        const Tensor &segments, double scale,
+                       bool qkNormalized = false,
                        Where where = Where::current());
 /// Rows attend to their own sample's context k, v [B, Lc, H, d].
 Tensor sparseCrossAttention(const Tensor &q, const Tensor &k, const Tensor &v,

@@ -56,6 +56,26 @@ func.func @residual_norm(%x: tensor<2x4096x1024xf16>, %h: tensor<2x4096x1024xf16
   return %r, %y, %n, %p, %r3 : tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>, tensor<2x4096x1024xf16>
 }
 
+// FP8 self-attention (trellisc --precision=fp8) on normalized q and k.
+// CHECK-LABEL: func.func @fp8_attention
+func.func @fp8_attention(%q: tensor<2x4096x16x64xf16>, %gq: tensor<16x64xf32>, %gk: tensor<16x64xf32>,
+                         %sq: tensor<?x16x64xf16, #trellis.bounds<[32768]>>,
+                         %s: !trellis.segments<max_length = 32768, bound = 32768>)
+    -> (tensor<2x4096x16x64xf16>, tensor<?x16x64xf16, #trellis.bounds<[32768]>>) {
+  // CHECK: trellis.attention %[[Q:.*]], %[[Q]], %[[Q]] q_gamma %{{.*}} k_gamma %{{.*}} {precision = "fp8_e4m3", scale = 1.250000e-01 : f64} : (tensor<2x4096x16x64xf16>, tensor<2x4096x16x64xf16>, tensor<2x4096x16x64xf16>, tensor<16x64xf32>, tensor<16x64xf32>) -> tensor<2x4096x16x64xf16>
+  %f = trellis.attention %q, %q, %q q_gamma %gq k_gamma %gk {precision = "fp8_e4m3", scale = 1.250000e-01 : f64}
+         : (tensor<2x4096x16x64xf16>, tensor<2x4096x16x64xf16>, tensor<2x4096x16x64xf16>,
+            tensor<16x64xf32>, tensor<16x64xf32>)
+         -> tensor<2x4096x16x64xf16>
+  // CHECK: trellis.sparse.attention %[[S:.*]], %[[S]], %[[S]], %{{.*}} q_gamma %{{.*}} k_gamma %{{.*}} {precision = "fp8_e4m3", scale = 1.250000e-01 : f64}
+  %o = trellis.sparse.attention %sq, %sq, %sq, %s q_gamma %gq k_gamma %gk {precision = "fp8_e4m3", scale = 1.250000e-01 : f64}
+         : (tensor<?x16x64xf16, #trellis.bounds<[32768]>>, tensor<?x16x64xf16, #trellis.bounds<[32768]>>,
+            tensor<?x16x64xf16, #trellis.bounds<[32768]>>, !trellis.segments<max_length = 32768, bound = 32768>,
+            tensor<16x64xf32>, tensor<16x64xf32>)
+         -> tensor<?x16x64xf16, #trellis.bounds<[32768]>>
+  return %f, %o : tensor<2x4096x16x64xf16>, tensor<?x16x64xf16, #trellis.bounds<[32768]>>
+}
+
 // Only one gain; rows of a multi-dimensional row.
 // CHECK-LABEL: func.func @partial_forms
 func.func @partial_forms(%q: tensor<1x8x2x4xf16>, %k: tensor<1x3x2x4xf16>, %gk: tensor<2x4xf32>,

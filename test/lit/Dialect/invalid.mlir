@@ -658,6 +658,38 @@ func.func @attention_result(%q: tensor<2x4x16x64xf16>, %v: tensor<2x4x16x32xf16>
   return
 }
 
+// -----
+
+func.func @attention_precision_name(%q: tensor<2x4x16x64xf16>) {
+  // expected-error @+1 {{precision must be "fp8_e4m3", found "fp16"}}
+  %o = trellis.attention %q, %q, %q {precision = "fp16", scale = 0.125 : f64} : (tensor<2x4x16x64xf16>, tensor<2x4x16x64xf16>, tensor<2x4x16x64xf16>) -> tensor<2x4x16x64xf16>
+  return
+}
+
+// -----
+
+func.func @attention_fp8_head_dim_q(%q: tensor<2x4x16x32xf16>) {
+  // expected-error @+1 {{precision "fp8_e4m3" needs head dim 64, q has 32}}
+  %o = trellis.attention %q, %q, %q {precision = "fp8_e4m3", scale = 0.125 : f64} : (tensor<2x4x16x32xf16>, tensor<2x4x16x32xf16>, tensor<2x4x16x32xf16>) -> tensor<2x4x16x32xf16>
+  return
+}
+
+// -----
+
+func.func @attention_fp8_head_dim_v(%q: tensor<2x4x16x64xf16>, %v: tensor<2x4x16x128xf16>) {
+  // expected-error @+1 {{precision "fp8_e4m3" needs head dim 64, v has 128}}
+  %o = trellis.attention %q, %q, %v {precision = "fp8_e4m3", scale = 0.125 : f64} : (tensor<2x4x16x64xf16>, tensor<2x4x16x64xf16>, tensor<2x4x16x128xf16>) -> tensor<2x4x16x128xf16>
+  return
+}
+
+// -----
+
+func.func @attention_fp8_cross(%q: tensor<2x4x16x64xf16>, %k: tensor<2x8x16x64xf16>) {
+  // expected-error @+1 {{precision "fp8_e4m3" is for self-attention, but the sequence lengths differ: q has 4, k has 8}}
+  %o = trellis.attention %q, %k, %k {precision = "fp8_e4m3", scale = 0.125 : f64} : (tensor<2x4x16x64xf16>, tensor<2x8x16x64xf16>, tensor<2x8x16x64xf16>) -> tensor<2x4x16x64xf16>
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // Embeddings
 //===----------------------------------------------------------------------===//
@@ -2093,6 +2125,22 @@ func.func @sattn_scale(%q: tensor<?x12x64xf16, #trellis.bounds<[100]>>, %s: !tre
 func.func @sattn_result(%q: tensor<?x12x64xf16, #trellis.bounds<[100]>>, %s: !trellis.segments<max_length = 512, bound = 100>) {
   // expected-error @+1 {{result #0 has type 'tensor<?x768xf16, #trellis.bounds<[100]>>' but the operands and attributes give 'tensor<?x12x64xf16, #trellis.bounds<[100]>>'}}
   %o = trellis.sparse.attention %q, %q, %q, %s {scale = 0.125 : f64} : (tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, !trellis.segments<max_length = 512, bound = 100>) -> tensor<?x768xf16, #trellis.bounds<[100]>>
+  return
+}
+
+// -----
+
+func.func @sattn_precision_name(%q: tensor<?x12x64xf16, #trellis.bounds<[100]>>, %s: !trellis.segments<max_length = 512, bound = 100>) {
+  // expected-error @+1 {{precision must be "fp8_e4m3", found "fp8_e5m2"}}
+  %o = trellis.sparse.attention %q, %q, %q, %s {precision = "fp8_e5m2", scale = 0.125 : f64} : (tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, !trellis.segments<max_length = 512, bound = 100>) -> tensor<?x12x64xf16, #trellis.bounds<[100]>>
+  return
+}
+
+// -----
+
+func.func @sattn_fp8_head_dim_v(%q: tensor<?x12x64xf16, #trellis.bounds<[100]>>, %k: tensor<?x12x64xf16, #trellis.bounds<[100]>>, %v: tensor<?x12x32xf16, #trellis.bounds<[100]>>, %s: !trellis.segments<max_length = 512, bound = 100>) {
+  // expected-error @+1 {{precision "fp8_e4m3" needs head dim 64, v has 32}}
+  %o = trellis.sparse.attention %q, %k, %v, %s {precision = "fp8_e4m3", scale = 0.125 : f64} : (tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x32xf16, #trellis.bounds<[100]>>, !trellis.segments<max_length = 512, bound = 100>) -> tensor<?x12x32xf16, #trellis.bounds<[100]>>
   return
 }
 

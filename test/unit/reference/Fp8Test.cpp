@@ -12,6 +12,7 @@
 #include "trellis/Reference/Fp8.h"
 #include "trellis/Reference/Parallel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -244,4 +245,166 @@ TEST(Fp8E4M3, GoldenLinearStaticScale) {
   ASSERT_TRUE(yOp) << yOp.message();
   std::vector<float> yv = floats(*yOp);
   EXPECT_EQ(std::memcmp(yv.data(), y.data(), y.size() * sizeof(float)), 0);
+}
+
+//===----------------------------------------------------------------------===//
+// FP8 self-attention (ref::attentionFp8, ref::sparseAttentionFp8)
+//===----------------------------------------------------------------------===//
+
+// The NumPy model (fp8_np.attention) and the C++ share every rounding that
+// decides an E4M3 byte or the output: fp32 scales and products, exact dot
+// products and sums rounded once, exp2 as the double exp2 rounded to fp32.
+// What is left to differ: the fp32 head RMS norm's sum of squares (the C++
+// sums in fp32 pairwise, NumPy in float64), the bound's sum of squares (both
+// exact in double; the rounding of the sum can differ by an fp32 ulp in
+// theory) and the exp2 argument (C++ fmaf, NumPy float64 rounded to fp32: a
+// double rounding). Each could move an E4M3 byte of q8, k8 or P by one code
+// only where the value sits within ~1e-7 relative of a rounding midpoint, so
+// the output is expected bit-identical; the test allows 1 fp16 ulp on at
+// most 0.5% of the elements (the effect of one flipped P byte stays below
+// that on a row), and reports the count.
+TEST(Fp8E4M3, GoldenAttention) {
+  for (const char *c : {"fp8_attention", "fp8_attention_long"}) {
+    SCOPED_TRACE(c);
+    HostTensor q = golden(c, "q"), k = golden(c, "k"), v = golden(c, "v");
+    HostTensor qg = golden(c, "q_gamma"), kg = golden(c, "k_gamma");
+    const float scale = float(goldenScalar(c, "scale"));
+    HostTensor e = golden(c, "expected");
+    auto out = ref::attentionFp8(q, k, v, qg, kg, scale);
+    ASSERT_TRUE(out) << out.message();
+    auto check = halfUlpClose(*out, e, 1, 0.005);
+    std::cout << "[ " << c << " ] " << check.message() << "\n";
+    EXPECT_TRUE(check);
+    // Bit-identical for any thread count.
+    setNumThreads(1);
+    auto out1 = ref::attentionFp8(q, k, v, qg, kg, scale);
+    setNumThreads(0);
+    ASSERT_TRUE(out1) << out1.message();
+    EXPECT_TRUE(sameTensor(*out1, *out));
+    // Not the fp16 attention of the normalized q, k: the E4M3 rounding shows.
+    auto fp16 = ref::attention(ok(ref::headRmsNorm(q, qg)),
+                               ok(ref::headRmsNorm(k, kg)), v, scale);
+    ASSERT_TRUE(fp16) << fp16.message();
+    EXPECT_FALSE(halfUlpClose(*fp16, e, 4));
+  }
+}
+
+namespace {
+
+/// f16 [n, h, 64] of uniform values in [-r, r] (a fixed LCG).
+HostTensor randomHalf(Shape shape, float r, uint32_t &state) {
+  HostTensor t(DType::F16, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    state = state * 1664525u + 1013904223u;
+    float u = float(state >> 8) / float(1u << 24);
+    t.mutableData<uint16_t>()[i] = floatToHalf((2.0f * u - 1.0f) * r);
+  }
+  return t;
+}
+
+} // namespace
+
+// Two segments of unequal length (37 and 70 rows, the second longer than the
+// 64 keys the reference is taken from), their rows interleaved and out of
+// order, against the dense op on each sequence alone. Every value is per
+// token except v_amax, which is over all rows of the op: the largest |v| of
+// each head (9.5) is placed in both sequences so that the dense ops see the
+// same one. The results agree bit for bit.
+TEST(Fp8E4M3, SparseAttentionSegmentsMatchDense) {
+  const int64_t H = 2, D = 64, L1 = 37, L2 = 70, N = L1 + L2;
+  uint32_t state = 12345;
+  HostTensor q1 = randomHalf({1, L1, H, D}, 2.0f, state),
+             k1 = randomHalf({1, L1, H, D}, 2.0f, state),
+             v1 = randomHalf({1, L1, H, D}, 4.0f, state),
+             q2 = randomHalf({1, L2, H, D}, 2.0f, state),
+             k2 = randomHalf({1, L2, H, D}, 2.0f, state),
+             v2 = randomHalf({1, L2, H, D}, 4.0f, state);
+  for (int64_t h = 0; h < H; ++h) {
+    v1.mutableData<uint16_t>()[(5 * H + h) * D + 3] = floatToHalf(9.5f);
+    v2.mutableData<uint16_t>()[(60 * H + h) * D + 7] = floatToHalf(-9.5f);
+  }
+  std::vector<float> g(static_cast<size_t>(H * D));
+  for (size_t i = 0; i < g.size(); ++i)
+    g[i] = 0.5f + float((i * 37) % 101) / 100.0f;
+  HostTensor qg = tensorF32({H, D}, g);
+  std::reverse(g.begin(), g.end());
+  HostTensor kg = tensorF32({H, D}, g);
+  const float scale = 0.125f;
+  HostTensor d1 = ok(ref::attentionFp8(q1, k1, v1, qg, kg, scale));
+  HostTensor d2 = ok(ref::attentionFp8(q2, k2, v2, qg, kg, scale));
+
+  // Physical row of token t of sequence 1 / 2: interleaved, the second
+  // sequence's rows in reverse.
+  std::vector<int32_t> rowOf1(static_cast<size_t>(L1)),
+      rowOf2(static_cast<size_t>(L2));
+  for (int64_t t = 0; t < L1; ++t)
+    rowOf1[size_t(t)] = int32_t(2 * t + 1);
+  std::vector<int32_t> rest;
+  for (int32_t r = 0; r < N; ++r)
+    if (r % 2 == 0 || r > 2 * L1)
+      rest.push_back(r);
+  ASSERT_EQ(int64_t(rest.size()), L2);
+  for (int64_t t = 0; t < L2; ++t)
+    rowOf2[size_t(t)] = rest[size_t(L2 - 1 - t)];
+  HostTensor q(DType::F16, {N, H, D}), k(DType::F16, {N, H, D}),
+      v(DType::F16, {N, H, D});
+  auto place = [&](const HostTensor &src, HostTensor &dst,
+                   const std::vector<int32_t> &rowOf) {
+    for (size_t t = 0; t < rowOf.size(); ++t)
+      std::memcpy(dst.mutableData<uint16_t>() + rowOf[t] * H * D,
+                  src.data<uint16_t>() + int64_t(t) * H * D,
+                  size_t(H * D) * sizeof(uint16_t));
+  };
+  place(q1, q, rowOf1), place(k1, k, rowOf1), place(v1, v, rowOf1);
+  place(q2, q, rowOf2), place(k2, k, rowOf2), place(v2, v, rowOf2);
+  std::vector<int32_t> rows(rowOf1);
+  rows.insert(rows.end(), rowOf2.begin(), rowOf2.end());
+  Segments seg{tensorI32({N}, rows),
+               tensorI32({3}, {0, int32_t(L1), int32_t(N)})};
+  HostTensor s = ok(ref::sparseAttentionFp8(q, k, v, seg, qg, kg, scale));
+  ASSERT_EQ(s.shape(), (Shape{N, H, D}));
+  int64_t differ = 0;
+  auto compare = [&](const HostTensor &dense,
+                     const std::vector<int32_t> &rowOf) {
+    for (size_t t = 0; t < rowOf.size(); ++t)
+      differ += std::memcmp(s.data<uint16_t>() + rowOf[t] * H * D,
+                            dense.data<uint16_t>() + int64_t(t) * H * D,
+                            size_t(H * D) * sizeof(uint16_t)) != 0;
+  };
+  compare(d1, rowOf1);
+  compare(d2, rowOf2);
+  EXPECT_EQ(differ, 0) << "rows differ of " << N;
+
+  // v_amax is over all rows of the op: without the 9.5 in the first
+  // sequence, its dense op's v_amax is smaller, while the sparse op still
+  // takes 9.5 from the second sequence, so the first sequence's rows differ.
+  HostTensor v1Small = v1;
+  for (int64_t h = 0; h < H; ++h)
+    v1Small.mutableData<uint16_t>()[(5 * H + h) * D + 3] = floatToHalf(0.0f);
+  HostTensor d1Small = ok(ref::attentionFp8(q1, k1, v1Small, qg, kg, scale));
+  place(v1Small, v, rowOf1);
+  HostTensor sSmall = ok(ref::sparseAttentionFp8(q, k, v, seg, qg, kg, scale));
+  differ = 0;
+  for (size_t t = 0; t < rowOf1.size(); ++t)
+    differ += std::memcmp(sSmall.data<uint16_t>() + rowOf1[t] * H * D,
+                          d1Small.data<uint16_t>() + int64_t(t) * H * D,
+                          size_t(H * D) * sizeof(uint16_t)) != 0;
+  EXPECT_GT(differ, 0) << "v_amax is not over all rows of the op";
+}
+
+TEST(Fp8E4M3, AttentionShapeErrors) {
+  HostTensor g = tensorF32({1, 64}, std::vector<float>(64, 1.0f));
+  HostTensor x = tensorF16({1, 3, 1, 64}, std::vector<float>(3 * 64, 0.5f));
+  HostTensor y = tensorF16({1, 4, 1, 64}, std::vector<float>(4 * 64, 0.5f));
+  auto cross = ref::attentionFp8(x, y, y, g, g, 0.125f);
+  ASSERT_FALSE(cross);
+  EXPECT_NE(cross.message().find("trellis.attention"), std::string::npos)
+      << cross.message();
+  HostTensor g32 = tensorF32({1, 32}, std::vector<float>(32, 1.0f));
+  HostTensor x32 = tensorF16({1, 3, 1, 32}, std::vector<float>(3 * 32, 0.5f));
+  EXPECT_FALSE(ref::attentionFp8(x32, x32, x32, g32, g32, 0.125f));
+  auto badGamma = ref::attentionFp8(x, x, x, g32, g, 0.125f);
+  ASSERT_FALSE(badGamma);
+  EXPECT_NE(badGamma.message().find("q_gamma"), std::string::npos)
+      << badGamma.message();
 }
