@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds, here, what bench/fp8/run_device.sh carries: the standard build-gpu/ (bench/ss_gpu/prepare.sh), the
 # fp8 programs of the tiny and image-large presets (tiny_fp8.exe, large_fp8.exe: trellisc --precision=fp8)
-# and the GEMM micro-benchmark (fp8-gemm-bench); the static-scale programs (trellisc --fp8-scales): tiny_fp8s.exe
+# the GEMM micro-benchmark (fp8-gemm-bench) and the FP8 attention's test and timing (fp8-attn-probe,
+# bench/attention/fp8_probe.cu); the static-scale programs (trellisc --fp8-scales): tiny_fp8s.exe
 # from a CPU calibration made here, large_fp8s.exe when build-gpu/fp8_scales_large.json (run_device.sh calibrate's
 # $OUT/fp8_scales_large.json, fetched back) is there.
 set -euo pipefail
@@ -24,4 +25,6 @@ fi
 /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90a -I"$ROOT" "$ROOT/bench/fp8/gemm_bench.cu" -lcublasLt -o "$G/fp8-gemm-bench"
 /usr/local/cuda/bin/nvcc -O2 -std=c++17 -arch=sm_90a "$ROOT/bench/fp8/scale_modes_probe.cu" -lcublasLt \
   -o "$G/scale-modes-probe"
-ls -la "$G"/tiny_fp8*.exe "$G"/large_fp8*.exe "$G"/fp8-gemm-bench
+/usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I"$ROOT" \
+  "$ROOT/bench/attention/fp8_probe.cu" -o "$G/fp8-attn-probe"
+ls -la "$G"/tiny_fp8*.exe "$G"/large_fp8*.exe "$G"/fp8-gemm-bench "$G"/fp8-attn-probe

@@ -4,8 +4,9 @@
 #            trellis-slat-bench --profile, eager launches): the GEMMs' share of each stage
 #   gemm     cuBLASLt FP8 (E4M3, per-tensor scales) vs fp16 at the flow transformers' linear shapes, and the
 #            activation's amax + quantize cost (build-gpu/fp8-gemm-bench, bench/fp8/gemm_bench.cu)
-#   check    tiny, the fp8 program with --gpu-check-ops: every GPU op (the FP8 GEMMs included) against the CPU
-#            reference's exact emulation; compute-sanitizer memcheck
+#   check    the FP8 attention kernel alone (build-gpu/fp8-attn-probe: fp32 reference, redone tiles, times);
+#            tiny, the fp8 program with --gpu-check-ops: every GPU op (the FP8 GEMMs and attention included)
+#            against the CPU reference's exact emulation; compute-sanitizer memcheck
 #   check    (also) calibration on the GPU vs the CPU; the static-scale program (tiny_fp8s.exe) op by op, under
 #            memcheck, and whole (fused E4M3 outputs) against its CPU reference run
 #   calibrate  image-large: large_fp8.exe --calibrate 4 (seeds 100..103) -> $OUT/fp8_scales_large.json, from
@@ -60,6 +61,9 @@ if has gemm; then
     3072 4368 1024  1024 4368 1024  4096 4368 1024  1024 4368 4096 | tee "$OUT/torch_gemm.txt"
 fi
 if has check; then
+  # The FP8 attention kernel alone against an fp32 reference and the fp16 kernels (exit 1 past its bounds).
+  "$B/fp8-attn-probe" --iters 20 > "$OUT/attn_probe.log" 2>&1 || fail "check: the FP8 attention probe"
+  grep -E "^==|rel L2|redone|with pre-pass" "$OUT/attn_probe.log"
   T=/tmp/tiny
   [[ -f $T/cond.npy ]] || "$B/trellis-mkmodel" --preset tiny --seed 1 --out $T --force --quiet
   "$B/tiny_fp8.exe" --model $T --cond $T/cond.npy --seed 1 --gpu require --gpu-check-ops --steps-slat 2 \

@@ -470,9 +470,11 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
       pf[kk][1] = pack_e4m3x4(q[2], q[3], q[6], q[7]);
       pf[kk][2] = pack_e4m3x4(q[8], q[9], q[12], q[13]);
       pf[kk][3] = pack_e4m3x4(q[10], q[11], q[14], q[15]);
+#ifndef TRELLIS_FP8_PROBE_NO_DETECT
 #pragma unroll
       for (int i = 0; i < 4; ++i)
         above |= pf[kk][i] + 0x07070707u;
+#endif
     }
   };
 
