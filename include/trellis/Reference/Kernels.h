@@ -221,7 +221,9 @@ Result<HostTensor> attention(const HostTensor &q, const HostTensor &k,
 ///   except a row with a P_ij above 2^8 (a later key whose logit exceeds the
 ///        first 64 keys' largest by more than 8; it may saturate at 448): the
 ///        GPU recomputes its tile with the fp16 online kernel, and the row
-///        gets the plain attention of q', k', v (attendOne).
+///        gets the plain attention of q', k', v (attendOne). (The GPU's
+///        other rows of that tile get it too; here they stay FP8: the two
+///        differ there by FP8's own error. Random weights never trigger it.)
 /// The GPU differs only in its fp32 summation order and precision (S, l, O,
 /// the bound's sum of squares) and in 2^x (ex2.approx): an E4M3 rounding of
 /// P can go the other way where 2^x is near a midpoint. Golden:
