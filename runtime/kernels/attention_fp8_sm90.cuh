@@ -470,7 +470,7 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
       pf[kk][1] = pack_e4m3x4(q[2], q[3], q[6], q[7]);
       pf[kk][2] = pack_e4m3x4(q[8], q[9], q[12], q[13]);
       pf[kk][3] = pack_e4m3x4(q[10], q[11], q[14], q[15]);
-#ifndef TRELLIS_FP8_PROBE_NO_DETECT
+#ifndef TRELLIS_FP8_PROBE_NO_DETECT // the detection's cost (fp8_probe.cu)
 #pragma unroll
       for (int i = 0; i < 4; ++i)
         above |= pf[kk][i] + 0x07070707u;
@@ -540,29 +540,8 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
     *redo_flag = redo;
   if (redo)
     return;
-  const uint32_t sO = sQ;
-  using LO = LQ;
-  {
-    const int r = wg * 64 + wrow;
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-      const int c = i * 8 + 2 * (lane & 3);
-      sts32(sO + LO::off(r, c >> 3) + (c & 7) * 2,
-            pack_half2(o[4 * i] * inv[0], o[4 * i + 1] * inv[0]));
-      sts32(sO + LO::off(r + 8, c >> 3) + (c & 7) * 2,
-            pack_half2(o[4 * i + 2] * inv[1], o[4 * i + 3] * inv[1]));
-    }
-  }
-  __syncthreads();
-  if (p.o_quantize != 0.f)
-    store_tile_e4m3<BM, D, THREADS, LO>(
-        sO,
-        static_cast<uint8_t *>(p.o) +
-            (out.ptr - static_cast<const __half *>(p.o)),
-        p.o_row_stride, m0, out.len, tid, p.o_quantize);
-  else
-    store_tile<BM, D, THREADS, LO>(sO, const_cast<__half *>(out.ptr),
-                                   p.o_row_stride, m0, out.len, tid);
+  store_o_tile<BM, D, THREADS, LQ>(sQ, o, inv, wg, wrow, lane, p.o, out,
+                                   p.o_row_stride, m0, p.o_quantize, tid);
 }
 
 } // namespace trellis_attn

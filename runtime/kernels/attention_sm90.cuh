@@ -88,6 +88,40 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo,
   return d;
 }
 
+// The epilogue of a warpgroup-MMA attention tile: this thread's rows of the
+// m64nD accumulator `o` (rows wrow and wrow + 8 of warpgroup wg) times inv[0] /
+// inv[1], rounded to fp16 into the shared tile (layout L: the Q tile, free
+// once every warpgroup is done with it — the caller's barrier), then rows
+// row0.. of O (valid rows < out.len) from it: fp16, or E4M3 at `quantize` for
+// the FP8 linear that reads O (o_quantize).
+template <int BM, int D, int THREADS, class L>
+__device__ __forceinline__ void
+store_o_tile(uint32_t tile, const float *o, const float (&inv)[2], int wg,
+             int wrow, int lane, void *o_base, const Seq &out,
+             int64_t row_stride, int row0, float quantize, int tid) {
+  {
+    const int r = wg * 64 + wrow;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      const int c = i * 8 + 2 * (lane & 3);
+      sts32(tile + L::off(r, c >> 3) + (c & 7) * 2,
+            pack_half2(o[4 * i] * inv[0], o[4 * i + 1] * inv[0]));
+      sts32(tile + L::off(r + 8, c >> 3) + (c & 7) * 2,
+            pack_half2(o[4 * i + 2] * inv[1], o[4 * i + 3] * inv[1]));
+    }
+  }
+  __syncthreads();
+  if (quantize != 0.f)
+    store_tile_e4m3<BM, D, THREADS, L>(
+        tile,
+        static_cast<uint8_t *>(o_base) +
+            (out.ptr - static_cast<const __half *>(o_base)),
+        row_stride, row0, out.len, tid, quantize);
+  else
+    store_tile<BM, D, THREADS, L>(tile, const_cast<__half *>(out.ptr),
+                                  row_stride, row0, out.len, tid);
+}
+
 // VARIANT is a mask of TRELLIS_ATTN_SM90_* flags (attention.h):
 //   MBAR_PIPELINE: the K/V ring is published and given back through mbarriers
 //     (full[stage]: one cp.async arrival per thread; empty[stage]: one
@@ -225,7 +259,7 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
   };
 
   if constexpr (kRowSumMma) { // fp16 ones, for the async proxy (wgmma); the
-                               // barrier below or begin_tile(0)'s publishes
+                              // barrier below or begin_tile(0)'s publishes
     for (int i = tid; i < STAGES * kOnesBytes / 16; i += THREADS)
       sts128(sV(i / (kOnesBytes / 16)) + kTileBytes +
                  (i % (kOnesBytes / 16)) * 16,
@@ -284,8 +318,7 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
     if (norm_q && j == 0)
       rmsnorm_tile<BM, D, THREADS, LQ>(sQ, p.q_gamma + h * D, tid);
     if (norm_k)
-      rmsnorm_tile<BN, D, THREADS, LKV>(sK(j % STAGES), p.k_gamma + h * D,
-                                        tid);
+      rmsnorm_tile<BN, D, THREADS, LKV>(sK(j % STAGES), p.k_gamma + h * D, tid);
   };
   auto begin_tile = [&](int j) {
     if constexpr (kMbar) {
@@ -543,29 +576,10 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
     __syncthreads(); // every warpgroup is done with sQ (Q operand) and the
                      // K/V stages
   }
-  {
-    const int r = wg * 64 + wrow;
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-      const int c = i * 8 + 2 * (lane & 3);
-      sts32(sQ + LQ::off(r, c >> 3) + (c & 7) * 2,
-            pack_half2(o[4 * i] * inv[0], o[4 * i + 1] * inv[0]));
-      sts32(sQ + LQ::off(r + 8, c >> 3) + (c & 7) * 2,
-            pack_half2(o[4 * i + 2] * inv[1], o[4 * i + 3] * inv[1]));
-    }
-  }
-  __syncthreads();
   const Seq out = make_seq(p.o, p.cu_seqlens_q, p.o_batch_stride,
                            p.o_row_stride, p.o_head_stride, p.seqlen_q, seq, h);
-  if (p.o_quantize != 0.f) // E4M3 for the FP8 linear that reads O
-    store_tile_e4m3<BM, D, THREADS, LQ>(
-        sQ,
-        static_cast<uint8_t *>(p.o) +
-            (out.ptr - static_cast<const __half *>(p.o)),
-        p.o_row_stride, m0, out.len, tid, p.o_quantize);
-  else
-    store_tile<BM, D, THREADS, LQ>(sQ, const_cast<__half *>(out.ptr),
-                                   p.o_row_stride, m0, out.len, tid);
+  store_o_tile<BM, D, THREADS, LQ>(sQ, o, inv, wg, wrow, lane, p.o, out,
+                                   p.o_row_stride, m0, p.o_quantize, tid);
 }
 
 } // namespace trellis_attn

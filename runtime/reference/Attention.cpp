@@ -20,15 +20,20 @@
 namespace trellis::ref {
 using namespace detail;
 
+namespace {
+/// q, k and v are float tensors (the error names the one that is not).
+Status expectFloatQkv(const char *op, const HostTensor &q, const HostTensor &k,
+                      const HostTensor &v) {
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "q", q));
+  TRELLIS_RETURN_IF_ERROR(expectFloat(op, "k", k));
+  return expectFloat(op, "v", v);
+}
+} // namespace
+
 Result<HostTensor> attention(const HostTensor &q, const HostTensor &k,
                              const HostTensor &v, float scale) {
   const char *op = "attention";
-  for (const HostTensor *t : {&q, &k, &v})
-    TRELLIS_RETURN_IF_ERROR(expectFloat(op,
-                                        t == &q   ? "q"
-                                        : t == &k ? "k"
-                                                  : "v",
-                                        *t));
+  TRELLIS_RETURN_IF_ERROR(expectFloatQkv(op, q, k, v));
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || k.dim(0) != q.dim(0) ||
       v.dim(0) != q.dim(0) || k.dim(2) != q.dim(2) || v.dim(2) != q.dim(2) ||
       k.dim(3) != q.dim(3) || v.dim(1) != k.dim(1))
@@ -66,12 +71,7 @@ namespace {
 
 Status checkRowTensors(const char *op, const HostTensor &q, const HostTensor &k,
                        const HostTensor &v) {
-  for (const HostTensor *t : {&q, &k, &v})
-    TRELLIS_RETURN_IF_ERROR(expectFloat(op,
-                                        t == &q   ? "q"
-                                        : t == &k ? "k"
-                                                  : "v",
-                                        *t));
+  TRELLIS_RETURN_IF_ERROR(expectFloatQkv(op, q, k, v));
   if (q.rank() != 3 || k.shape() != q.shape() || v.rank() != 3 ||
       v.dim(0) != q.dim(0) || v.dim(1) != q.dim(1))
     return opError(op, "needs q, k [N, H, d] and v [N, H, dv], got " +
@@ -158,12 +158,7 @@ Result<HostTensor> sparseCrossAttention(const HostTensor &q,
                                         const HostTensor &v,
                                         const CoordSet &coords, float scale) {
   const char *op = "sparse.cross_attention";
-  for (const HostTensor *t : {&q, &k, &v})
-    TRELLIS_RETURN_IF_ERROR(expectFloat(op,
-                                        t == &q   ? "q"
-                                        : t == &k ? "k"
-                                                  : "v",
-                                        *t));
+  TRELLIS_RETURN_IF_ERROR(expectFloatQkv(op, q, k, v));
   const int64_t B = coords.batchSize();
   if (q.rank() != 3 || q.dim(0) != coords.size() || k.rank() != 4 ||
       v.rank() != 4 || k.dim(0) != B || v.dim(0) != B || k.dim(2) != q.dim(1) ||
@@ -357,12 +352,7 @@ Result<HostTensor> attentionFp8(const HostTensor &q, const HostTensor &k,
                                 const HostTensor &v, const HostTensor &qGamma,
                                 const HostTensor &kGamma, float scale) {
   const char *op = "attention";
-  for (const HostTensor *t : {&q, &k, &v})
-    TRELLIS_RETURN_IF_ERROR(expectFloat(op,
-                                        t == &q   ? "q"
-                                        : t == &k ? "k"
-                                                  : "v",
-                                        *t));
+  TRELLIS_RETURN_IF_ERROR(expectFloatQkv(op, q, k, v));
   if (q.rank() != 4 || q.dim(3) != kFp8HeadDim || k.shape() != q.shape() ||
       v.shape() != q.shape())
     return opError(op, "precision = \"fp8_e4m3\" needs q, k, v of one shape "
