@@ -242,7 +242,7 @@ LogicalResult mlir::trellis::detail::verifyAttentionTiles(Operation *op,
 
 LogicalResult mlir::trellis::detail::verifyAttentionPrecision(
     Operation *op, StringAttr precision, RankedTensorType q, RankedTensorType k,
-    RankedTensorType v) {
+    RankedTensorType v, bool hasGammas) {
   if (!precision)
     return success();
   if (precision.getValue() != "fp8_e4m3")
@@ -255,6 +255,11 @@ LogicalResult mlir::trellis::detail::verifyAttentionPrecision(
       return op->emitOpError("precision \"fp8_e4m3\" needs head dim 64, ")
              << name << " has " << dimToString(d);
   }
+  // Its scales come from the head norms' gains.
+  if (!hasGammas)
+    return op->emitOpError(
+        "precision \"fp8_e4m3\" needs q_gamma and k_gamma (the head RMS "
+        "norms of q and k)");
   return success();
 }
 
@@ -888,7 +893,8 @@ LogicalResult AttentionOp::verify() {
                            << dimToString(x.getDimSize(2)) << ", "
                            << dimToString(x.getDimSize(3)) << "], found " << g;
   }
-  if (failed(verifyAttentionPrecision(*this, getPrecisionAttr(), q, k, v)))
+  if (failed(verifyAttentionPrecision(*this, getPrecisionAttr(), q, k, v,
+                                      getQGamma() && getKGamma())))
     return failure();
   if (getPrecisionAttr() && !q.isDynamicDim(1) && !k.isDynamicDim(1) &&
       q.getDimSize(1) != k.getDimSize(1))

@@ -685,25 +685,25 @@ def Trellis_AttentionOp : Trellis_PureOp<"attention",
     model when the query length is only known at run time. The CPU
     reference ignores it.
 
-    `precision = "fp8_e4m3"` (set under `trellisc --precision=fp8` on the
-    flow transformers' self-attention, whose q and k are head-RMS-normalized,
-    head dim 64) runs Q, K, V and the softmax weights P in FP8 E4M3 with f32
-    accumulation: q' and k' (after the head RMS norm, rounded to f16 as
-    ever) times 448 / (8 · max|gamma_h|) per head, v times
-    448 / max|v[:, h, :]| per head (over every token of the op), and
-    P = E4M3(2^(x − ref_i)) with x the scaled logits in log2 units and
-    ref_i = min(the largest x over the row's first 64 keys, bound_i − 8),
-    where bound_i bounds the row's logits (Cauchy–Schwarz on the normalized
-    k), so that every P ≤ 2^8; the result is Σ P·v8 / (Σ P · v-scale). It
-    needs q_gamma and k_gamma once `trellis-form-attention` has run (the
-    runtime reports an op without them).
+    `precision = "fp8_e4m3"` (traced under `trellisc --precision=fp8` on the
+    flow transformers' self-attention, head dim 64, with its head norms'
+    q_gamma and k_gamma, which set the scales) runs Q, K, V and the softmax
+    weights P in FP8 E4M3 with f32 accumulation: q' and k' (after the head
+    RMS norm, rounded to f16 as ever) times 448 / (8 · max|gamma_h|) per
+    head, v times 448 / max|v[:, h, :]| per head (over every token of the
+    op), and P = E4M3(2^(x − ref_i)) with x the scaled logits in log2 units
+    and ref_i = min(the largest x over the row's first 64 keys,
+    bound_i − 8), where bound_i bounds the row's logits (Cauchy–Schwarz on
+    the normalized k); the result is Σ P·v8 / (Σ P · v-scale). A row with a
+    P above 2^8 (a later key more than 8 above the first 64 keys' largest)
+    gets the plain attention instead (docs/fp8.md).
 
     Verifier: rank 4 each; one element type; B and H agree across q, k, v;
     d agrees between q and k; Lk agrees between k and v; scale > 0;
     q_gamma and k_gamma, when present, are f32 [H, d];
     `tiles`, when present, is not empty and names no kernel twice;
     precision, when present, is "fp8_e4m3", with head dims of 64 for q, k
-    and v and Lq = Lk when both are static.
+    and v, both q_gamma and k_gamma, and Lq = Lk when both are static.
 
     ```mlir
     %o = trellis.attention %q, %k, %v {scale = 1.250000e-01 : f64}
@@ -2081,25 +2081,18 @@ def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
     model when the query length is only known at run time. The CPU
     reference ignores it.
 
-    `precision = "fp8_e4m3"` (set under `trellisc --precision=fp8` on the
-    SLat flow transformer's self-attention, whose q and k are
-    head-RMS-normalized, head dim 64) runs Q, K, V and the softmax weights
-    P in FP8 E4M3 with f32 accumulation, as for `trellis.attention`: q' and
-    k' (after the head RMS norm, rounded to f16 as ever) times
-    448 / (8 · max|gamma_h|) per head, v times 448 / max|v[:, h, :]| per
-    head (over every row of the op), and P = E4M3(2^(x − ref_i)) with x the
-    scaled logits in log2 units and ref_i = min(the largest x over the
-    row's first 64 keys, bound_i − 8), where bound_i bounds the row's
-    logits (Cauchy–Schwarz on the normalized k), so that every P ≤ 2^8; the
-    result is Σ P·v8 / (Σ P · v-scale). It needs q_gamma and k_gamma once
-    `trellis-form-attention` has run (the runtime reports an op without
-    them).
+    `precision = "fp8_e4m3"` (traced under `trellisc --precision=fp8` on the
+    SLat flow transformer's self-attention, head dim 64, with q_gamma and
+    k_gamma) runs Q, K, V and the softmax weights P in FP8 E4M3 exactly as
+    for `trellis.attention`, each segment a sequence (its first 64 rows the
+    reference's keys) and v's per-head scale over every row of the op.
 
     Verifier: rank 3 each; one element type; N dynamic and bounded like
     `segments`; H agrees; d agrees between q and k; scale > 0; q_gamma and
     k_gamma, when present, are [H, d];
     `tiles` as for `trellis.attention`; precision, when present, is
-    "fp8_e4m3", with head dims of 64 for q, k and v.
+    "fp8_e4m3", with head dims of 64 for q, k and v and both q_gamma and
+    k_gamma.
 
     ```mlir
     %o = trellis.sparse.attention %q, %k, %v, %s {scale = 1.250000e-01 : f64}

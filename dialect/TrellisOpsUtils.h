@@ -98,10 +98,10 @@ LogicalResult verifyPositive(Operation *op, StringRef name, double value,
 LogicalResult verifyAttentionTiles(Operation *op, ArrayAttr tiles);
 
 /// An attention op's `precision`: absent, or "fp8_e4m3" with q, k and v of
-/// head dim (last dimension) 64.
+/// head dim (last dimension) 64 and both head-norm gains (`hasGammas`).
 LogicalResult verifyAttentionPrecision(Operation *op, StringAttr precision,
                                        RankedTensorType q, RankedTensorType k,
-                                       RankedTensorType v);
+                                       RankedTensorType v, bool hasGammas);
 
 /// "axis A is out of range for rank R" unless `axis` normalizes.
 LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank);

@@ -598,7 +598,8 @@ LogicalResult SparseAttentionOp::verify() {
                            << dimToString(x.getDimSize(1)) << ", "
                            << dimToString(x.getDimSize(2)) << "], found " << g;
   }
-  if (failed(verifyAttentionPrecision(*this, getPrecisionAttr(), q, k, v)) ||
+  if (failed(verifyAttentionPrecision(*this, getPrecisionAttr(), q, k, v,
+                                      getQGamma() && getKGamma())) ||
       failed(verifyAttentionTiles(*this, getTilesAttr())))
     return failure();
   return verifyPositive(*this, "scale", getScaleAttr().getValueAsDouble());

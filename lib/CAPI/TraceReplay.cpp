@@ -448,7 +448,7 @@ bool Replayer::attention(const OpCall &c, std::vector<trace::Tensor> &out) {
   if (!arity(c, 3, 3) || !getNumber(c.attrs, "scale", scale, c.where))
     return false;
   out.push_back(trace::attention(c.in[0], c.in[1], c.in[2], scale,
-                                 /*qkNormalized=*/false, c.here));
+                                 /*norms=*/nullptr, c.here));
   return true;
 }
 

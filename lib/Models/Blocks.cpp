@@ -2,6 +2,7 @@
 #include "lib/Models/Blocks.h"
 
 #include <cmath>
+#include <optional>
 
 namespace trellis::models {
 
@@ -73,18 +74,19 @@ Tensor selfAttention(Tracer &t, const Tensor &x, const Heads &heads,
                       t.weight("to_qkv.bias", {3 * c}, DType::F16));
   std::vector<Tensor> parts = splitHeads(qkv, 3, heads);
   Tensor q = parts[0], k = parts[1], v = parts[2];
+  // With head-normalized q and k (whose logits are bounded) the attention
+  // runs in FP8 under --precision=fp8 (the flow transformers' blocks, head
+  // dim 64); otherwise the norms are ops of their own.
+  std::optional<HeadNorms> norms;
   if (qkRmsNorm) {
     Shape gammaShape = {heads.heads, heads.headDim()};
-    q = headRmsNorm(q, t.weight("q_rms_norm.gamma", gammaShape, DType::F32));
-    k = headRmsNorm(k, t.weight("k_rms_norm.gamma", gammaShape, DType::F32));
+    norms = HeadNorms{t.weight("q_rms_norm.gamma", gammaShape, DType::F32),
+                      t.weight("k_rms_norm.gamma", gammaShape, DType::F32)};
   }
   double scale = 1.0 / std::sqrt(double(heads.headDim()));
-  // With normalized q and k (whose logits are bounded) the attention runs in
-  // FP8 under --precision=fp8 (the flow transformers' blocks, head dim 64).
-  Tensor o = layout.sparse ? sparseAttention(q, k, v, layout.segments, scale,
-                                             /*qkNormalized=*/qkRmsNorm)
-                           : attention(q, k, v, scale,
-                                       /*qkNormalized=*/qkRmsNorm);
+  const HeadNorms *n = norms ? &*norms : nullptr;
+  Tensor o = layout.sparse ? sparseAttention(q, k, v, layout.segments, scale, n)
+                           : attention(q, k, v, scale, n);
   return linear(mergeHeads(o, heads),
                 t.weight("to_out.weight", {c, c}, DType::F16),
                 t.weight("to_out.bias", {c}, DType::F16));

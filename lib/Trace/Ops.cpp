@@ -46,12 +46,31 @@ mlir::IntegerAttr i64(Tracer &t, int64_t v) {
 /// The precision of a self-attention whose q and k are head-RMS-normalized
 /// (`qkNormalized`): "fp8_e4m3" in a Tracer::QuantizeFp8 scope for f16
 /// operands of head dim 64, else none.
-mlir::StringAttr attentionPrecision(const Tensor &q, bool qkNormalized) {
-  Tracer &t = q.tracer();
-  if (!qkNormalized || !t.fp8Active() || !q.elementType().isF16() ||
-      q.shape().back() != 64)
-    return mlir::StringAttr();
-  return t.builder().getStringAttr("fp8_e4m3");
+/// Whether a self-attention with head norms runs in FP8: traced in a
+/// QuantizeFp8 scope, f16, head dim 64.
+bool fp8Attention(const Tensor &q, const HeadNorms *norms) {
+  return norms && q.tracer().fp8Active() && q.elementType().isF16() &&
+         q.shape().back() == 64;
+}
+
+/// The operands of a self-attention with `norms`: FP8 — q, k as they are
+/// and the gains (the op normalizes); else q, k normalized by headRmsNorm
+/// ops and no gains.
+struct AttentionOperands {
+  Tensor q, k;
+  Value qGamma, kGamma;
+  mlir::StringAttr precision;
+};
+AttentionOperands attentionOperands(const Tensor &q, const Tensor &k,
+                                    const HeadNorms *norms, Where where) {
+  if (!norms)
+    return {q, k, Value(), Value(), mlir::StringAttr()};
+  if (fp8Attention(q, norms))
+    return {q, k, norms->qGamma.value(), norms->kGamma.value(),
+            q.tracer().builder().getStringAttr("fp8_e4m3")};
+  return {headRmsNorm(q, norms->qGamma, where),
+          headRmsNorm(k, norms->kGamma, where), Value(), Value(),
+          mlir::StringAttr()};
 }
 
 } // namespace
@@ -220,14 +239,17 @@ Tensor gatherRows(const Tensor &x, const Tensor &index, Where where) {
 }
 
 Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
-                 double scale, bool qkNormalized, Where where) {
-  if (Tracer::anyAbsent({q, k, v}))
+                 double scale, const HeadNorms *norms, Where where) {
+  if (Tracer::anyAbsent({q, k, v}) ||
+      (norms && Tracer::anyAbsent({norms->qGamma, norms->kGamma})))
     return Tensor();
   Tracer &t = q.tracer();
-  return inferred<td::AttentionOp>(
-      t, where, q.value(), k.value(), v.value(), /*q_gamma=*/Value(),
-      /*k_gamma=*/Value(), f64(t, scale), /*tiles=*/mlir::ArrayAttr(),
-      attentionPrecision(q, qkNormalized));
+  AttentionOperands a = attentionOperands(q, k, norms, where);
+  if (Tracer::anyAbsent({a.q, a.k}))
+    return Tensor();
+  return inferred<td::AttentionOp>(t, where, a.q.value(), a.k.value(),
+                                   v.value(), a.qGamma, a.kGamma, f64(t, scale),
+                                   /*tiles=*/mlir::ArrayAttr(), a.precision);
 }
 
 Tensor modulate(const Tensor &x, const Tensor &shift, const Tensor &scale,
@@ -487,15 +509,18 @@ Tensor windowSegments(const Tensor &coords, int64_t window, int64_t shift,
 }
 
 Tensor sparseAttention(const Tensor &q, const Tensor &k, const Tensor &v,
-                       const Tensor &segments, double scale, bool qkNormalized,
-                       Where where) {
-  if (Tracer::anyAbsent({q, k, v, segments}))
+                       const Tensor &segments, double scale,
+                       const HeadNorms *norms, Where where) {
+  if (Tracer::anyAbsent({q, k, v, segments}) ||
+      (norms && Tracer::anyAbsent({norms->qGamma, norms->kGamma})))
     return Tensor();
   Tracer &t = q.tracer();
+  AttentionOperands a = attentionOperands(q, k, norms, where);
+  if (Tracer::anyAbsent({a.q, a.k}))
+    return Tensor();
   return inferred<td::SparseAttentionOp>(
-      t, where, q.value(), k.value(), v.value(), segments.value(),
-      /*q_gamma=*/Value(), /*k_gamma=*/Value(), f64(t, scale),
-      /*tiles=*/mlir::ArrayAttr(), attentionPrecision(q, qkNormalized));
+      t, where, a.q.value(), a.k.value(), v.value(), segments.value(), a.qGamma,
+      a.kGamma, f64(t, scale), /*tiles=*/mlir::ArrayAttr(), a.precision);
 }
 
 Tensor sparseCrossAttention(const Tensor &q, const Tensor &k, const Tensor &v,

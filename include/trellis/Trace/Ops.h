@@ -98,12 +98,19 @@ Tensor reduce(const Tensor &x, const std::string &kind, int64_t axis,
 /// lookup).
 Tensor gatherRows(const Tensor &x, const Tensor &index,
                   Where where = Where::current());
-/// softmax(q·kᵀ·scale)·v, token-major [B, L, H, d]. `qkNormalized`: q and k
-/// are head-RMS-normalized (headRmsNorm) self-attention operands; traced in
-/// a Tracer::QuantizeFp8 scope with head dim 64 and f16 operands, the op
-/// then runs in FP8 (precision = "fp8_e4m3").
+/// The head RMS norms of a self-attention's q and k (headRmsNorm's gains
+/// [H, d]), given to attention() / sparseAttention() instead of applied first.
+struct HeadNorms {
+  Tensor qGamma, kGamma;
+};
+/// softmax(q·kᵀ·scale)·v, token-major [B, L, H, d]. With `norms`, q and k
+/// are head-RMS-normalized first: as two headRmsNorm ops, or — traced in a
+/// Tracer::QuantizeFp8 scope with head dim 64 and f16 operands — fused into
+/// the op (q_gamma, k_gamma), which then runs in FP8 (precision =
+/// "fp8_e4m3": its scales come from the gains, so the op carries them on
+/// every target).
 Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
-                 double scale, bool qkNormalized = false,
+                 double scale, const HeadNorms *norms = nullptr,
                  Where where = Where::current());
 /// x·(1 + scale) + shift.
 Tensor modulate(const Tensor &x, const Tensor &shift, const Tensor &scale,
@@ -190,11 +197,11 @@ Tensor coordsFromTensor(const Tensor &t, int64_t resolution,
 Tensor batchSegments(const Tensor &coords, Where where = Where::current());
 Tensor windowSegments(const Tensor &coords, int64_t window, int64_t shift,
                       Where where = Where::current());
-/// Attention within segments; q, k, v [N, H, d]. `qkNormalized` as for
+/// Attention within segments; q, k, v [N, H, d]. `norms` as for
 /// attention().
 Tensor sparseAttention(const Tensor &q, const Tensor &k, const Tensor &v,
                        const Tensor &segments, double scale,
-                       bool qkNormalized = false,
+                       const HeadNorms *norms = nullptr,
                        Where where = Where::current());
 /// Rows attend to their own sample's context k, v [B, Lc, H, d].
 Tensor sparseCrossAttention(const Tensor &q, const Tensor &k, const Tensor &v,

@@ -684,9 +684,17 @@ func.func @attention_fp8_head_dim_v(%q: tensor<2x4x16x64xf16>, %v: tensor<2x4x16
 
 // -----
 
-func.func @attention_fp8_cross(%q: tensor<2x4x16x64xf16>, %k: tensor<2x8x16x64xf16>) {
+func.func @attention_fp8_cross(%q: tensor<2x4x16x64xf16>, %k: tensor<2x8x16x64xf16>, %g: tensor<16x64xf32>) {
   // expected-error @+1 {{precision "fp8_e4m3" is for self-attention, but the sequence lengths differ: q has 4, k has 8}}
-  %o = trellis.attention %q, %k, %k {precision = "fp8_e4m3", scale = 0.125 : f64} : (tensor<2x4x16x64xf16>, tensor<2x8x16x64xf16>, tensor<2x8x16x64xf16>) -> tensor<2x4x16x64xf16>
+  %o = trellis.attention %q, %k, %k q_gamma %g k_gamma %g {precision = "fp8_e4m3", scale = 0.125 : f64} : (tensor<2x4x16x64xf16>, tensor<2x8x16x64xf16>, tensor<2x8x16x64xf16>, tensor<16x64xf32>, tensor<16x64xf32>) -> tensor<2x4x16x64xf16>
+  return
+}
+
+// -----
+
+func.func @attention_fp8_gammas(%q: tensor<2x4x16x64xf16>, %g: tensor<16x64xf32>) {
+  // expected-error @+1 {{precision "fp8_e4m3" needs q_gamma and k_gamma (the head RMS norms of q and k)}}
+  %o = trellis.attention %q, %q, %q q_gamma %g {precision = "fp8_e4m3", scale = 0.125 : f64} : (tensor<2x4x16x64xf16>, tensor<2x4x16x64xf16>, tensor<2x4x16x64xf16>, tensor<16x64xf32>) -> tensor<2x4x16x64xf16>
   return
 }
 
@@ -2133,6 +2141,14 @@ func.func @sattn_result(%q: tensor<?x12x64xf16, #trellis.bounds<[100]>>, %s: !tr
 func.func @sattn_precision_name(%q: tensor<?x12x64xf16, #trellis.bounds<[100]>>, %s: !trellis.segments<max_length = 512, bound = 100>) {
   // expected-error @+1 {{precision must be "fp8_e4m3", found "fp8_e5m2"}}
   %o = trellis.sparse.attention %q, %q, %q, %s {precision = "fp8_e5m2", scale = 0.125 : f64} : (tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, !trellis.segments<max_length = 512, bound = 100>) -> tensor<?x12x64xf16, #trellis.bounds<[100]>>
+  return
+}
+
+// -----
+
+func.func @sattn_fp8_gammas(%q: tensor<?x12x64xf16, #trellis.bounds<[100]>>, %s: !trellis.segments<max_length = 512, bound = 100>) {
+  // expected-error @+1 {{precision "fp8_e4m3" needs q_gamma and k_gamma (the head RMS norms of q and k)}}
+  %o = trellis.sparse.attention %q, %q, %q, %s {precision = "fp8_e4m3", scale = 0.125 : f64} : (tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, tensor<?x12x64xf16, #trellis.bounds<[100]>>, !trellis.segments<max_length = 512, bound = 100>) -> tensor<?x12x64xf16, #trellis.bounds<[100]>>
   return
 }
 

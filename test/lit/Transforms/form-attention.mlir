@@ -56,28 +56,3 @@ func.func @sparse_self_attention(%q: tensor<?x2x4xf16, #trellis.bounds<[64]>>, %
   %o = trellis.sparse.attention %qn, %kn, %v, %s {scale = 0.5 : f64} : (tensor<?x2x4xf16, #trellis.bounds<[64]>>, tensor<?x2x4xf16, #trellis.bounds<[64]>>, tensor<?x2x4xf16, #trellis.bounds<[64]>>, !trellis.segments<max_length = 64, bound = 64>) -> tensor<?x2x4xf16, #trellis.bounds<[64]>>
   return %o : tensor<?x2x4xf16, #trellis.bounds<[64]>>
 }
-
-// FP8 self-attention (--precision=fp8): the formed op keeps its precision.
-// CHECK-LABEL: func.func @fp8_self_attention
-// CHECK-NEXT: %[[O:.*]] = trellis.attention %{{.*}}, %{{.*}}, %{{.*}} q_gamma %{{.*}} k_gamma %{{.*}} {precision = "fp8_e4m3", scale = 1.250000e-01 : f64}
-// CHECK-NEXT: return %[[O]]
-func.func @fp8_self_attention(%q: tensor<1x8x2x64xf16>, %k: tensor<1x8x2x64xf16>, %v: tensor<1x8x2x64xf16>,
-                              %gq: tensor<2x64xf32>, %gk: tensor<2x64xf32>) -> tensor<1x8x2x64xf16> {
-  %qn = trellis.head_rms_norm %q, %gq : (tensor<1x8x2x64xf16>, tensor<2x64xf32>) -> tensor<1x8x2x64xf16>
-  %kn = trellis.head_rms_norm %k, %gk : (tensor<1x8x2x64xf16>, tensor<2x64xf32>) -> tensor<1x8x2x64xf16>
-  %o = trellis.attention %qn, %kn, %v {precision = "fp8_e4m3", scale = 0.125 : f64} : (tensor<1x8x2x64xf16>, tensor<1x8x2x64xf16>, tensor<1x8x2x64xf16>) -> tensor<1x8x2x64xf16>
-  return %o : tensor<1x8x2x64xf16>
-}
-
-// The same within segments (the SLat flow's blocks).
-// CHECK-LABEL: func.func @fp8_sparse_self_attention
-// CHECK-NEXT: %[[O:.*]] = trellis.sparse.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} q_gamma %{{.*}} k_gamma %{{.*}} {precision = "fp8_e4m3", scale = 1.250000e-01 : f64}
-// CHECK-NEXT: return %[[O]]
-func.func @fp8_sparse_self_attention(%q: tensor<?x2x64xf16, #trellis.bounds<[64]>>, %k: tensor<?x2x64xf16, #trellis.bounds<[64]>>,
-                                     %v: tensor<?x2x64xf16, #trellis.bounds<[64]>>, %s: !trellis.segments<max_length = 64, bound = 64>,
-                                     %gq: tensor<2x64xf32>, %gk: tensor<2x64xf32>) -> tensor<?x2x64xf16, #trellis.bounds<[64]>> {
-  %qn = trellis.head_rms_norm %q, %gq : (tensor<?x2x64xf16, #trellis.bounds<[64]>>, tensor<2x64xf32>) -> tensor<?x2x64xf16, #trellis.bounds<[64]>>
-  %kn = trellis.head_rms_norm %k, %gk : (tensor<?x2x64xf16, #trellis.bounds<[64]>>, tensor<2x64xf32>) -> tensor<?x2x64xf16, #trellis.bounds<[64]>>
-  %o = trellis.sparse.attention %qn, %kn, %v, %s {precision = "fp8_e4m3", scale = 0.125 : f64} : (tensor<?x2x64xf16, #trellis.bounds<[64]>>, tensor<?x2x64xf16, #trellis.bounds<[64]>>, tensor<?x2x64xf16, #trellis.bounds<[64]>>, !trellis.segments<max_length = 64, bound = 64>) -> tensor<?x2x64xf16, #trellis.bounds<[64]>>
-  return %o : tensor<?x2x64xf16, #trellis.bounds<[64]>>
-}
