@@ -651,7 +651,8 @@ int inspect(const Bundle &bundle, const Program &program, const json &meta,
   std::cout << "locations: " << program.locations().size() << "\n";
   if (Fp8ProgramKind fp8 = fp8ProgramKind(program); fp8.fp8)
     std::cout << "fp8: " << Fp8Calibration(program).keys()
-              << " FP8 linears (W8A8 E4M3), "
+              << " FP8 linears (W8A8 E4M3), " << fp8.attentionOps
+              << " FP8 self-attention ops, "
               << (fp8.staticScales ? "static activation scales (trellisc "
                                      "--fp8-scales)"
                                    : "dynamic activation scales "

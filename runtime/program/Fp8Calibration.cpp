@@ -9,11 +9,21 @@ namespace trellis {
 
 namespace {
 
-bool isFp8Linear(const Instr &instr) {
-  if (instr.op != "trellis.linear" || !instr.hasAttr("precision"))
+bool isFp8(const Instr &instr) {
+  if (!instr.hasAttr("precision"))
     return false;
   auto precision = instr.stringAttr("precision");
   return precision && *precision == "fp8_e4m3";
+}
+
+bool isFp8Linear(const Instr &instr) {
+  return instr.op == "trellis.linear" && isFp8(instr);
+}
+
+bool isFp8Attention(const Instr &instr) {
+  return (instr.op == "trellis.attention" ||
+          instr.op == "trellis.sparse.attention") &&
+         isFp8(instr);
 }
 
 /// Every instruction of `body` and of the regions inside it.
@@ -56,6 +66,10 @@ Fp8ProgramKind fp8ProgramKind(const Program &program) {
   Fp8ProgramKind kind;
   for (const Function &fn : program.functions())
     walk(fn.body, [&](const Instr &instr) {
+      if (isFp8Attention(instr)) {
+        kind.fp8 = true;
+        ++kind.attentionOps;
+      }
       if (!isFp8Linear(instr))
         return;
       kind.fp8 = true;
@@ -69,9 +83,9 @@ Status checkFp8Device(bool programIsFp8, int major, int minor,
   if (!programIsFp8 || (major == 9 && minor == 0))
     return Status::ok();
   return Error{
-      "--precision=fp8: this program's FP8 linears run as cuBLASLt "
-      "E4M3 GEMMs, which need a GPU of compute capability 9.0 "
-      "(Hopper, sm_90); " +
+      "--precision=fp8: this program's FP8 linears and attention run as "
+      "cuBLASLt E4M3 GEMMs and sm_90a kernels, which need a GPU of compute "
+      "capability 9.0 (Hopper, sm_90); " +
       (device.empty() ? std::string("this GPU") : "the GPU '" + device + "'") +
       " has compute capability " + std::to_string(major) + "." +
       std::to_string(minor) +

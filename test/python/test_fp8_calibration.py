@@ -215,3 +215,5 @@ def test_inspect_tells_the_fp8_programs_apart(calibrated):
     assert len(lines["static"]) == 1 and "static activation scales" in lines["static"][0]
     n = len(json.loads(calibrated["scales"].read_text())["amax"])
     assert lines["static"][0].startswith(f"fp8: {n} FP8 linears"), lines["static"]
+    # the tiny flow models' 2 + 2 blocks: their self-attention runs in FP8 too
+    assert "(W8A8 E4M3), 4 FP8 self-attention ops," in lines["static"][0], lines["static"]

@@ -34,16 +34,19 @@ namespace trellis {
 std::unordered_map<const Instr *, std::string>
 fp8LinearKeys(const Program &program);
 
-/// Whether `program` has an FP8 linear, and whether any has a static scale
-/// (activation_amax).
+/// Whether `program` has FP8 ops (linears, or attention with precision
+/// "fp8_e4m3"), how many attention ops run in FP8, and whether any linear
+/// has a static scale (activation_amax).
 struct Fp8ProgramKind {
   bool fp8 = false, staticScales = false;
+  int attentionOps = 0;
 };
 Fp8ProgramKind fp8ProgramKind(const Program &program);
 
 /// Whether a GPU of compute capability `major`.`minor` named `device` runs a
-/// program with FP8 linears (`programIsFp8`: Fp8ProgramKind::fp8). Their
-/// cuBLASLt E4M3 GEMMs run on sm_90 (Hopper) only (runtime/cuda/Fp8Gemm.cpp),
+/// program with FP8 ops (`programIsFp8`: Fp8ProgramKind::fp8). Their
+/// cuBLASLt E4M3 GEMMs and FP8 attention kernel run on sm_90 (Hopper) only
+/// (runtime/cuda/Fp8Gemm.cpp, Fp8Attention.cpp),
 /// so Engine::create refuses such a program on any other GPU with this error
 /// (before any generation runs), naming the GPU and what is needed. Ok for
 /// a program without FP8 linears.

@@ -67,6 +67,7 @@ TEST(Fp8Calibration, KeysNameTheWeightOfEachFp8Linear) {
   Fp8ProgramKind kind = fp8ProgramKind(*program);
   EXPECT_TRUE(kind.fp8);
   EXPECT_FALSE(kind.staticScales);
+  EXPECT_EQ(kind.attentionOps, 0); // the traced program has no attention
   EXPECT_EQ(Fp8Calibration(*program).keys(), 1u);
 }
 

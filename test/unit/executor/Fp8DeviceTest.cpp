@@ -25,9 +25,10 @@ TEST(Fp8Device, AnFp8ProgramIsRefusedElsewhereNamingTheGpuAndTheWayOut) {
   Status s = checkFp8Device(true, 8, 9, "NVIDIA L4");
   ASSERT_FALSE(s);
   EXPECT_EQ(s.message(),
-            "--precision=fp8: this program's FP8 linears run as cuBLASLt E4M3 "
-            "GEMMs, which need a GPU of compute capability 9.0 (Hopper, "
-            "sm_90); the GPU 'NVIDIA L4' has compute capability 8.9: "
+            "--precision=fp8: this program's FP8 linears and attention run "
+            "as cuBLASLt E4M3 GEMMs and sm_90a kernels, which need a GPU of "
+            "compute capability 9.0 (Hopper, sm_90); the GPU 'NVIDIA L4' has "
+            "compute capability 8.9: "
             "recompile without --precision=fp8, or run with --gpu off for "
             "the CPU reference");
 }
