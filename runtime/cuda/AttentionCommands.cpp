@@ -234,7 +234,7 @@ Status GpuExecutor::Impl::buildAttentionCommand(Prepared &p, Node &node) {
           params.o_head_stride);
   if (k.shape[0] == 1 && q.shape[0] > 1) // one context for the batch
     params.k_batch_stride = params.v_batch_stride = 0;
-  if (fp8Attention(instr)) { // FP8: own pre-pass, kernel and scratch
+  if (fp8Precision(instr)) { // FP8: own pre-pass, kernel and scratch
     if (k.shape != q.shape)
       return opError(instr, "FP8 attention is self-attention: q and k must "
                             "have one shape");

@@ -237,7 +237,7 @@ Status GpuExecutor::Impl::buildLinearCommand(Prepared &p, Node &node) {
   GemmLayout layout;
   if (node.in.size() > 3)
     layout.residual = address(p, node.in[3]);
-  if (fp8Linear(instr))
+  if (fp8Precision(instr))
     return buildFp8LinearCommand(p, node, n, m, k, act, layout);
   if (auto precision = instr.stringAttr("precision"))
     layout.tf32 = *precision == "tf32";

@@ -55,11 +55,6 @@ int64_t fp8SmemBytes(const Fp8Tile &t) {
 
 } // namespace
 
-bool GpuExecutor::Impl::fp8Attention(const Instr &instr) {
-  auto precision = instr.stringAttr("precision");
-  return precision && *precision == "fp8_e4m3";
-}
-
 size_t GpuExecutor::Impl::fp8AttentionScratchBytes(int64_t tokens,
                                                    int64_t paddedTokens,
                                                    int64_t heads, int64_t seqs,

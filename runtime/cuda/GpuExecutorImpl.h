@@ -99,8 +99,9 @@ struct GpuExecutor::Impl {
   /// E4M3 for the FP8 linear that reads it (Prepared::fp8E4M3Outputs), else
   /// 0.
   float fp8OutputQuantize(const Prepared &p, int out) const;
-  /// A linear with precision = "fp8_e4m3" (the W8A8 E4M3 GEMM).
-  static bool fp8Linear(const Instr &instr) {
+  /// An op with precision = "fp8_e4m3": a W8A8 E4M3 linear (Fp8Gemm.cpp) or
+  /// an FP8 attention (Fp8Attention.cpp); callers check the op.
+  static bool fp8Precision(const Instr &instr) {
     auto precision = instr.stringAttr("precision");
     return precision && *precision == "fp8_e4m3";
   }
@@ -367,8 +368,6 @@ struct GpuExecutor::Impl {
   /// The function of an attention configuration, loaded on first use.
   Result<CUfunction> attentionFunction(const TrellisAttnConfig &config);
   // -- FP8 self-attention (Fp8Attention.cpp) ----------------------------------
-  /// An attention op with precision = "fp8_e4m3".
-  static bool fp8Attention(const Instr &instr);
   /// One FP8 attention call: the fp16 views (q, k, v unnormalized, o;
   /// strides, cu_seqlens_q for segments, num_seqs, heads, seqlen_q,
   /// softmax_scale, o_quantize), the head-norm gains, the token counts and

@@ -228,7 +228,7 @@ void GpuExecutor::Impl::markFp8Weights(Prepared &p,
     for (auto it = first; it != last && fp8; ++it)
       fp8 = it->second.second == 1 &&
             it->second.first->instr->op == "trellis.linear" &&
-            fp8Linear(*it->second.first->instr);
+            fp8Precision(*it->second.first->instr);
     info.fp8 = fp8;
   }
 }
@@ -274,8 +274,8 @@ void GpuExecutor::Impl::markFp8E4M3Outputs(Prepared &p,
     // Producers that can write E4M3: an FP8 linear without a residual (C
     // in f16 beside an E4M3 D is not fused), the attention kernels where
     // they write the result in place (not through a window scatter).
-    const bool linear =
-        instr.op == "trellis.linear" && fp8Linear(instr) && node.in.size() <= 3;
+    const bool linear = instr.op == "trellis.linear" && fp8Precision(instr) &&
+                        node.in.size() <= 3;
     const bool attention = instr.op == "trellis.attention" ||
                            instr.op == "trellis.sparse.cross_attention" ||
                            (instr.op == "trellis.sparse.attention" &&
@@ -291,7 +291,8 @@ void GpuExecutor::Impl::markFp8E4M3Outputs(Prepared &p,
       return;
     const auto [reader, operand] = readers->front();
     if (operand == 0 && reader->instr->op == "trellis.linear" &&
-        fp8Linear(*reader->instr) && reader->instr->hasAttr("activation_amax"))
+        fp8Precision(*reader->instr) &&
+        reader->instr->hasAttr("activation_amax"))
       p.fp8E4M3Outputs[out] = reader->instr;
   });
 }
@@ -382,7 +383,7 @@ Status GpuExecutor::Impl::classifyDeviceOp(Prepared &p, Node &node) const {
     TRELLIS_RETURN_IF_ERROR(classifySampler(p, node));
   if (instr.op == "trellis.attention" && attentionGammas(instr).second >= 0)
     addAttentionScratch(p, node);
-  if (instr.op == "trellis.linear" && fp8Linear(instr)) {
+  if (instr.op == "trellis.linear" && fp8Precision(instr)) {
     // The activation's E4M3 copy, then its amax and dequantize scale.
     ValueType t;
     t.dtype = DType::U8;
@@ -459,7 +460,7 @@ void GpuExecutor::Impl::addAttentionScratch(Prepared &p, Node &node) const {
   const ValueType &q = p.slots[node.in[0]].type;
   ValueType t;
   t.dtype = DType::U8;
-  if (fp8Attention(*node.instr)) {
+  if (fp8Precision(*node.instr)) {
     const int64_t b = q.shape.at(0), l = q.shape.at(1);
     t.shape = {int64_t(fp8AttentionScratchBytes(
         b * l, fp8PaddedTokens(std::vector<int64_t>(size_t(b), l)),

@@ -45,7 +45,7 @@ Result<bool> GpuExecutor::Impl::buildSparseAttentionCommand(Prepared &p,
   bool kNormalized = false;
   CUdeviceptr redoFlags = 0;
 
-  if (op == "trellis.sparse.attention" && fp8Attention(instr))
+  if (op == "trellis.sparse.attention" && fp8Precision(instr))
     return buildSparseFp8AttentionCommand(p, node, params);
   if (op == "trellis.sparse.cross_attention") {
     TRELLIS_RETURN_IF_ERROR(sparseCrossAttentionParams(p, node, params));

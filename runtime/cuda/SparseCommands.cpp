@@ -151,7 +151,7 @@ size_t GpuExecutor::Impl::sparseScratchBytes(const Prepared &p,
   if (op == "trellis.sparse.attention") {
     auto *g = std::get_if<SegmentsPtr>(&p.boundValues[root(p, node.in[3])]);
     size_t bytes = 0;
-    if (fp8Attention(*node.instr)) { // its E4M3 operands (in-place segments)
+    if (fp8Precision(*node.instr)) { // its E4M3 operands (in-place segments)
       if (!g || !*g)
         return 0;
       return fp8AttentionScratchBytes(
