@@ -5,7 +5,7 @@
 #   gemm     cuBLASLt FP8 (E4M3, per-tensor scales) vs fp16 at the flow transformers' linear shapes, and the
 #            activation's amax + quantize cost (build-gpu/fp8-gemm-bench, bench/fp8/gemm_bench.cu)
 #   check    the FP8 attention kernel alone (build-gpu/fp8-attn-probe: fp32 reference, redone tiles, times);
-#            tiny, the fp8 program with --gpu-check-ops: every GPU op (the FP8 GEMMs and attention included)
+#            the fused layer norms' E4M3 variants (test/gpu/codegen/check_kernels.py, bytes exact); tiny, the fp8 program with --gpu-check-ops: every GPU op (the FP8 GEMMs and attention included)
 #            against the CPU reference's exact emulation; compute-sanitizer memcheck
 #   check    (also) calibration on the GPU vs the CPU; the static-scale program (tiny_fp8s.exe) op by op, under
 #            memcheck, and whole (fused E4M3 outputs) against its CPU reference run
@@ -64,6 +64,11 @@ if has check; then
   # The FP8 attention kernel alone against an fp32 reference and the fp16 kernels (exit 1 past its bounds).
   "$B/fp8-attn-probe" --iters 20 > "$OUT/attn_probe.log" 2>&1 || fail "check: the FP8 attention probe"
   grep -E "^==|rel L2|redone|with pre-pass" "$OUT/attn_probe.log"
+  # The fused layer norms' E4M3 variants (what a static-scale FP8 GEMM reads): exactly the f16 kernel's result
+  # quantized, and the norm kernels themselves against the reference (test/gpu/codegen/check_kernels.py).
+  python3 "$ROOT/test/gpu/codegen/check_kernels.py" --dir "$B/codegen" --only norm --reps 5 \
+    > "$OUT/kernels_norm.log" 2>&1 || fail "check: the norm kernels and their E4M3 variants"
+  grep -E "e4m3|kernels," "$OUT/kernels_norm.log"
   T=/tmp/tiny
   [[ -f $T/cond.npy ]] || "$B/trellis-mkmodel" --preset tiny --seed 1 --out $T --force --quiet
   "$B/tiny_fp8.exe" --model $T --cond $T/cond.npy --seed 1 --gpu require --gpu-check-ops --steps-slat 2 \

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -42,6 +43,7 @@ using detail::OpClass;
 
 constexpr StringLiteral kDeviceAttr = "trellis.device";
 constexpr StringLiteral kLaunchAttr = "trellis.launch";
+constexpr StringLiteral kLaunchE4M3Attr = "trellis.launch_e4m3";
 constexpr StringLiteral kUpdateAttr = "trellis.update";
 constexpr StringLiteral kVelocitySumAttr = "trellis.velocity_sum";
 constexpr StringLiteral kScratchAttr = "trellis.scratch_bytes";
@@ -201,7 +203,8 @@ llvm::DenseSet<Operation *> hostEvaluatedOps(func::FuncOp fn) {
 void detail::loadKernelDialects(MLIRContext *ctx) {
   ctx->loadDialect<arith::ArithDialect, gpu::GPUDialect, math::MathDialect,
                    memref::MemRefDialect, scf::SCFDialect,
-                   vector::VectorDialect, func::FuncDialect>();
+                   vector::VectorDialect, func::FuncDialect,
+                   NVVM::NVVMDialect>(); // the E4M3 stores
 }
 
 namespace {
@@ -226,7 +229,8 @@ public:
   /// Classifies and annotates every op of `fn`.
   void visitFunction(func::FuncOp fn);
   bool failedAny = false;
-  int count = 0; ///< kernels emitted
+  int count = 0;           ///< kernels emitted
+  bool storesE4M3 = false; ///< an E4M3 variant was emitted
 
 private:
   void visitOp(func::FuncOp fn, Operation *op, OpClass cls);
@@ -236,6 +240,13 @@ private:
   void annotateVelocitySum(Operation *op);
   /// The generated kernel of a Generated, Conv or Sampler op.
   void annotateKernel(func::FuncOp fn, Operation *op, OpClass cls);
+  /// A fused layer norm that feeds an FP8 GEMM (detail::e4m3ResultOf): also
+  /// the variant of its kernel that writes that result in E4M3, as
+  /// trellis.launch_e4m3 (the launch, and "result": which one). The runtime
+  /// launches it instead of trellis.launch where the GEMM's input slot is
+  /// its own (Prepared::fp8E4M3Outputs), and the GEMM skips its
+  /// quantization.
+  void annotateE4M3Variant(Operation *op);
   /// Emits the kernel of `op` as `e` describes (its name set here).
   FailureOr<Launch> emitKernel(Operation *op, OpClass cls, Entry &e);
 
@@ -451,10 +462,40 @@ void KernelModuleBuilder::annotateKernel(func::FuncOp fn, Operation *op,
     return;
   }
   op->setAttr(kLaunchAttr, attr);
+  if (cls == OpClass::Generated)
+    annotateE4M3Variant(op);
   if (cls == OpClass::Conv && isDirectConv(op))
     op->setAttr(kDirectConvAttr, UnitAttr::get(ctx));
   else if (cls == OpClass::Conv)
     op->setAttr(kScratchAttr, Builder(ctx).getI64IntegerAttr(e.scratch));
+}
+
+void KernelModuleBuilder::annotateE4M3Variant(Operation *op) {
+  std::optional<unsigned> result = detail::e4m3ResultOf(op);
+  if (!result)
+    return;
+  const std::string key = kernelKey(op, "e4m3:");
+  auto it = seen.find(key);
+  if (it == seen.end()) {
+    Entry e;
+    StringRef base = op->getName().getStringRef();
+    base.consume_front("trellis.");
+    Value x = op->getOperand(0);
+    e.name = kernelName((base + "_e4m3").str(), getElementTypeOrSelf(x),
+                        x.getType(), count);
+    FailureOr<Launch> l = detail::emitOpKernel(op, gpuModule, e.name, *result);
+    if (failed(l)) {
+      failedAny = true;
+      return;
+    }
+    ++count;
+    storesE4M3 = true;
+    e.launch = *l;
+    it = seen.insert({key, e}).first;
+  }
+  NamedAttrList attrs(launchAttr(ctx, it->second.name, it->second.launch));
+  attrs.set("result", Builder(ctx).getI64IntegerAttr(*result));
+  op->setAttr(kLaunchE4M3Attr, attrs.getDictionary(ctx));
 }
 
 } // namespace
@@ -486,6 +527,7 @@ FailureOr<detail::KernelModule> detail::buildKernels(ModuleOp module) {
   KernelModule result;
   result.module = std::move(kernels);
   result.numKernels = builder.count;
+  result.storesE4M3 = builder.storesE4M3;
   return result;
 }
 
@@ -503,9 +545,11 @@ FailureOr<GeneratedKernels> generateKernels(ModuleOp module,
     return failure();
   GeneratedKernels out;
   out.numKernels = k->numKernels;
-  if (failed(detail::lowerToPtx(*k->module, options.portablePtx,
-                                options.cudaPath, out.ptxSm90a,
-                                out.ptxCompute75)))
+  // An FP8 program's kernels (E4M3 stores) run on sm_90 only, as the
+  // program does (the engine refuses other GPUs): no portable code.
+  const bool portable = options.portablePtx && !k->storesE4M3;
+  if (failed(detail::lowerToPtx(*k->module, portable, options.cudaPath,
+                                out.ptxSm90a, out.ptxCompute75)))
     return failure();
   if (options.cubin && !out.ptxSm90a.empty()) {
     PtxasResult cubin =

@@ -16,6 +16,8 @@ namespace trellis::codegen::detail {
 struct KernelModule {
   mlir::OwningOpRef<mlir::ModuleOp> module; ///< gpu.container_module
   int numKernels = 0;
+  /// Some kernel stores E4M3 (an FP8 program's, sm_89+): no sm_75 code.
+  bool storesE4M3 = false;
 };
 
 /// Loads the dialects the kernel builders create ops of.

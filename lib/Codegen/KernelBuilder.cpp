@@ -8,9 +8,32 @@
 
 #include "dialect/TrellisTypes.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
 namespace trellis::codegen::detail {
 
 // (Documented in KernelBuilder.h.)
+
+Value KernelBuilder::toE4M3(Value y, Type roundTo, Value quantize) {
+  Value scaled = arith::MulFOp::create(
+      b, loc, toF32(fromF32(y, roundTo)),
+      splat(quantize, cast<VectorType>(y.getType()).getNumElements()));
+  const int64_t v = cast<VectorType>(scaled.getType()).getNumElements();
+  assert(v % 2 == 0 && "E4M3 values are converted in pairs");
+  Type i16 = b.getI16Type(), e4m3 = b.getType<Float8E4M3FNType>();
+  Value pairs = zeroOf(VectorType::get({v / 2}, i16));
+  for (int64_t i = 0; i < v / 2; ++i) {
+    // The conversion puts its first operand in the upper byte: element
+    // 2i + 1 there, so that the little-endian bytes are in element order.
+    Value pair = NVVM::ConvertF32x2ToF8x2Op::create(
+        b, loc, i16, lane(scaled, 2 * i + 1), lane(scaled, 2 * i),
+        NVVM::FPRoundingMode::RN, NVVM::SaturationMode::SATFINITE,
+        /*relu=*/false, e4m3);
+    pairs = vector::InsertOp::create(b, loc, pair, pairs, ArrayRef<int64_t>{i});
+  }
+  return vector::BitCastOp::create(b, loc, VectorType::get({v}, b.getI8Type()),
+                                   pairs);
+}
 
 SmallVector<int64_t> boundShape(Type t, int64_t bound) {
   SmallVector<int64_t> shape(cast<RankedTensorType>(t).getShape());

@@ -272,6 +272,12 @@ public:
       target = VectorType::get(vt.getShape(), et);
     return arith::TruncFOp::create(b, loc, target, x);
   }
+  /// V (even) f32 values as E4M3 bytes (vector<V x i8>), computed as the
+  /// FP8 GEMM's static-scale quantization of the `roundTo` result does
+  /// (runtime/kernels/fp8.cuh): rounded to `roundTo` first, then times the
+  /// f32 `quantize`, then cvt.rn.satfinite.e4m3x2.f32 (sm_89+), so that the
+  /// bytes equal those of the unfused path.
+  Value toE4M3(Value y, Type roundTo, Value quantize);
 
   /// A workgroup (shared memory) buffer of n f32, 16-byte aligned for
   /// vector accesses.

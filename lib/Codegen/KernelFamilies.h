@@ -81,6 +81,10 @@ struct RowSpec {
   int h = -1, gate = -1, plus = -1, residualOut = -1;
   int64_t gateTokens = 1, plusTokens = 1;      ///< rows per vector row ([B, C])
   bool gatePerRow = false, plusPerRow = false; ///< x-shaped vectors
+  /// The E4M3 variant (rows in registers): argument `out` is i8, each
+  /// value rounded to f16 then stored by KernelBuilder::toE4M3 at the f32
+  /// argument `quantize`.
+  int quantize = -1;
 };
 
 /// How a row kernel holds its row: G lanes (a power of two ≤ 32) per row and

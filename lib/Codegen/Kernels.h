@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 
 namespace trellis::codegen::detail {
 
@@ -46,9 +47,21 @@ OpClass classify(mlir::Operation *op);
 /// then `i64 rows` when dimension 0 is dynamic: the kernel is built for the
 /// bound and guards on the actual rows). Emits a diagnostic on `op` and fails
 /// when it has no GPU implementation (e.g. a dynamic dimension other than 0).
-mlir::FailureOr<Launch> emitOpKernel(mlir::Operation *op,
-                                     mlir::gpu::GPUModuleOp module,
-                                     llvm::StringRef name);
+/// With `e4m3Result` (from e4m3ResultOf): the variant that writes that result
+/// in E4M3 (an i8 buffer) at a scale given at launch, an `f32 quantize`
+/// parameter after the results.
+mlir::FailureOr<Launch>
+emitOpKernel(mlir::Operation *op, mlir::gpu::GPUModuleOp module,
+             llvm::StringRef name,
+             std::optional<unsigned> e4m3Result = std::nullopt);
+
+/// The result of `op` that an E4M3 variant of its kernel writes for an FP8
+/// GEMM (docs/fp8.md, "Where the activations are quantized"): the
+/// normalized f16 result of a layer_norm_modulate or gated_residual_norm
+/// whose only reader, through reshapes, is a static-scale FP8 linear
+/// (precision "fp8_e4m3" with activation_amax) as its input, its rows held
+/// in registers in vectors of an even width. nullopt otherwise.
+std::optional<unsigned> e4m3ResultOf(mlir::Operation *op);
 
 /// The im2col kernel of a trellis.conv3d: parameters (x, col), col
 /// [B, Cin·k³, D'·H'·W'] in x's dtype; `scratchBytes` is its size.

@@ -111,6 +111,9 @@ struct OpKernelContext {
   int64_t bound; ///< 0: static
   unsigned nIn;  ///< operands (the results' arguments follow)
   SmallVector<int64_t> outShape;
+  /// The E4M3 variant's result (emitOpKernel), its scale the argument
+  /// after the results.
+  std::optional<unsigned> e4m3Result = std::nullopt;
   /// `v`'s shape, a dynamic dimension 0 at the bound.
   SmallVector<int64_t> shape(Value v) const {
     return boundShape(v.getType(), bound);
@@ -254,6 +257,10 @@ FailureOr<Launch> emitFusedLayerNorm(OpKernelContext &c, StringRef n) {
     s.residualOut = int(c.nIn);
   }
   s.out = residual ? c.nIn + 1 : c.nIn;
+  if (c.e4m3Result) {
+    assert(*c.e4m3Result == s.out - c.nIn && "e4m3ResultOf's result");
+    s.quantize = int(c.nIn + c.op->getNumResults());
+  }
   // x-shaped vectors are per row, per-sample [B, C] ones per L rows of x
   // [B, L, C]; with dynamic rows, [1, C] ones are shared by all rows.
   auto shared = [&](int i, bool &perRow) {
@@ -362,8 +369,46 @@ FailureOr<Launch> emitSplitConcatOp(OpKernelContext &c, StringRef n) {
 
 } // namespace
 
+std::optional<unsigned> e4m3ResultOf(Operation *op) {
+  const bool residual = isa<mlir::trellis::GatedResidualNormOp>(op);
+  if (!residual && !isa<mlir::trellis::LayerNormModulateOp>(op))
+    return std::nullopt;
+  const unsigned result = residual ? 1 : 0;
+  auto xTy = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto outTy = cast<RankedTensorType>(op->getResult(result).getType());
+  const RowTiling tiling =
+      rowTiling(xTy.getElementType(), xTy.getShape().back());
+  if (!outTy.getElementType().isF16() || !tiling.inRegisters ||
+      tiling.v % 2 != 0)
+    return std::nullopt;
+  // Its readers through reshapes: exactly one, an FP8 linear's input.
+  SmallVector<Value> pending{op->getResult(result)};
+  Operation *reader = nullptr;
+  while (!pending.empty()) {
+    Value v = pending.pop_back_val();
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<mlir::trellis::ReshapeOp>(user)) {
+        pending.push_back(user->getResult(0));
+        continue;
+      }
+      if (reader || use.getOperandNumber() != 0)
+        return std::nullopt;
+      reader = user;
+    }
+  }
+  auto linear = dyn_cast_or_null<mlir::trellis::LinearOp>(reader);
+  auto precision =
+      linear ? linear->getAttrOfType<StringAttr>("precision") : StringAttr();
+  if (!precision || precision.getValue() != "fp8_e4m3" ||
+      !linear->hasAttr("activation_amax"))
+    return std::nullopt;
+  return result;
+}
+
 FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
-                               StringRef name) {
+                               StringRef name,
+                               std::optional<unsigned> e4m3Result) {
   StringRef n = op->getName().getStringRef();
   n.consume_front("trellis.");
   if (n == "gather_rows" || n == "segment_mean" ||
@@ -380,12 +425,25 @@ FailureOr<Launch> emitOpKernel(Operation *op, gpu::GPUModuleOp module,
                            << op->getResult(0).getType() << ")";
   if (failed(checkStatic(op, *bound)))
     return failure();
-  KernelBuilder kb(module, name, tensorArgs(op, *bound), op->getLoc());
-  const unsigned nIn = op->getNumOperands();
+  const unsigned nIn = op->getNumOperands(), nOut = op->getNumResults();
+  SmallVector<Type> args = tensorArgs(op, *bound);
+  if (e4m3Result) { // the result's bytes, then its quantize scale
+    auto &t = args[nIn + *e4m3Result];
+    t = MemRefType::get(cast<MemRefType>(t).getShape(),
+                        IntegerType::get(op->getContext(), 8));
+    args.insert(args.begin() + nIn + nOut, Float32Type::get(op->getContext()));
+  }
+  KernelBuilder kb(module, name, args, op->getLoc());
   if (*bound)
-    kb.bindRows(nIn + op->getNumResults(), *bound);
-  OpKernelContext c{op, kb, *bound, nIn,
-                    boundShape(op->getResult(0).getType(), *bound)};
+    kb.bindRows(nIn + nOut + (e4m3Result ? 1 : 0), *bound);
+  OpKernelContext c{op,
+                    kb,
+                    *bound,
+                    nIn,
+                    boundShape(op->getResult(0).getType(), *bound),
+                    e4m3Result};
+  if (e4m3Result) // only the fused layer norms (e4m3ResultOf)
+    return emitFusedLayerNorm(c, n);
   if (auto l = emitElementwiseOp(c, n))
     return *l;
   if (auto l = emitRowOp(c, n))

@@ -42,7 +42,8 @@ struct GpuCodegenPass
     if (dumpKernels)
       k->module->print(llvm::outs());
     std::string sm90, sm75;
-    if (failed(detail::lowerToPtx(*k->module, portable, cudaPath, sm90, sm75)))
+    if (failed(detail::lowerToPtx(*k->module, portable && !k->storesE4M3,
+                                  cudaPath, sm90, sm75)))
       return signalPassFailure();
     if (!ptxOut.empty()) {
       std::string error;

@@ -297,7 +297,9 @@ Launch emitRowInRegisters(KernelBuilder &kb, const RowSpec &s,
   kb.guard(valid);
   for (int64_t j = 0; j < k; ++j) {
     Value y = rowOutput(kb, s, xs[j], st, params[j], v);
-    kb.store(kb.fromF32(y, outTy), kb.arg(s.out), kb.add(base, cols[j]));
+    kb.store(s.quantize >= 0 ? kb.toE4M3(y, outTy, kb.arg(s.quantize))
+                             : kb.fromF32(y, outTy),
+             kb.arg(s.out), kb.add(base, cols[j]));
     if (s.residualOut >= 0)
       kb.store(residuals[j], kb.arg(s.residualOut), kb.add(base, cols[j]));
   }
@@ -396,8 +398,12 @@ Launch emitRowKernel(KernelBuilder &kb, const RowSpec &s) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   Type xTy = cast<MemRefType>(kb.arg(s.x).getType()).getElementType();
-  Type outTy = cast<MemRefType>(kb.arg(s.out).getType()).getElementType();
+  Type outTy = s.quantize >= 0
+                   ? Type(b.getF16Type()) // rounded to, then stored as E4M3
+                   : cast<MemRefType>(kb.arg(s.out).getType()).getElementType();
   const RowTiling tiling = rowTiling(xTy, s.n);
+  assert((s.quantize < 0 || (tiling.inRegisters && tiling.v % 2 == 0)) &&
+         "E4M3 stores are of register rows, in pairs (e4m3ResultOf)");
   const int64_t g = tiling.g;
   const bool inRegisters = tiling.inRegisters;
   assert((inRegisters || s.h < 0) && "a residual row kernel needs registers");

@@ -314,6 +314,19 @@ Status GpuExecutor::Impl::buildKernelCommand(Prepared &p, Node &node) {
   // Dynamic rows (gpu-backend.md, "Sparse stages"): the kernel was generated
   // for the bound; it takes the actual row count last and the grid covers
   // rows · threads_per_row threads (rowsLaunch).
+  // The E4M3 variant where the result's only reader, an FP8 GEMM, takes
+  // it as its input (markFp8E4M3Outputs): its quantize scale follows the
+  // results.
+  std::shared_ptr<float> quantize;
+  if (auto variant = instr.attrs.find("trellis.launch_e4m3");
+      variant != instr.attrs.end() && variant->is_object()) {
+    const size_t result = variant->value("result", size_t(0));
+    if (result < node.out.size())
+      if (float q = fp8OutputQuantize(p, node.out[result]); q != 0.0f) {
+        launch = variant;
+        quantize = std::make_shared<float>(q);
+      }
+  }
   std::shared_ptr<int64_t> rows;
   if (launch->contains("threads_per_row"))
     rows = std::make_shared<int64_t>(slotType(p, node.out[0]).shape.at(0));
@@ -334,10 +347,12 @@ Status GpuExecutor::Impl::buildKernelCommand(Prepared &p, Node &node) {
     (*args)[0] = CUdeviceptr(0x10);
     faultInjected = true;
   }
-  node.command = [this, l, args, rows, &instr]() -> Status {
+  node.command = [this, l, args, quantize, rows, &instr]() -> Status {
     std::vector<void *> params;
     for (CUdeviceptr &a : *args)
       params.push_back(&a);
+    if (quantize)
+      params.push_back(quantize.get());
     if (rows)
       params.push_back(rows.get());
     return this->launch(l, params.data(), instr, "its kernel");

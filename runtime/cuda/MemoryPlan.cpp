@@ -273,16 +273,24 @@ void GpuExecutor::Impl::markFp8E4M3Outputs(Prepared &p,
     const Instr &instr = *node.instr;
     // Producers that can write E4M3: an FP8 linear without a residual (C
     // in f16 beside an E4M3 D is not fused), the attention kernels where
-    // they write the result in place (not through a window scatter).
+    // they write the result in place (not through a window scatter), a
+    // generated kernel with an E4M3 variant (the fused layer norms in front
+    // of the GEMMs; trellis.launch_e4m3 names the result it writes).
     const bool linear = instr.op == "trellis.linear" && fp8Precision(instr) &&
                         node.in.size() <= 3;
     const bool attention = instr.op == "trellis.attention" ||
                            instr.op == "trellis.sparse.cross_attention" ||
                            (instr.op == "trellis.sparse.attention" &&
                             !instr.attrs.contains("trellis.window_rows"));
-    if ((!linear && !attention) || node.out.size() != 1)
+    size_t result = 0;
+    if (auto variant = instr.attrs.find("trellis.launch_e4m3");
+        variant != instr.attrs.end() && variant->is_object())
+      result = variant->value("result", size_t(0));
+    else if ((!linear && !attention) || node.out.size() != 1)
       return;
-    const int out = node.out[0];
+    if (result >= node.out.size())
+      return;
+    const int out = node.out[result];
     if (p.slots[out].root != out ||
         p.slots[out].where != SlotInfo::Where::Arena)
       return;

@@ -37,7 +37,8 @@ class Pass;
 namespace trellis::codegen {
 
 struct CodegenOptions {
-  /// Also produce compute_75 PTX (the portable section).
+  /// Also produce compute_75 PTX (the portable section); not for kernels
+  /// that store E4M3 (an FP8 program's, which runs on sm_90 only).
   bool portablePtx = true;
   /// CUDA toolkit whose nvvm/libdevice/libdevice.10.bc is linked (math
   /// functions). Empty: $CUDA_ROOT, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda.

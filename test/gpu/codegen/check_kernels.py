@@ -317,6 +317,52 @@ def run_dynamic(drv, c):
     return worst, tails_ok
 
 
+E4M3_MAX = 448.0
+
+
+def run_e4m3(drv, c):
+    """The E4M3 variant of a fused layer norm (manifest `e4m3`), on the inputs
+    the f16 kernel runs on first: its bytes must equal the f16 result
+    quantized as the FP8 GEMM's static quantization does (f32(y) * q rounded
+    to E4M3, saturating at +-448: runtime/kernels/fp8.cuh), exactly; its other
+    results must equal the f16 kernel's bit for bit. q puts the largest fifth
+    of the range past 448, so saturation is exercised. Dynamic rows: 1000
+    rows, the bytes past them untouched. Returns the mismatching values."""
+    v = c["e4m3"]
+    rows = 1000 if "rows" in c else None
+    ins = [rand(t, c["kind"]) for t in c["ins"]]
+    if rows is not None:
+        for x, t in zip(ins, c["ins"]):
+            if t.get("dynamic"):
+                x[rows:] = float("nan")
+    tail = [ctypes.c_int64(rows)] if rows is not None else []
+    grid = dynamic_grid(c, rows) if rows is not None else None
+
+    def fresh():
+        return [torch.full(t["shape"], float("nan"), device="cuda", dtype=DT[t["dtype"]]) for t in c["outs"]]
+
+    outs = fresh()
+    args = drv.prepare(c, [t.data_ptr() for t in ins + outs], tail)
+    drv.launch(c, args, grid=grid)
+    y = outs[v["result"]][:rows].float()
+    q = E4M3_MAX / (0.8 * y.abs().max().item())
+    e4m3 = torch.full(c["outs"][v["result"]]["shape"], 0xAB, device="cuda", dtype=torch.uint8)
+    outs2 = fresh()
+    outs2[v["result"]] = e4m3
+    variant = dict(c, kernel=v["kernel"], grid=v["grid"], block=v["block"])
+    args2 = drv.prepare(variant, [t.data_ptr() for t in ins + outs2], [ctypes.c_float(q)] + tail)
+    drv.launch(variant, args2, grid=grid)
+    torch.cuda.synchronize()
+    exp = (y * q).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
+    bad = int((e4m3[:rows] != exp).sum().item())
+    if rows is not None:
+        bad += int((e4m3[rows:] != 0xAB).sum().item())
+    for i, (o, o2) in enumerate(zip(outs, outs2)):
+        if i != v["result"]:
+            bad += int((o[:rows].view(BITS[o.dtype]) != o2[:rows].view(BITS[o.dtype])).sum().item())
+    return bad
+
+
 def time_launches(drv, c, sets, reps):
     """ms per launch over `reps` launches cycling through `sets` (CUDA graph)."""
     args = [drv.prepare(c, ptrs) for ptrs in sets]
@@ -427,6 +473,17 @@ def main():
         bad += not ok
         row.update(max_err=worst, tol=tol, ok=ok)
         rows.append(row)
+        if c.get("e4m3"):
+            mismatches = run_e4m3(drv, c)
+            bad += mismatches > 0
+            rows.append(
+                dict(kernel=c["e4m3"]["kernel"], kind=c["kind"], mismatches=mismatches, ok=not mismatches)
+            )
+            print(
+                "%-4s %-48s %10d %8s  E4M3 bytes vs the f16 result quantized"
+                % ("ok" if not mismatches else "BAD", c["e4m3"]["kernel"], mismatches, "0"),
+                flush=True,
+            )
         t = (
             "%9.2f %9.0f %9.0f" % (row["us_cold"], row["gbs_cold"], row["gbs_warm"])
             if "us_cold" in row

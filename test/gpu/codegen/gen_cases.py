@@ -49,10 +49,12 @@ def ty(t):
 def build_cases():
     cases = []
 
-    def case(kind, ins, outs, attrs="", form=""):
+    def case(kind, ins, outs, attrs="", form="", e4m3=False):
         """`form`: gated_residual_norm's optional operand groups, in order
-        ("plus", "modulate", "affine"), after its three operands."""
-        cases.append(dict(kind=kind, ins=ins, outs=outs, attrs=attrs, form=form))
+        ("plus", "modulate", "affine"), after its three operands. `e4m3`: the
+        normalized result feeds a static-scale FP8 linear, so the kernel also
+        gets its E4M3 variant (trellis.launch_e4m3)."""
+        cases.append(dict(kind=kind, ins=ins, outs=outs, attrs=attrs, form=form, e4m3=e4m3))
 
     # X: the SS flow transformer's tokens at image-large size with CFG batched
     # (B = 2); X1: one sample, the shape the SS-stage profile reports.
@@ -80,13 +82,21 @@ def build_cases():
         case("gated_residual", [T(s, F16), T(s, F16), T(v, F16)], [T(s, F16)])
         case("layer_norm", [T(s, F16)], [T(s, F16)], "{eps = 1.0e-06 : f64}")
         case("layer_norm", [T(s, F16), T([1024], F32), T([1024], F32)], [T(s, F16)], "{eps = 1.0e-06 : f64}")
-        case("layer_norm_modulate", [T(s, F16), T(v, F16), T(v, F16)], [T(s, F16)], "{eps = 1.0e-06 : f64}")
+        fp8 = s == X1  # the E4M3 variants at the SS stage's shape
+        case(
+            "layer_norm_modulate",
+            [T(s, F16), T(v, F16), T(v, F16)],
+            [T(s, F16)],
+            "{eps = 1.0e-06 : f64}",
+            e4m3=fp8,
+        )
         case(
             "gated_residual_norm",
             [T(s, F16), T(s, F16)] + [T(v, F16)] * 3,
             [T(s, F16), T(s, F16)],
             "{eps = 1.0e-06 : f64}",
             form="modulate",
+            e4m3=fp8,
         )
         case(
             "gated_residual_norm",
@@ -94,6 +104,7 @@ def build_cases():
             [T(s, F16), T(s, F16)],
             "{eps = 1.0e-06 : f64}",
             form="affine",
+            e4m3=fp8,
         )
     # The SS flow's f32 output layer (the residual widened, its norm in f32).
     case(
@@ -199,7 +210,13 @@ def build_cases():
     )
     case("layer_norm", [D([N, 768], F16)], [D([N, 768], F16)], "{eps = 1.0e-06 : f64}")
     case("layer_norm", [D([N, 16384], F32)], [D([N, 16384], F32)], "{eps = 1.0e-05 : f64}")
-    case("layer_norm_modulate", [D([N, 1024], F16)] * 3, [D([N, 1024], F16)], "{eps = 1.0e-06 : f64}")
+    case(
+        "layer_norm_modulate",
+        [D([N, 1024], F16)] * 3,
+        [D([N, 1024], F16)],
+        "{eps = 1.0e-06 : f64}",
+        e4m3=True,
+    )
     case("layer_norm_modulate", [D([N, 128], F16)] * 3, [D([N, 128], F16)], "{eps = 1.0e-06 : f64}")
     case(
         "gated_residual_norm",
@@ -207,6 +224,7 @@ def build_cases():
         [D([N, 1024], F16)] * 2,
         "{eps = 1.0e-06 : f64}",
         form="plus modulate",
+        e4m3=True,
     )
     case("head_rms_norm", [D([N, 16, 64], F16), T([16, 64], F32)], [D([N, 16, 64], F16)])
     case(
@@ -277,6 +295,24 @@ def module_text(cases):
                 "  %s = trellis.%s %s %s : (%s) -> %s"
                 % (res, c["kind"], ", ".join(names), c["attrs"], ", ".join(ty(t) for t in c["ins"]), outs)
             )
+        if c["e4m3"]:  # the normalized (last) result into a static-scale FP8 linear
+            y = c["outs"][-1]
+            w = "%%w%d" % ci
+            args.append("%s: tensor<64x%dxf16>" % (w, y["shape"][-1]))
+            lin = dict(y, shape=y["shape"][:-1] + [64])
+            lines.append(
+                '  %%l%d = trellis.linear %%r%d%s, %s {activation_amax = 4.0 : f32, precision = "fp8_e4m3"}'
+                " : (%s, tensor<64x%dxf16>) -> %s"
+                % (
+                    ci,
+                    ci,
+                    "#%d" % (len(c["outs"]) - 1) if len(c["outs"]) > 1 else "",
+                    w,
+                    ty(y),
+                    y["shape"][-1],
+                    ty(lin),
+                )
+            )
     args += ["%noise: tensor<2x8x16x16x16xf32>", "%cond: tensor<2x4x16xf32>", "%noised: " + DYN8]
     return 'func.func @check(%s) attributes {trellis.device = "cuda"} {\n%s\n%s\n%s\n  return\n}\n' % (
         ", ".join(args),
@@ -310,6 +346,16 @@ def main():
     )
     if len(launches) != len(cases) + len(FLOWS):
         sys.exit("expected %d kernel annotations, found %d" % (len(cases) + len(FLOWS), len(launches)))
+    variants = re.findall(
+        r"trellis\.launch_e4m3 = \{block = array<i64: (\d+), 1, 1>, "
+        r'grid = array<i64: (\d+), 1, 1>, kernel = "([^"]+)", result = (\d+) : i64',
+        r.stdout,
+    )
+    fp8_cases = [c for c in cases if c["e4m3"]]
+    if len(variants) != len(fp8_cases):
+        sys.exit("expected %d E4M3 variants, found %d" % (len(fp8_cases), len(variants)))
+    for c, (b, g, k, res) in zip(fp8_cases, variants):
+        c["e4m3"] = dict(block=int(b), grid=int(g), kernel=k, result=int(res))
     for shape, dyn in FLOWS:
         t = D(shape, F32) if dyn else T(shape, F32)
         cases.append(dict(kind="flow_update", ins=[t] * 3, outs=[t], attrs=""))
