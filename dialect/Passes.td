@@ -291,12 +291,17 @@ def TrellisApplyFp8Scales : Pass<"trellis-apply-fp8-scales", "ModuleOp"> {
     `sparse_structure_flow_model/blocks.0.mlp.fc1.weight` — to the largest
     `|x|` its input reached over the calibration runs. The FP8 GEMM then
     quantizes with that scale instead of one computed at every call (no
-    amax pass; values beyond it saturate at ±448).
+    amax pass; values beyond it saturate at ±448). Where the file has
+    `"v_amax"` (a map from an FP8 attention's q_gamma weight to the largest
+    `|v|` of each head), it sets `v_amax` on every FP8 `trellis.attention`
+    / `trellis.sparse.attention` likewise; a file without it leaves their
+    v scales dynamic.
 
     Errors: the file unreadable or malformed (naming the file and the
     entry), an FP8 linear whose weight is not a `trellis.weight` or has no
-    entry (at the op, naming the key), and entries no FP8 linear of the
-    module reads (a file calibrated for another program). Part of the graph
+    entry (at the op, naming the key), with "v_amax" an FP8 attention
+    without an entry or with another head count, and entries no FP8 op of
+    the module reads (a file calibrated for another program). Part of the graph
     phase: the fusions and the MLP chunks after it keep the attribute on
     the linears they rewrite (the chunks of one MLP share its scale).
   }];

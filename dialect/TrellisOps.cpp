@@ -22,6 +22,7 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/Support/Format.h"
 
+#include <cmath>
 #include <numeric>
 
 using namespace mlir;
@@ -241,8 +242,12 @@ LogicalResult mlir::trellis::detail::verifyAttentionTiles(Operation *op,
 }
 
 LogicalResult mlir::trellis::detail::verifyAttentionPrecision(
-    Operation *op, StringAttr precision, RankedTensorType q, RankedTensorType k,
-    RankedTensorType v, bool hasGammas) {
+    Operation *op, StringAttr precision, DenseF32ArrayAttr vAmax,
+    RankedTensorType q, RankedTensorType k, RankedTensorType v,
+    bool hasGammas) {
+  if (vAmax && !precision)
+    return op->emitOpError("v_amax (static v scales) needs precision "
+                           "\"fp8_e4m3\"");
   if (!precision)
     return success();
   if (precision.getValue() != "fp8_e4m3")
@@ -260,6 +265,17 @@ LogicalResult mlir::trellis::detail::verifyAttentionPrecision(
     return op->emitOpError(
         "precision \"fp8_e4m3\" needs q_gamma and k_gamma (the head RMS "
         "norms of q and k)");
+  if (vAmax) {
+    const int64_t heads = q.getDimSize(q.getRank() - 2);
+    if (!ShapedType::isDynamic(heads) && int64_t(vAmax.size()) != heads)
+      return op->emitOpError("v_amax must hold one value per head (")
+             << heads << "), found " << vAmax.size();
+    for (float a : vAmax.asArrayRef())
+      if (!(a > 0.0f) || !std::isfinite(a))
+        return op->emitOpError("v_amax values must be positive and finite, "
+                               "found ")
+               << a;
+  }
   return success();
 }
 
@@ -893,8 +909,8 @@ LogicalResult AttentionOp::verify() {
                            << dimToString(x.getDimSize(2)) << ", "
                            << dimToString(x.getDimSize(3)) << "], found " << g;
   }
-  if (failed(verifyAttentionPrecision(*this, getPrecisionAttr(), q, k, v,
-                                      getQGamma() && getKGamma())))
+  if (failed(verifyAttentionPrecision(*this, getPrecisionAttr(), getVAmaxAttr(),
+                                      q, k, v, getQGamma() && getKGamma())))
     return failure();
   if (getPrecisionAttr() && !q.isDynamicDim(1) && !k.isDynamicDim(1) &&
       q.getDimSize(1) != k.getDimSize(1))

@@ -696,14 +696,20 @@ def Trellis_AttentionOp : Trellis_PureOp<"attention",
     bound_i − 8), where bound_i bounds the row's logits (Cauchy–Schwarz on
     the normalized k); the result is Σ P·v8 / (Σ P · v-scale). A row with a
     P above 2^8 (a later key more than 8 above the first 64 keys' largest)
-    gets the plain attention instead (docs/fp8.md).
+    gets the plain attention instead (docs/fp8.md). The optional `v_amax`
+    (only with that precision; set by `trellis-apply-fp8-scales` from a
+    calibration, `trellisc --fp8-scales`) replaces max|v[:, h, :]| by the
+    calibrated per-head value: a static scale, no amax pass; values of v
+    beyond it saturate at ±448.
 
     Verifier: rank 4 each; one element type; B and H agree across q, k, v;
     d agrees between q and k; Lk agrees between k and v; scale > 0;
     q_gamma and k_gamma, when present, are f32 [H, d];
     `tiles`, when present, is not empty and names no kernel twice;
     precision, when present, is "fp8_e4m3", with head dims of 64 for q, k
-    and v, both q_gamma and k_gamma, and Lq = Lk when both are static.
+    and v, both q_gamma and k_gamma, and Lq = Lk when both are static;
+    v_amax, when present, comes with that precision and holds H positive
+    finite values.
 
     ```mlir
     %o = trellis.attention %q, %k, %v {scale = 1.250000e-01 : f64}
@@ -730,13 +736,14 @@ def Trellis_AttentionOp : Trellis_PureOp<"attention",
                        Optional<Trellis_F32Tensor>:$q_gamma,
                        Optional<Trellis_F32Tensor>:$k_gamma, F64Attr:$scale,
                        OptionalAttr<StrArrayAttr>:$tiles,
-                       OptionalAttr<StrAttr>:$precision);
+                       OptionalAttr<StrAttr>:$precision,
+                       OptionalAttr<DenseF32ArrayAttr>:$v_amax);
   let results = (outs Trellis_FloatTensor:$result);
   let builders = [
     OpBuilder<(ins "TypeRange":$resultTypes, "Value":$q, "Value":$k,
                    "Value":$v, "FloatAttr":$scale), [{
       build($_builder, $_state, resultTypes, q, k, v, Value(), Value(), scale,
-            ArrayAttr(), StringAttr());
+            ArrayAttr(), StringAttr(), DenseF32ArrayAttr());
     }]>
   ];
   let assemblyFormat = [{
@@ -2085,14 +2092,15 @@ def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
     SLat flow transformer's self-attention, head dim 64, with q_gamma and
     k_gamma) runs Q, K, V and the softmax weights P in FP8 E4M3 exactly as
     for `trellis.attention`, each segment a sequence (its first 64 rows the
-    reference's keys) and v's per-head scale over every row of the op.
+    reference's keys) and v's per-head scale over every row of the op (or
+    the calibrated `v_amax`, as for `trellis.attention`).
 
     Verifier: rank 3 each; one element type; N dynamic and bounded like
     `segments`; H agrees; d agrees between q and k; scale > 0; q_gamma and
     k_gamma, when present, are [H, d];
     `tiles` as for `trellis.attention`; precision, when present, is
     "fp8_e4m3", with head dims of 64 for q, k and v and both q_gamma and
-    k_gamma.
+    k_gamma; v_amax as for `trellis.attention`.
 
     ```mlir
     %o = trellis.sparse.attention %q, %k, %v, %s {scale = 1.250000e-01 : f64}
@@ -2106,13 +2114,14 @@ def Trellis_SparseAttentionOp : Trellis_PureOp<"sparse.attention",
                        Optional<Trellis_F32Tensor>:$q_gamma,
                        Optional<Trellis_F32Tensor>:$k_gamma, F64Attr:$scale,
                        OptionalAttr<StrArrayAttr>:$tiles,
-                       OptionalAttr<StrAttr>:$precision);
+                       OptionalAttr<StrAttr>:$precision,
+                       OptionalAttr<DenseF32ArrayAttr>:$v_amax);
   let results = (outs Trellis_FloatTensor:$result);
   let builders = [
     OpBuilder<(ins "TypeRange":$resultTypes, "Value":$q, "Value":$k,
                    "Value":$v, "Value":$segments, "FloatAttr":$scale), [{
       build($_builder, $_state, resultTypes, q, k, v, segments, Value(),
-            Value(), scale, ArrayAttr(), StringAttr());
+            Value(), scale, ArrayAttr(), StringAttr(), DenseF32ArrayAttr());
     }]>
   ];
   let assemblyFormat = [{

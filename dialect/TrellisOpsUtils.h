@@ -98,8 +98,11 @@ LogicalResult verifyPositive(Operation *op, StringRef name, double value,
 LogicalResult verifyAttentionTiles(Operation *op, ArrayAttr tiles);
 
 /// An attention op's `precision`: absent, or "fp8_e4m3" with q, k and v of
-/// head dim (last dimension) 64 and both head-norm gains (`hasGammas`).
+/// head dim (last dimension) 64 and both head-norm gains (`hasGammas`); its
+/// `vAmax` (static v scales): absent, or with that precision, one positive
+/// finite value per head (q's second-to-last dimension).
 LogicalResult verifyAttentionPrecision(Operation *op, StringAttr precision,
+                                       DenseF32ArrayAttr vAmax,
                                        RankedTensorType q, RankedTensorType k,
                                        RankedTensorType v, bool hasGammas);
 

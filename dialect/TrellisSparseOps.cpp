@@ -598,8 +598,8 @@ LogicalResult SparseAttentionOp::verify() {
                            << dimToString(x.getDimSize(1)) << ", "
                            << dimToString(x.getDimSize(2)) << "], found " << g;
   }
-  if (failed(verifyAttentionPrecision(*this, getPrecisionAttr(), q, k, v,
-                                      getQGamma() && getKGamma())) ||
+  if (failed(verifyAttentionPrecision(*this, getPrecisionAttr(), getVAmaxAttr(),
+                                      q, k, v, getQGamma() && getKGamma())) ||
       failed(verifyAttentionTiles(*this, getTilesAttr())))
     return failure();
   return verifyPositive(*this, "scale", getScaleAttr().getValueAsDouble());

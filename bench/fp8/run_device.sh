@@ -87,11 +87,16 @@ if has check; then
   done
   python3 - /tmp/f8_cal_require/fp8_scales.json /tmp/f8_cal_off/fp8_scales.json <<'PY' || fail "check: calibrations differ"
 import json, sys
-g, c = (json.load(open(p))["amax"] for p in sys.argv[1:3])
+files = [json.load(open(p)) for p in sys.argv[1:3]]
+g, c = (f["amax"] for f in files)
 assert g.keys() == c.keys(), "different linears"
 worst = max(abs(g[k] - c[k]) / c[k] for k in c)
-print(f"calibration: {len(c)} linears, GPU vs CPU amax worst relative difference {worst:.2e}")
-sys.exit(0 if worst < 2e-2 else 1)
+gv, cv = (f.get("v_amax", {}) for f in files)
+assert gv.keys() == cv.keys(), "different attention ops"
+worst_v = max((abs(a - b) / b for k in cv for a, b in zip(gv[k], cv[k])), default=0.0)
+print(f"calibration: {len(c)} linears, GPU vs CPU amax worst relative difference {worst:.2e}; "
+      f"{len(cv)} attention ops, v amax per head {worst_v:.2e}")
+sys.exit(0 if worst < 2e-2 and worst_v < 2e-2 else 1)
 PY
   # The static-scale program (tiny_fp8s.exe, compiled with the CPU calibration of prepare.sh): every op against
   # the CPU reference (the fused E4M3 outputs are off while checking), memcheck, and a whole run with the fusion

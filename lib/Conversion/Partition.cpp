@@ -163,7 +163,8 @@ void narrowF32Attention(func::FuncOp fn) {
     auto half = mlir::trellis::AttentionOp::create(
         b, loc, resultType.clone(b.getF16Type()), narrow(op.getQ()),
         narrow(op.getK()), narrow(op.getV()), op.getQGamma(), op.getKGamma(),
-        op.getScaleAttr(), op.getTilesAttr(), op.getPrecisionAttr());
+        op.getScaleAttr(), op.getTilesAttr(), op.getPrecisionAttr(),
+        op.getVAmaxAttr());
     auto wide =
         mlir::trellis::CastOp::create(b, loc, resultType, half.getResult());
     op.getResult().replaceAllUsesWith(wide.getResult());

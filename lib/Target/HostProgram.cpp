@@ -119,6 +119,9 @@ FailureOr<json> Serializer::attribute(Attribute a, Operation *user) {
   if (auto arr = dyn_cast<DenseF64ArrayAttr>(a))
     return json(
         std::vector<double>(arr.asArrayRef().begin(), arr.asArrayRef().end()));
+  if (auto arr = dyn_cast<DenseF32ArrayAttr>(a))
+    return json(
+        std::vector<float>(arr.asArrayRef().begin(), arr.asArrayRef().end()));
   if (auto arr = dyn_cast<ArrayAttr>(a)) {
     json out = json::array();
     for (Attribute e : arr) {

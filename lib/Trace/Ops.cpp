@@ -43,9 +43,6 @@ mlir::IntegerAttr i64(Tracer &t, int64_t v) {
   return t.builder().getI64IntegerAttr(v);
 }
 
-/// The precision of a self-attention whose q and k are head-RMS-normalized
-/// (`qkNormalized`): "fp8_e4m3" in a Tracer::QuantizeFp8 scope for f16
-/// operands of head dim 64, else none.
 /// Whether a self-attention with head norms runs in FP8: traced in a
 /// QuantizeFp8 scope, f16, head dim 64.
 bool fp8Attention(const Tensor &q, const HeadNorms *norms) {
@@ -249,7 +246,8 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
     return Tensor();
   return inferred<td::AttentionOp>(t, where, a.q.value(), a.k.value(),
                                    v.value(), a.qGamma, a.kGamma, f64(t, scale),
-                                   /*tiles=*/mlir::ArrayAttr(), a.precision);
+                                   /*tiles=*/mlir::ArrayAttr(), a.precision,
+                                   /*v_amax=*/mlir::DenseF32ArrayAttr());
 }
 
 Tensor modulate(const Tensor &x, const Tensor &shift, const Tensor &scale,
@@ -520,7 +518,8 @@ Tensor sparseAttention(const Tensor &q, const Tensor &k, const Tensor &v,
     return Tensor();
   return inferred<td::SparseAttentionOp>(
       t, where, a.q.value(), a.k.value(), v.value(), segments.value(), a.qGamma,
-      a.kGamma, f64(t, scale), /*tiles=*/mlir::ArrayAttr(), a.precision);
+      a.kGamma, f64(t, scale), /*tiles=*/mlir::ArrayAttr(), a.precision,
+      /*v_amax=*/mlir::DenseF32ArrayAttr());
 }
 
 Tensor sparseCrossAttention(const Tensor &q, const Tensor &k, const Tensor &v,

@@ -3,13 +3,18 @@
 // An FP8 linear with a dynamic scale pays a pass over its input (the amax)
 // before every GEMM; a static scale, the largest |x| a calibration run saw
 // (trellis.exe --calibrate), removes it. This pass reads the calibration
-// file and sets each FP8 linear's activation_amax. The key of a linear is
-// its weight's "<model>/<name>", the same rule as the runtime's calibration
-// (runtime/program/Fp8Scales.cpp), so a file outlives recompiles of the same
-// models. Part of the graph phase, when trellisc --fp8-scales names a file.
+// file and sets each FP8 linear's activation_amax and, where the file has
+// them ("v_amax"), each FP8 attention's per-head v_amax (which removes the
+// attention's v amax pass). The key of a linear is its weight's
+// "<model>/<name>", of an attention its q_gamma weight's, the same rule as
+// the runtime's calibration (runtime/program/Fp8Calibration.cpp), so a file
+// outlives recompiles of the same models. Part of the graph phase, when
+// trellisc --fp8-scales names a file.
 //
 //===----------------------------------------------------------------------===//
 #include "lib/Transforms/Passes.h"
+
+#include "mlir/IR/Verifier.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -17,6 +22,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <vector>
 
 namespace mlir::trellis {
 #define GEN_PASS_DEF_TRELLISAPPLYFP8SCALES
@@ -30,9 +36,22 @@ namespace {
 
 constexpr llvm::StringLiteral kFormat = "trellis-fp8-activation-scales";
 
-/// The "amax" map of a calibration file, or an error naming the file.
-FailureOr<std::map<std::string, double>> readScales(ModuleOp module,
-                                                    StringRef path) {
+/// What a calibration file holds: each FP8 linear's input amax, and (files
+/// of programs with FP8 attention, when present) each FP8 attention's
+/// per-head v amax.
+struct Scales {
+  std::map<std::string, double> amax;
+  std::optional<std::map<std::string, std::vector<float>>> vAmax;
+};
+
+/// A positive finite f32, as the file's numbers must be.
+bool positiveF32(std::optional<double> v) {
+  return v && std::isfinite(*v) && *v > 0 && std::isfinite(float(*v)) &&
+         float(*v) > 0;
+}
+
+/// The scales of a calibration file, or an error naming the file.
+FailureOr<Scales> readScales(ModuleOp module, StringRef path) {
   auto fail = [&](const Twine &why) {
     module.emitError() << "FP8 scales file '" << path << "': " << why;
     return failure();
@@ -58,16 +77,44 @@ FailureOr<std::map<std::string, double>> readScales(ModuleOp module,
   const llvm::json::Object *amax = root->getObject("amax");
   if (!amax)
     return fail("expected an object \"amax\" (weight -> largest |input|)");
-  std::map<std::string, double> scales;
+  Scales scales;
   for (const auto &[key, value] : *amax) {
     std::optional<double> v = value.getAsNumber();
-    if (!v || !std::isfinite(*v) || *v <= 0 || !std::isfinite(float(*v)) ||
-        float(*v) <= 0)
+    if (!positiveF32(v))
       return fail("\"amax\"[\"" + key.str() +
                   "\"] must be a positive finite number (an f32)");
-    scales[key.str()] = *v;
+    scales.amax[key.str()] = *v;
+  }
+  if (const llvm::json::Value *vAmax = root->get("v_amax")) {
+    const llvm::json::Object *heads = vAmax->getAsObject();
+    if (!heads)
+      return fail("\"v_amax\" must be an object (q_gamma weight -> the "
+                  "largest |v| of each head)");
+    scales.vAmax.emplace();
+    for (const auto &[key, value] : *heads) {
+      const llvm::json::Array *list = value.getAsArray();
+      std::vector<float> values;
+      for (size_t i = 0; list && i < list->size(); ++i) {
+        std::optional<double> v = (*list)[i].getAsNumber();
+        if (!positiveF32(v))
+          break;
+        values.push_back(float(*v));
+      }
+      if (!list || list->empty() || values.size() != list->size())
+        return fail("\"v_amax\"[\"" + key.str() +
+                    "\"] must be a non-empty array of positive finite "
+                    "numbers (f32), one per head");
+      (*scales.vAmax)[key.str()] = std::move(values);
+    }
   }
   return scales;
+}
+
+/// "<model>/<name>" of the trellis.weight defining `v`, or "".
+std::string weightKey(Value v) {
+  auto weight = v ? v.getDefiningOp<WeightOp>() : WeightOp();
+  return weight ? (weight.getModel() + "/" + weight.getName()).str()
+                : std::string();
 }
 
 struct ApplyFp8ScalesPass
@@ -80,25 +127,23 @@ struct ApplyFp8ScalesPass
       module.emitError() << "trellis-apply-fp8-scales needs scales-file";
       return signalPassFailure();
     }
-    FailureOr<std::map<std::string, double>> scales =
-        readScales(module, scalesFile);
+    FailureOr<Scales> scales = readScales(module, scalesFile);
     if (failed(scales))
       return signalPassFailure();
-    std::set<std::string> used;
+    std::set<std::string> used, usedAttention;
     bool failedAny = false;
     module.walk([&](LinearOp op) {
       if (op.getPrecision() != StringRef("fp8_e4m3"))
         return;
-      auto weight = op.getWeight().getDefiningOp<WeightOp>();
-      if (!weight) {
+      std::string key = weightKey(op.getWeight());
+      if (key.empty()) {
         op.emitError() << "an FP8 linear whose weight is not a trellis.weight "
                           "has no calibration key";
         failedAny = true;
         return;
       }
-      std::string key = (weight.getModel() + "/" + weight.getName()).str();
-      auto it = scales->find(key);
-      if (it == scales->end()) {
+      auto it = scales->amax.find(key);
+      if (it == scales->amax.end()) {
         op.emitError() << "FP8 scales file '" << scalesFile
                        << "' has no entry for '" << key
                        << "' (calibrated for another program?)";
@@ -109,15 +154,53 @@ struct ApplyFp8ScalesPass
       op.setActivationAmaxAttr(
           FloatAttr::get(Float32Type::get(op.getContext()), it->second));
     });
+    // The FP8 attention ops' v scales: static where the file has them (a
+    // file without "v_amax" leaves the attention's amax pass in place).
+    if (scales->vAmax)
+      module.walk([&](Operation *op) {
+        if (!isa<AttentionOp, SparseAttentionOp>(op))
+          return;
+        auto precision = op->getAttrOfType<StringAttr>("precision");
+        if (!precision || precision.getValue() != "fp8_e4m3")
+          return;
+        Value qGamma = isa<AttentionOp>(op)
+                           ? cast<AttentionOp>(op).getQGamma()
+                           : cast<SparseAttentionOp>(op).getQGamma();
+        std::string key = weightKey(qGamma);
+        auto it = scales->vAmax->find(key);
+        if (key.empty() || it == scales->vAmax->end()) {
+          op->emitError() << "FP8 scales file '" << scalesFile
+                          << "' has no \"v_amax\" entry for the attention "
+                             "whose q_gamma is '"
+                          << (key.empty() ? "not a weight" : key)
+                          << "' (calibrated for another program?)";
+          failedAny = true;
+          return;
+        }
+        usedAttention.insert(key);
+        op->setAttr("v_amax",
+                    DenseF32ArrayAttr::get(op->getContext(), it->second));
+        if (failed(verify(op))) // e.g. a head count that differs
+          failedAny = true;
+      });
     if (failedAny)
       return signalPassFailure();
-    for (const auto &[key, value] : *scales)
-      if (!used.count(key)) {
-        module.emitError() << "FP8 scales file '" << scalesFile
-                           << "': no FP8 linear of this program reads '" << key
-                           << "' (calibrated for another program?)";
-        return signalPassFailure();
-      }
+    auto unused = [&](const auto &map, const std::set<std::string> &read,
+                      const char *what) {
+      for (const auto &[key, value] : map)
+        if (!read.count(key)) {
+          module.emitError()
+              << "FP8 scales file '" << scalesFile << "': no FP8 " << what
+              << " of this program reads '" << key
+              << "' (calibrated for another program?)";
+          return true;
+        }
+      return false;
+    };
+    if (unused(scales->amax, used, "linear") ||
+        (scales->vAmax &&
+         unused(*scales->vAmax, usedAttention, "attention (\"v_amax\")")))
+      return signalPassFailure();
   }
 };
 

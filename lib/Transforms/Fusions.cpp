@@ -302,14 +302,15 @@ template <typename Op> struct AttentionNorms : OpRewritePattern<Op> {
     Location loc = FusedLoc::get(op.getContext(), locs);
     Op fused;
     if constexpr (std::is_same_v<Op, SparseAttentionOp>)
+      fused = Op::create(rewriter, loc, op.getResult().getType(), q, k,
+                         op.getV(), op.getSegments(), qGamma, kGamma,
+                         op.getScaleAttr(), op.getTilesAttr(),
+                         op.getPrecisionAttr(), op.getVAmaxAttr());
+    else
       fused =
           Op::create(rewriter, loc, op.getResult().getType(), q, k, op.getV(),
-                     op.getSegments(), qGamma, kGamma, op.getScaleAttr(),
-                     op.getTilesAttr(), op.getPrecisionAttr());
-    else
-      fused = Op::create(rewriter, loc, op.getResult().getType(), q, k,
-                         op.getV(), qGamma, kGamma, op.getScaleAttr(),
-                         op.getTilesAttr(), op.getPrecisionAttr());
+                     qGamma, kGamma, op.getScaleAttr(), op.getTilesAttr(),
+                     op.getPrecisionAttr(), op.getVAmaxAttr());
     rewriter.replaceOp(op, fused.getResult());
     return success();
   }

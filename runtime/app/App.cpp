@@ -815,8 +815,8 @@ int runCalibration(const LoadedBundle &loaded, const Options &opts,
   StderrObserver observer;
   EngineOptions eo = engineOptions(opts, generations, observer);
   eo.lastStage = 2; // the decoders have no FP8 linear
-  eo.fp8Observer = [&](const Instr &linear, float amax) {
-    calibration.observe(linear, amax);
+  eo.fp8Observer = [&](const Instr &op, std::span<const float> amax) {
+    calibration.observe(op, amax);
   };
   auto engine = Engine::create(loaded, std::move(eo));
   if (!engine)
@@ -860,8 +860,9 @@ int runCalibration(const LoadedBundle &loaded, const Options &opts,
   file.write(scales->dump(2) + "\n");
   if (Status s = file.commit(); !s)
     return fail(path + ": " + s.message());
-  std::cerr << "calibration: " << calibration.keys() << " FP8 linears over "
-            << runs << " run" << (runs == 1 ? "" : "s") << " -> " << path
+  std::cerr << "calibration: " << calibration.keys() << " FP8 linears, "
+            << calibration.attentionKeys() << " FP8 attention ops over " << runs
+            << " run" << (runs == 1 ? "" : "s") << " -> " << path
             << " (trellisc --precision=fp8 --fp8-scales " << path << ")\n";
   return 0;
 }

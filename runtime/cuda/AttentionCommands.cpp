@@ -256,7 +256,7 @@ Status GpuExecutor::Impl::buildAttentionCommand(Prepared &p, Node &node) {
     call.paddedTokens =
         fp8PaddedTokens(std::vector<int64_t>(size_t(q.shape[0]), q.shape[1]));
     call.scratch = node.scratch >= 0 ? address(p, node.scratch) : 0;
-    auto command = fp8AttentionCommand(call, instr);
+    auto command = fp8AttentionCommand(p, call, instr);
     if (!command)
       return command.takeError();
     node.command = *command;

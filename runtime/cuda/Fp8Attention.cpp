@@ -2,11 +2,12 @@
 //
 // trellis.attention / trellis.sparse.attention {precision = "fp8_e4m3"}
 // (trellisc --precision=fp8: the flow transformers' self-attention with head
-// RMS norms, head dim 64): three launches of
-// runtime/kernels/attention_fp8_sm90.cuh — the per-head amax of v, the E4M3
-// copies of k (normalized) and v (transposed) in the op's scratch, then the
-// attention (q normalized and quantized in its prologue). The CPU reference's
-// model of the same arithmetic is ref::attentionE4M3.
+// RMS norms, head dim 64): launches of runtime/kernels/attention_fp8_sm90.cuh
+// — the per-head amax of v (not when the op has a static, calibrated
+// v_amax), the E4M3 copies of k (normalized) and v (transposed) in the op's
+// scratch, then the attention (q normalized and quantized in its prologue)
+// and the fp16 redo of the CTAs it flags. The CPU reference's model of the
+// same arithmetic is ref::attentionFp8.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/GpuExecutorImpl.h"
@@ -72,9 +73,8 @@ GpuExecutor::Impl::fp8PaddedTokens(const std::vector<int64_t> &lengths) {
   return padded;
 }
 
-Result<std::function<Status()>>
-GpuExecutor::Impl::fp8AttentionCommand(const Fp8AttentionCall &call,
-                                       const Instr &instr) {
+Result<std::function<Status()>> GpuExecutor::Impl::fp8AttentionCommand(
+    Prepared &p, const Fp8AttentionCall &call, const Instr &instr) {
   if (attentionFamily != TRELLIS_ATTN_SM90A)
     return opError(instr, "FP8 attention (precision \"fp8_e4m3\") runs on "
                           "sm_90 only; this GPU is sm_" +
@@ -118,9 +118,53 @@ GpuExecutor::Impl::fp8AttentionCommand(const Fp8AttentionCall &call,
       at += alignUp(size_t(call.paddedTokens * a.heads * kFp8HeadDim)));
   f.redo_flags =
       reinterpret_cast<int32_t *>(at += alignUp(size_t(a.heads) * 4));
-  for (const void *p : {f.q, f.k, f.v, static_cast<const void *>(f.o)})
-    if (reinterpret_cast<uintptr_t>(p) % 16)
+  for (const void *ptr : {f.q, f.k, f.v, static_cast<const void *>(f.o)})
+    if (reinterpret_cast<uintptr_t>(ptr) % 16)
       return opError(instr, "FP8 attention needs 16-byte aligned operands");
+  // v's scales: the op's static v_amax (a calibration's, trellisc
+  // --fp8-scales), uploaded once, or the amax kernel's at every call.
+  const bool staticV = instr.hasAttr("v_amax");
+  if (staticV) {
+    TRELLIS_ASSIGN_OR_RETURN(auto &values, instr.floatArrayAttr("v_amax"));
+    if (int64_t(values.size()) != a.heads)
+      return opError(instr, "v_amax has " + std::to_string(values.size()) +
+                                " values for " + std::to_string(a.heads) +
+                                " heads");
+    auto it = p.fp8StaticScales.find(&instr);
+    if (it == p.fp8StaticScales.end()) {
+      const std::vector<float> host(values.begin(), values.end());
+      CUdeviceptr scales = 0;
+      TRELLIS_RETURN_IF_ERROR(
+          allocate(scales, alignUp(host.size() * sizeof(float)),
+                   "the FP8 attention's v scales of '" + p.name + "'"));
+      it = p.fp8StaticScales.emplace(&instr, scales).first;
+      TRELLIS_RETURN_IF_ERROR(check(
+          api->cuMemcpyHtoDAsync(scales, host.data(),
+                                 host.size() * sizeof(float), setupStream),
+          "cuMemcpyHtoDAsync (FP8 v scales)"));
+      TRELLIS_RETURN_IF_ERROR(
+          check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
+    }
+    f.v_amax = reinterpret_cast<float *>(it->second);
+  } else if (fp8Observer) { // calibration: the op's largest v per head
+    auto it = p.fp8Running.find(&instr);
+    if (it == p.fp8Running.end()) {
+      CUdeviceptr running = 0;
+      TRELLIS_RETURN_IF_ERROR(allocate(running,
+                                       alignUp(size_t(a.heads) * sizeof(float)),
+                                       "an FP8 calibration maximum"));
+      it = p.fp8Running
+               .emplace(&instr,
+                        Prepared::Fp8RunningAmax{running, size_t(a.heads)})
+               .first;
+      TRELLIS_RETURN_IF_ERROR(check(
+          api->cuMemsetD32Async(running, 0, unsigned(a.heads), setupStream),
+          "cuMemsetD32"));
+      TRELLIS_RETURN_IF_ERROR(
+          check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
+    }
+    f.v_amax_running = reinterpret_cast<float *>(it->second.at);
+  }
 
   const Fp8Tile tile = fp8TileFor(a.seqlen_q, a.cu_seqlens_q != nullptr);
   // The fp16 online kernel for the CTAs the FP8 one flags: the same grid, q
@@ -161,7 +205,7 @@ GpuExecutor::Impl::fp8AttentionCommand(const Fp8AttentionCall &call,
   return std::function<Status()>(
       [this, f, redo, amaxFn = *amax, prepareFn = *prepare, attendFn = *attend,
        onlineFn = *onlineFn, online, heads, amaxBlocks, prepareBlocks,
-       attendBlocks, tile, smem, &instr]() mutable -> Status {
+       attendBlocks, tile, smem, staticV, &instr]() mutable -> Status {
         if (f.tokens == 0 || attendBlocks == 0)
           return Status::ok();
         void *args[1] = {&f};
@@ -175,14 +219,16 @@ GpuExecutor::Impl::fp8AttentionCommand(const Fp8AttentionCall &call,
                                       api->describe(r));
           return Status::ok();
         };
-        CUresult r = api->cuMemsetD32Async(
-            reinterpret_cast<CUdeviceptr>(f.v_amax), 0, heads, stream);
-        if (r != CUDA_SUCCESS)
-          return opError(instr, "clearing the FP8 attention's amax: " +
-                                    api->describe(r));
-        TRELLIS_RETURN_IF_ERROR(launch(amaxFn, amaxBlocks, 1,
-                                       TRELLIS_ATTN_FP8_AMAX_THREADS, heads * 4,
-                                       "the FP8 attention's v amax"));
+        if (!staticV) {
+          CUresult r = api->cuMemsetD32Async(
+              reinterpret_cast<CUdeviceptr>(f.v_amax), 0, heads, stream);
+          if (r != CUDA_SUCCESS)
+            return opError(instr, "clearing the FP8 attention's amax: " +
+                                      api->describe(r));
+          TRELLIS_RETURN_IF_ERROR(
+              launch(amaxFn, amaxBlocks, 1, TRELLIS_ATTN_FP8_AMAX_THREADS,
+                     heads * 4, "the FP8 attention's v amax"));
+        }
         TRELLIS_RETURN_IF_ERROR(launch(prepareFn, prepareBlocks, heads,
                                        TRELLIS_ATTN_FP8_PREP_THREADS, 0,
                                        "the FP8 attention's operands"));

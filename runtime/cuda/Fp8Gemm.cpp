@@ -168,11 +168,11 @@ Status GpuExecutor::Impl::buildFp8LinearCommand(Prepared &p, Node &node,
     layout.fp8ScaleB = xScale;
     CUdeviceptr running = 0;
     if (auto it = p.fp8Running.find(&instr); it != p.fp8Running.end()) {
-      running = it->second;
+      running = it->second.at;
     } else if (fp8Observer) { // calibration: the op's largest amax
       TRELLIS_RETURN_IF_ERROR(
           allocate(running, kAlign, "an FP8 calibration maximum"));
-      p.fp8Running[&instr] = running;
+      p.fp8Running[&instr] = {running, 1};
       TRELLIS_RETURN_IF_ERROR(check(
           api->cuMemsetD32Async(running, 0, 1, setupStream), "cuMemsetD32"));
       TRELLIS_RETURN_IF_ERROR(

@@ -236,7 +236,7 @@ void GpuExecutor::Impl::release(Prepared &p, bool forgetResults) {
     deallocate(scales);
   p.fp8StaticScales.clear();
   for (auto &[instr, running] : p.fp8Running)
-    deallocate(running);
+    deallocate(running.at);
   p.fp8Running.clear();
   p.arenaCapacity = p.boundCapacity = 0;
   p.constantsUploaded = false;
@@ -590,15 +590,17 @@ GpuExecutor::run(const std::string &name, std::vector<RtValue> args,
                  "': " + api.describe(sync) +
                  " (run with --gpu-sync-ops to name the op that failed)"};
   if (!p.fp8Running.empty()) { // calibration: every running amax, one wait
-    std::vector<float> amax(p.fp8Running.size());
-    size_t i = 0;
-    for (auto &[instr, running] : p.fp8Running)
+    std::vector<std::vector<float>> amax;
+    for (auto &[instr, running] : p.fp8Running) {
+      amax.emplace_back(running.count);
       TRELLIS_RETURN_IF_ERROR(m.check(
-          api.cuMemcpyDtoHAsync(&amax[i++], running, sizeof(float), m.stream),
+          api.cuMemcpyDtoHAsync(amax.back().data(), running.at,
+                                running.count * sizeof(float), m.stream),
           "cuMemcpyDtoHAsync"));
+    }
     TRELLIS_RETURN_IF_ERROR(
         m.check(api.cuStreamSynchronize(m.stream), "the GPU stream"));
-    i = 0;
+    size_t i = 0;
     for (auto &[instr, running] : p.fp8Running)
       m.fp8Observer(*instr, amax[i++]);
   }

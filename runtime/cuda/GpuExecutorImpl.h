@@ -386,10 +386,13 @@ struct GpuExecutor::Impl {
                                          int64_t longest);
   /// The sum of the sequences' lengths, each rounded up to 128 keys.
   static int64_t fp8PaddedTokens(const std::vector<int64_t> &lengths);
-  /// The launches: v amax, operands, the FP8 attention, the fp16 online
-  /// kernel for the CTAs it flags.
+  /// The launches: v amax (not with the op's static v_amax, uploaded once
+  /// into Prepared::fp8StaticScales), operands, the FP8 attention, the fp16
+  /// online kernel for the CTAs it flags. Calibration: the running per-head
+  /// v amax (Prepared::fp8Running).
   Result<std::function<Status()>>
-  fp8AttentionCommand(const Fp8AttentionCall &call, const Instr &instr);
+  fp8AttentionCommand(Prepared &p, const Fp8AttentionCall &call,
+                      const Instr &instr);
   /// The head RMS norm of a token-major view (rows × heads × d, strides in
   /// elements) into a dense copy at `y`, with f32 gains [heads, d].
   Result<std::function<Status()>>

@@ -222,12 +222,18 @@ struct Prepared {
   /// the amax and the dequantize scale cuBLASLt reads. Made when the
   /// commands are built, from the staged fp16 weights.
   std::map<int, CUdeviceptr> fp8Weights;
-  /// Static-scale FP8 linears' device scales (fp8StaticScales), by op.
+  /// Static-scale FP8 linears' device scales (fp8StaticScales) and static
+  /// FP8 attention's per-head v_amax (fp8AttentionCommand), by op.
   std::map<const Instr *, CUdeviceptr> fp8StaticScales;
-  /// Calibration: each dynamic FP8 linear's running amax (one float, shared
-  /// by the nodes of one op: its calls in both sampler branches, and kept
-  /// when a sparse stage's commands are built again for new voxels).
-  std::map<const Instr *, CUdeviceptr> fp8Running;
+  /// Calibration: each dynamic FP8 linear's running amax (one float) and
+  /// each dynamic FP8 attention's (one per head), shared by the nodes of one
+  /// op (its calls in both sampler branches) and kept when a sparse stage's
+  /// commands are built again for new voxels.
+  struct Fp8RunningAmax {
+    CUdeviceptr at = 0;
+    size_t count = 1;
+  };
+  std::map<const Instr *, Fp8RunningAmax> fp8Running;
   /// Storage roots a producer (an FP8 linear, an attention op) writes in
   /// E4M3 (their first bytes) for the FP8 linear that reads them: root ->
   /// that reader (markFp8E4M3Outputs).

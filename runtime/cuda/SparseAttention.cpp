@@ -115,7 +115,7 @@ GpuExecutor::Impl::buildSparseFp8AttentionCommand(Prepared &p, Node &node,
   call.tokens = slotType(p, node.out[0]).shape.at(0);
   call.paddedTokens = fp8PaddedTokens(segmentLengths((*segments)->offsets));
   call.scratch = node.scratch >= 0 ? address(p, node.scratch) : 0;
-  auto command = fp8AttentionCommand(call, instr);
+  auto command = fp8AttentionCommand(p, call, instr);
   if (!command)
     return command.takeError();
   node.command = *command;

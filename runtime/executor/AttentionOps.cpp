@@ -52,6 +52,22 @@ Result<std::pair<HostTensor, HostTensor>> fp8Gammas(const OpContext &ctx,
   return std::pair<HostTensor, HostTensor>{qGamma, kGamma};
 }
 
+/// An FP8 attention's static v scales (v_amax, from a calibration: empty
+/// when dynamic), after telling a calibration (ctx.fp8Observer) the
+/// largest |v| of each head.
+Result<std::vector<float>> fp8VAmax(const OpContext &ctx, const HostTensor &v) {
+  if (ctx.fp8Observer) {
+    TRELLIS_ASSIGN_OR_RETURN(auto amax, ref::fp8HeadAmax(v));
+    (*ctx.fp8Observer)(ctx.instr, amax);
+  }
+  std::vector<float> vAmax;
+  if (ctx.instr.hasAttr("v_amax")) {
+    TRELLIS_ASSIGN_OR_RETURN(auto &values, ctx.instr.floatArrayAttr("v_amax"));
+    vAmax.assign(values.begin(), values.end());
+  }
+  return vAmax;
+}
+
 Status attentionOp(const OpContext &ctx) {
   const Operands &in = ctx.in;
   const Instr &instr = ctx.instr;
@@ -62,8 +78,9 @@ Status attentionOp(const OpContext &ctx) {
   TRELLIS_ASSIGN_OR_RETURN(bool fp8, fp8Precision(instr));
   if (fp8) {
     TRELLIS_ASSIGN_OR_RETURN(auto &gammas, fp8Gammas(ctx, 3, 3));
-    return ctx.single(
-        ref::attentionFp8(q, k, v, gammas.first, gammas.second, float(scale)));
+    TRELLIS_ASSIGN_OR_RETURN(auto &vAmax, fp8VAmax(ctx, v));
+    return ctx.single(ref::attentionFp8(q, k, v, gammas.first, gammas.second,
+                                        float(scale), vAmax));
   }
   // Optional q_gamma / k_gamma (operandSegmentSizes q, k, v, qg, kg):
   // the head RMS norm, rounded as trellis.head_rms_norm does.
@@ -94,8 +111,9 @@ Status sparseAttentionOp(const OpContext &ctx) {
   TRELLIS_ASSIGN_OR_RETURN(bool fp8, fp8Precision(instr));
   if (fp8) {
     TRELLIS_ASSIGN_OR_RETURN(auto &gammas, fp8Gammas(ctx, 4, 4));
-    return ctx.single(ref::sparseAttentionFp8(q, k, v, *s, gammas.first,
-                                              gammas.second, float(scale)));
+    TRELLIS_ASSIGN_OR_RETURN(auto &vAmax, fp8VAmax(ctx, v));
+    return ctx.single(ref::sparseAttentionFp8(
+        q, k, v, *s, gammas.first, gammas.second, float(scale), vAmax));
   }
   // Optional q_gamma / k_gamma (operandSegmentSizes q, k, v, segments,
   // qg, kg): the head RMS norm, rounded as trellis.head_rms_norm does.

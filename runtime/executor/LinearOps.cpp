@@ -28,7 +28,7 @@ Status linearOp(const OpContext &ctx) {
   }
   if (fp8 && ctx.fp8Observer) {
     TRELLIS_ASSIGN_OR_RETURN(float amax, ref::e4m3Amax(x));
-    (*ctx.fp8Observer)(instr, amax);
+    (*ctx.fp8Observer)(instr, std::span<const float>(&amax, 1));
   }
   Result<HostTensor> y =
       fp8 ? ref::linearFp8(x, w, b ? &*b : nullptr, activationAmax)

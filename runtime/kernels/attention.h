@@ -466,7 +466,11 @@ typedef struct TrellisAttnFp8Params {
   const int32_t *cu_seqlens; /* NULL: dense */
   const float *q_gamma, *k_gamma;
   uint8_t *k8, *vt8; /* the prepared operands (device memory) */
-  float *v_amax;     /* [heads] */
+  /* [heads]: computed by trellis_attn_fp8_v_amax_d64, or the op's static
+   * (calibrated) v_amax, uploaded once, when that kernel is not run. */
+  float *v_amax;
+  /* Calibration, else NULL: [heads] raised to v_amax by the amax kernel. */
+  float *v_amax_running;
   /* One int32 per CTA of the attention kernel, written by every CTA: 1 where
    * a softmax weight exceeded 2^8 and the fp16 online kernel of the same tile
    * shape (given the same flags) must recompute the CTA, else 0. */

@@ -166,8 +166,12 @@ __device__ __forceinline__ void attn_fp8_v_amax(const TrellisAttnFp8Params &p) {
       atomicMax(head_max + h, __float_as_uint(m));
   }
   __syncthreads();
-  for (int h = tid; h < p.heads; h += kFp8AmaxThreads)
+  for (int h = tid; h < p.heads; h += kFp8AmaxThreads) {
     atomicMax(reinterpret_cast<unsigned *>(p.v_amax + h), head_max[h]);
+    if (p.v_amax_running) // calibration
+      atomicMax(reinterpret_cast<unsigned *>(p.v_amax_running + h),
+                head_max[h]);
+  }
 }
 
 // Eight lanes per 64-wide row (lane c holds halves 8c .. 8c+7): the head RMS

@@ -37,8 +37,11 @@ template <typename Fn> void walk(const std::vector<Instr> &body, Fn &&fn) {
 
 } // namespace
 
+/// "<model>/<name>" of the trellis.weight operand `operand` of each op that
+/// `select` accepts.
+template <typename Select>
 std::unordered_map<const Instr *, std::string>
-fp8LinearKeys(const Program &program) {
+weightKeys(const Program &program, Select &&select, size_t operand) {
   std::unordered_map<const Instr *, std::string> keys;
   for (const Function &fn : program.functions()) {
     // Slots are numbered per function, regions included.
@@ -48,9 +51,9 @@ fp8LinearKeys(const Program &program) {
         weightOf[instr.out[0]] = &instr;
     });
     walk(fn.body, [&](const Instr &instr) {
-      if (!isFp8Linear(instr) || instr.in.size() < 2)
+      if (!select(instr) || instr.in.size() <= operand)
         return;
-      auto it = weightOf.find(instr.in[1]);
+      auto it = weightOf.find(instr.in[operand]);
       if (it == weightOf.end())
         return;
       auto name = it->second->stringAttr("name");
@@ -62,6 +65,30 @@ fp8LinearKeys(const Program &program) {
   return keys;
 }
 
+std::unordered_map<const Instr *, std::string>
+fp8LinearKeys(const Program &program) {
+  return weightKeys(program, isFp8Linear, 1);
+}
+
+std::unordered_map<const Instr *, std::string>
+fp8AttentionKeys(const Program &program) {
+  // q_gamma follows q, k, v (and the sparse op's segments).
+  auto dense = weightKeys(
+      program,
+      [](const Instr &i) {
+        return isFp8Attention(i) && i.op == "trellis.attention";
+      },
+      3);
+  auto sparse = weightKeys(
+      program,
+      [](const Instr &i) {
+        return isFp8Attention(i) && i.op == "trellis.sparse.attention";
+      },
+      4);
+  dense.insert(sparse.begin(), sparse.end());
+  return dense;
+}
+
 Fp8ProgramKind fp8ProgramKind(const Program &program) {
   Fp8ProgramKind kind;
   for (const Function &fn : program.functions())
@@ -69,6 +96,7 @@ Fp8ProgramKind fp8ProgramKind(const Program &program) {
       if (isFp8Attention(instr)) {
         kind.fp8 = true;
         ++kind.attentionOps;
+        kind.staticScales |= instr.hasAttr("v_amax");
       }
       if (!isFp8Linear(instr))
         return;
@@ -94,26 +122,43 @@ Status checkFp8Device(bool programIsFp8, int major, int minor,
 }
 
 Fp8Calibration::Fp8Calibration(const Program &program)
-    : keys_(fp8LinearKeys(program)) {
-  std::set<std::string> distinct;
-  for (const auto &[instr, key] : keys_)
-    distinct.insert(key);
-  keyCount_ = distinct.size();
+    : keys_(fp8LinearKeys(program)), attentionKeys_(fp8AttentionKeys(program)) {
+  auto distinct = [](const auto &keys) {
+    std::set<std::string> names;
+    for (const auto &[instr, key] : keys)
+      names.insert(key);
+    return names.size();
+  };
+  keyCount_ = distinct(keys_);
+  attentionKeyCount_ = distinct(attentionKeys_);
 }
 
-void Fp8Calibration::observe(const Instr &linear, float amax) {
-  auto it = keys_.find(&linear);
-  if (it == keys_.end() || !std::isfinite(amax))
+void Fp8Calibration::observe(const Instr &op, std::span<const float> amax) {
+  if (auto it = keys_.find(&op); it != keys_.end()) {
+    if (amax.size() != 1 || !std::isfinite(amax[0]))
+      return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [entry, inserted] = amax_.try_emplace(it->second, amax[0]);
+    if (!inserted)
+      entry->second = std::max(entry->second, amax[0]);
+    return;
+  }
+  auto it = attentionKeys_.find(&op);
+  if (it == attentionKeys_.end())
     return;
   std::lock_guard<std::mutex> lock(mutex_);
-  auto [entry, inserted] = amax_.try_emplace(it->second, amax);
-  if (!inserted)
-    entry->second = std::max(entry->second, amax);
+  auto [entry, inserted] =
+      vAmax_.try_emplace(it->second, std::vector<float>(amax.size(), 0.0f));
+  if (entry->second.size() != amax.size())
+    return; // another head count under one key: not a calibration of this
+  for (size_t h = 0; h < amax.size(); ++h)
+    if (std::isfinite(amax[h]))
+      entry->second[h] = std::max(entry->second[h], amax[h]);
 }
 
 size_t Fp8Calibration::observed() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return amax_.size();
+  return amax_.size() + vAmax_.size();
 }
 
 Result<nlohmann::json>
@@ -133,10 +178,30 @@ Fp8Calibration::toJson(const nlohmann::json &about) const {
                    "' was all zeros in every run: no scale to give it"};
     amax[key] = it->second;
   }
-  return nlohmann::json{{"format", "trellis-fp8-activation-scales"},
-                        {"version", 1},
-                        {"calibration", about},
-                        {"amax", amax}};
+  nlohmann::json file{{"format", "trellis-fp8-activation-scales"},
+                      {"version", 1},
+                      {"calibration", about},
+                      {"amax", amax}};
+  if (attentionKeys_.empty())
+    return file;
+  std::set<std::string> attention;
+  for (const auto &[instr, key] : attentionKeys_)
+    attention.insert(key);
+  nlohmann::json vAmax = nlohmann::json::object();
+  for (const std::string &key : attention) {
+    auto it = vAmax_.find(key);
+    if (it == vAmax_.end())
+      return Error{"FP8 calibration: the attention whose q_gamma is '" + key +
+                   "' never ran (was its stage run?)"};
+    for (size_t h = 0; h < it->second.size(); ++h)
+      if (!(it->second[h] > 0.0f))
+        return Error{"FP8 calibration: v of head " + std::to_string(h) +
+                     " of the attention whose q_gamma is '" + key +
+                     "' was all zeros in every run: no scale to give it"};
+    vAmax[key] = it->second;
+  }
+  file["v_amax"] = vAmax;
+  return file;
 }
 
 } // namespace trellis

@@ -219,7 +219,8 @@ Result<HostTensor> attendE4M3(const char *op, const HostTensor &q,
                               const HostTensor &qGamma,
                               const HostTensor &kGamma, const int32_t *rows,
                               const int32_t *off, int64_t numSeqs,
-                              int64_t numTokens, int64_t H, float scale) {
+                              int64_t numTokens, int64_t H, float scale,
+                              std::span<const float> vAmax) {
   constexpr int64_t D = kFp8HeadDim;
   // q', k': the head RMS norm, rounded to the tensors' dtype.
   auto qn = headRmsNorm(q, qGamma);
@@ -230,7 +231,15 @@ Result<HostTensor> attendE4M3(const char *op, const HostTensor &q,
     return opError(op, "k_gamma: " + kn.message());
   FloatView vq(*qn), vk(*kn), vv(v), gq(qGamma), gk(kGamma);
 
-  // Per-head scales; v_amax over every token of the op.
+  // Per-head scales; v_amax over every token of the op, or the static one.
+  std::vector<float> dynamicAmax;
+  if (vAmax.empty()) {
+    TRELLIS_ASSIGN_OR_RETURN(dynamicAmax, fp8HeadAmax(v));
+    vAmax = dynamicAmax;
+  } else if (int64_t(vAmax.size()) != H) {
+    return opError(op, "v_amax has " + std::to_string(vAmax.size()) +
+                           " values for " + std::to_string(H) + " heads");
+  }
   std::vector<float> sq(static_cast<size_t>(H)), sk(sq), c(sq);
   std::vector<E4M3Scale> sv(static_cast<size_t>(H));
   for (int64_t h = 0; h < H; ++h) {
@@ -238,10 +247,7 @@ Result<HostTensor> attendE4M3(const char *op, const HostTensor &q,
     sk[size_t(h)] = fp8HeadScale(gk.data() + h * D);
     c[size_t(h)] =
         scale * 1.4426950408889634f / (sq[size_t(h)] * sk[size_t(h)]);
-    float amax = 0.0f;
-    for (int64_t t = 0; t < numTokens; ++t)
-      amax = std::max(amax, e4m3Amax(vv.data() + (t * H + h) * D, D));
-    sv[size_t(h)] = e4m3ScaleFor(amax);
+    sv[size_t(h)] = e4m3ScaleFor(vAmax[size_t(h)]);
   }
 
   // The E4M3 operands, kept as their (exact) fp32 values.
@@ -348,9 +354,24 @@ Result<HostTensor> attendE4M3(const char *op, const HostTensor &q,
 
 } // namespace
 
+Result<std::vector<float>> fp8HeadAmax(const HostTensor &v) {
+  if (v.rank() < 2)
+    return Error{"fp8HeadAmax: v must be [..., H, d], got " + describe(v)};
+  const int64_t H = v.dim(v.rank() - 2), D = v.dim(v.rank() - 1);
+  const int64_t tokens = H * D > 0 ? v.numel() / (H * D) : 0;
+  FloatView vv(v);
+  std::vector<float> amax(static_cast<size_t>(H), 0.0f);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t h = 0; h < H; ++h)
+      amax[size_t(h)] =
+          std::max(amax[size_t(h)], e4m3Amax(vv.data() + (t * H + h) * D, D));
+  return amax;
+}
+
 Result<HostTensor> attentionFp8(const HostTensor &q, const HostTensor &k,
                                 const HostTensor &v, const HostTensor &qGamma,
-                                const HostTensor &kGamma, float scale) {
+                                const HostTensor &kGamma, float scale,
+                                std::span<const float> vAmax) {
   const char *op = "attention";
   TRELLIS_RETURN_IF_ERROR(expectFloatQkv(op, q, k, v));
   if (q.rank() != 4 || q.dim(3) != kFp8HeadDim || k.shape() != q.shape() ||
@@ -369,14 +390,15 @@ Result<HostTensor> attentionFp8(const HostTensor &q, const HostTensor &k,
   for (int64_t b = 0; b <= B; ++b)
     off[size_t(b)] = int32_t(b * L);
   return attendE4M3(op, q, k, v, qGamma, kGamma, rows.data(), off.data(), B,
-                    B * L, H, scale);
+                    B * L, H, scale, vAmax);
 }
 
 Result<HostTensor> sparseAttentionFp8(const HostTensor &q, const HostTensor &k,
                                       const HostTensor &v,
                                       const Segments &segments,
                                       const HostTensor &qGamma,
-                                      const HostTensor &kGamma, float scale) {
+                                      const HostTensor &kGamma, float scale,
+                                      std::span<const float> vAmax) {
   const char *op = "sparse.attention";
   TRELLIS_RETURN_IF_ERROR(checkRowTensors(op, q, k, v));
   if (q.dim(2) != kFp8HeadDim || v.dim(2) != kFp8HeadDim)
@@ -386,7 +408,7 @@ Result<HostTensor> sparseAttentionFp8(const HostTensor &q, const HostTensor &k,
   TRELLIS_RETURN_IF_ERROR(checkSegments(op, segments, N));
   return attendE4M3(op, q, k, v, qGamma, kGamma, segments.rows.data<int32_t>(),
                     segments.offsets.data<int32_t>(), segments.numSegments(), N,
-                    H, scale);
+                    H, scale, vAmax);
 }
 
 } // namespace trellis::ref

@@ -153,10 +153,11 @@ def head_scale(gamma_h):
     return F32(448.0) / (F32(8.0) * m) if m > 0 else F32(1.0)
 
 
-def attention(q, k, v, q_gamma, k_gamma, scale, seqs, stats=None):
+def attention(q, k, v, q_gamma, k_gamma, scale, seqs, stats=None, v_amax=None):
     """FP8 self-attention of q, k, v [N, H, 64] (float16) with the head RMS norms q_gamma, k_gamma [H, 64]; `seqs`
     lists each sequence's row indices in order (its "first 64 keys" are the first 64 of that list). Returns the
-    float16 output [N, H, 64]. `stats`, a dict, receives counts of the rows whose reference is the bound (capped),
+    float16 output [N, H, 64]. `v_amax` [H] (a calibration's static v scales), when given, replaces each head's
+    max |v| (values beyond it saturate at 448 after scaling). `stats`, a dict, receives counts of the rows whose reference is the bound (capped),
     of those whose largest logit lies past the first 64 keys (late_max) and of the P that saturate at 448.
 
     P <= 2^8 holds only for the first 64 keys and where ref_i is the bound: a later key whose logit exceeds the
@@ -176,7 +177,8 @@ def attention(q, k, v, q_gamma, k_gamma, scale, seqs, stats=None):
         stats.setdefault("saturated", 0)
     for h in range(heads):
         s_q, s_k = head_scale(q_gamma[h]), head_scale(k_gamma[h])
-        s_v, dq_v = scale_for(amax(vf[:, h, :]))  # over every token of the op
+        # over every token of the op, or the static value
+        s_v, dq_v = scale_for(amax(vf[:, h, :]) if v_amax is None else F32(v_amax[h]))
         q8 = from_e4m3(to_e4m3(qn[:, h, :] * s_q))
         k8 = from_e4m3(to_e4m3(kn[:, h, :] * s_k))
         v8 = from_e4m3(to_e4m3(vf[:, h, :] * s_v))
@@ -216,9 +218,9 @@ def attention(q, k, v, q_gamma, k_gamma, scale, seqs, stats=None):
     return out.astype(q.dtype)
 
 
-def attention_dense(q, k, v, q_gamma, k_gamma, scale, stats=None):
+def attention_dense(q, k, v, q_gamma, k_gamma, scale, stats=None, v_amax=None):
     """trellis.attention with precision = "fp8_e4m3": q, k, v [B, L, H, 64], each batch entry one sequence."""
     b, seq_len, heads, d = q.shape
     rows = [np.arange(i * seq_len, (i + 1) * seq_len) for i in range(b)]
     flat = [np.asarray(t).reshape(b * seq_len, heads, d) for t in (q, k, v)]
-    return attention(*flat, q_gamma, k_gamma, scale, rows, stats).reshape(q.shape)
+    return attention(*flat, q_gamma, k_gamma, scale, rows, stats, v_amax).reshape(q.shape)

@@ -90,8 +90,14 @@ def test_calibration_names_every_fp8_linear_and_writes_nothing_else(calibrated):
     assert models == {"sparse_structure_flow_model", "slat_flow_model"}, models
     assert all(k.endswith(".weight") for k in amax)
     assert all(np.isfinite(v) and v > 0 for v in amax.values())
-    m = re.search(r"calibration: (\d+) FP8 linears over 2 runs", calibrated["log"])
-    assert m and int(m.group(1)) == len(amax), calibrated["log"][-500:]
+    # Every FP8 self-attention, named by its q head norm's gain: the largest |v| of each head.
+    v_amax = data["v_amax"]
+    assert v_amax and all(k.endswith(".q_rms_norm.gamma") for k in v_amax), sorted(v_amax)[:3]
+    assert {k.split("/")[0] for k in v_amax} == {"sparse_structure_flow_model", "slat_flow_model"}
+    assert all(len(v) == len(next(iter(v_amax.values()))) for v in v_amax.values())
+    assert all(np.isfinite(x) and x > 0 for v in v_amax.values() for x in v)
+    m = re.search(r"calibration: (\d+) FP8 linears, (\d+) FP8 attention ops over 2 runs", calibrated["log"])
+    assert m and int(m.group(1)) == len(amax) and int(m.group(2)) == len(v_amax), calibrated["log"][-500:]
     assert sorted(p.name for p in calibrated["scales"].parent.iterdir()) == ["fp8_scales.json"]
 
 
@@ -107,13 +113,17 @@ def test_every_fp8_linear_of_the_compiled_program_has_its_static_scale(calibrate
         "--compile-to=fusion",
     )
     assert r.returncode == 0, r.stderr
-    # the FP8 linears (the FP8 attention ops' scales come from their head norms)
+    # the FP8 linears, and the FP8 attention ops' v scales (their q and k scales come from the head norms)
     fp8 = [
         line
         for line in r.stdout.splitlines()
         if "trellis.linear" in line and 'precision = "fp8_e4m3"' in line
     ]
     assert fp8 and all("activation_amax = " in line for line in fp8), fp8[:3]
+    attention = [
+        line for line in r.stdout.splitlines() if "attention" in line and 'precision = "fp8_e4m3"' in line
+    ]
+    assert attention and all("v_amax = array<f32: " in line for line in attention), attention[:3]
 
 
 def test_the_static_program_differs_from_the_dynamic_one_by_the_scales_only(calibrated):
@@ -175,6 +185,28 @@ def test_a_scales_file_of_another_program_is_refused_naming_the_linear(calibrate
     )
     assert r.returncode == 1, r.stderr
     assert f"has no entry for '{missing}'" in r.stderr and "short.json" in r.stderr, r.stderr
+    assert not out.exists()
+
+
+def test_an_attention_v_scale_of_another_head_count_is_refused(calibrated):
+    data = json.loads(calibrated["scales"].read_text())
+    key = sorted(data["v_amax"])[0]
+    data["v_amax"][key] = data["v_amax"][key][:-1]
+    bad = calibrated["dir"] / "heads.json"
+    bad.write_text(json.dumps(data))
+    out = calibrated["dir"] / "heads.exe"
+    r = run(
+        BIN / "trellisc",
+        calibrated["model"] / "pipeline.json",
+        "--cond-tokens",
+        "21",
+        "--precision=fp8",
+        f"--fp8-scales={bad}",
+        "-o",
+        out,
+    )
+    assert r.returncode == 1, r.stderr
+    assert "v_amax must hold one value per head" in r.stderr, r.stderr
     assert not out.exists()
 
 

@@ -44,6 +44,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -202,7 +203,9 @@ Result<HostTensor> attention(const HostTensor &q, const HostTensor &k,
 ///   s_q = 448 / (8 · max_e |qGamma[h, e]|) (1 if that max is 0; every
 ///        |q'_e| <= 8 |γ_e|, so nothing saturates), s_k likewise;
 ///   s_v = 448 / v_amax, dq_v = v_amax / 448 (e4m3ScaleFor), v_amax = max |v|
-///        over head h of EVERY token of the op (all batch entries / rows);
+///        over head h of EVERY token of the op (all batch entries / rows;
+///        fp8HeadAmax) — or `vAmax[h]` when given (the op's calibrated
+///        v_amax: values of v beyond it saturate at ±448);
 ///   q8 = toE4M3(q' · s_q), k8 = toE4M3(k' · s_k), v8 = toE4M3(v · s_v);
 ///   c = (scale · 1.4426950408889634) / (s_q · s_k)   (log2 units);
 ///   S_ij = Σ_e fromE4M3(q8_ie) · fromE4M3(k8_je), summed exactly (double;
@@ -230,7 +233,14 @@ Result<HostTensor> attention(const HostTensor &q, const HostTensor &k,
 /// test/golden/fp8_np.py (attention). Bit-identical for any thread count.
 Result<HostTensor> attentionFp8(const HostTensor &q, const HostTensor &k,
                                 const HostTensor &v, const HostTensor &qGamma,
-                                const HostTensor &kGamma, float scale);
+                                const HostTensor &kGamma, float scale,
+                                std::span<const float> vAmax = {});
+
+/// The largest |v| of each head over every token: v [..., H, d] (a dense
+/// op's [B, L, H, d], a sparse one's [N, H, d]) -> H values, NaN skipped
+/// (e4m3Amax): the FP8 attention's dynamic v scales, and what calibration
+/// records.
+Result<std::vector<float>> fp8HeadAmax(const HostTensor &v);
 
 /// trellis.timestep_embedding (§3.6): tau [B] (already 1000·t) -> [B, dim]
 /// f32 = [cos(τ f_j), sin(τ f_j)], COSINE first, f_j = exp(−ln(P)·j/half)
@@ -463,7 +473,8 @@ Result<HostTensor> sparseAttentionFp8(const HostTensor &q, const HostTensor &k,
                                       const HostTensor &v,
                                       const Segments &segments,
                                       const HostTensor &qGamma,
-                                      const HostTensor &kGamma, float scale);
+                                      const HostTensor &kGamma, float scale,
+                                      std::span<const float> vAmax = {});
 
 /// trellis.sparse.cross_attention (§6.5): q [N, H, d] rows; k [B, Lc, H, d],
 /// v [B, Lc, H, dv]; each row attends to its own sample's Lc tokens.

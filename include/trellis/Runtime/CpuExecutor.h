@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <variant>
 
 namespace trellis {
@@ -36,10 +37,12 @@ struct SamplerRunOverrides {
   std::optional<double> cfgStrength;
 };
 
-/// Calibration of an FP8 program (trellis.exe --calibrate): called with
-/// every FP8 linear (precision "fp8_e4m3") and the largest |x| of its input
-/// at each call; from any thread.
-using Fp8Observer = std::function<void(const Instr &linear, float amax)>;
+/// Calibration of an FP8 program (trellis.exe --calibrate): called at each
+/// call of every FP8 linear (precision "fp8_e4m3") with the largest |x| of
+/// its input (one value) and of every FP8 attention with the largest |v| of
+/// each head; from any thread.
+using Fp8Observer =
+    std::function<void(const Instr &op, std::span<const float> amax)>;
 
 /// Called once per sampler step: (sampler function, step k (1-based), n).
 /// An error stops the sampler there (a cancelled generation) and becomes the

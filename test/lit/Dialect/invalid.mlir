@@ -702,6 +702,30 @@ func.func @attention_fp8_gammas(%q: tensor<2x4x16x64xf16>, %g: tensor<16x64xf32>
 // Embeddings
 //===----------------------------------------------------------------------===//
 
+
+// -----
+
+func.func @attention_v_amax_without_fp8(%q: tensor<2x4x16x64xf16>, %g: tensor<16x64xf32>) {
+  // expected-error @+1 {{v_amax (static v scales) needs precision "fp8_e4m3"}}
+  %o = trellis.attention %q, %q, %q q_gamma %g k_gamma %g {scale = 0.125 : f64, v_amax = array<f32: 1.0>} : (tensor<2x4x16x64xf16>, tensor<2x4x16x64xf16>, tensor<2x4x16x64xf16>, tensor<16x64xf32>, tensor<16x64xf32>) -> tensor<2x4x16x64xf16>
+  return
+}
+
+// -----
+
+func.func @attention_v_amax_heads(%q: tensor<2x4x2x64xf16>, %g: tensor<2x64xf32>) {
+  // expected-error @+1 {{v_amax must hold one value per head (2), found 3}}
+  %o = trellis.attention %q, %q, %q q_gamma %g k_gamma %g {precision = "fp8_e4m3", scale = 0.125 : f64, v_amax = array<f32: 1.0, 2.0, 3.0>} : (tensor<2x4x2x64xf16>, tensor<2x4x2x64xf16>, tensor<2x4x2x64xf16>, tensor<2x64xf32>, tensor<2x64xf32>) -> tensor<2x4x2x64xf16>
+  return
+}
+
+// -----
+
+func.func @attention_v_amax_positive(%q: tensor<2x4x2x64xf16>, %g: tensor<2x64xf32>) {
+  // expected-error @+1 {{v_amax values must be positive and finite, found 0}}
+  %o = trellis.attention %q, %q, %q q_gamma %g k_gamma %g {precision = "fp8_e4m3", scale = 0.125 : f64, v_amax = array<f32: 1.0, 0.0>} : (tensor<2x4x2x64xf16>, tensor<2x4x2x64xf16>, tensor<2x4x2x64xf16>, tensor<2x64xf32>, tensor<2x64xf32>) -> tensor<2x4x2x64xf16>
+  return
+}
 // -----
 
 func.func @timestep_rank(%t: tensor<2x1xf32>) {

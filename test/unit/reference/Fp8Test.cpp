@@ -289,6 +289,40 @@ TEST(Fp8E4M3, GoldenAttention) {
   }
 }
 
+// Static v scales (a calibration's v_amax): the golden case's head 0 scale
+// lies below its largest |v| (those values saturate), head 1's above it.
+// Given the dynamic amax itself, the static path is the dynamic one bit for
+// bit.
+TEST(Fp8E4M3, GoldenAttentionStaticV) {
+  const char *c = "fp8_attention_static_v";
+  HostTensor q = golden(c, "q"), k = golden(c, "k"), v = golden(c, "v");
+  HostTensor qg = golden(c, "q_gamma"), kg = golden(c, "k_gamma");
+  HostTensor vAmax = golden(c, "v_amax");
+  const float scale = float(goldenScalar(c, "scale"));
+  const std::vector<float> heads(vAmax.data<float>(),
+                                 vAmax.data<float>() + vAmax.numel());
+  auto out = ref::attentionFp8(q, k, v, qg, kg, scale, heads);
+  ASSERT_TRUE(out) << out.message();
+  auto check = halfUlpClose(*out, golden(c, "expected"), 1, 0.005);
+  std::cout << "[ " << c << " ] " << check.message() << "\n";
+  EXPECT_TRUE(check);
+  auto dynamic = ref::attentionFp8(q, k, v, qg, kg, scale);
+  ASSERT_TRUE(dynamic) << dynamic.message();
+  EXPECT_FALSE(sameTensor(*dynamic, *out)); // the static scales are used
+  auto amax = ref::fp8HeadAmax(v);
+  ASSERT_TRUE(amax) << amax.message();
+  auto same = ref::attentionFp8(q, k, v, qg, kg, scale, *amax);
+  ASSERT_TRUE(same) << same.message();
+  EXPECT_TRUE(sameTensor(*same, *dynamic));
+  // One value per head, or an error naming the counts.
+  auto bad =
+      ref::attentionFp8(q, k, v, qg, kg, scale, std::vector<float>{1.0f});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.message().find("v_amax has 1 values for 2 heads"),
+            std::string::npos)
+      << bad.message();
+}
+
 namespace {
 
 /// f16 [n, h, 64] of uniform values in [-r, r] (a fixed LCG).
