@@ -213,30 +213,39 @@ attn_fp8_prepare(const TrellisAttnFp8Params &p) {
   const float *gk = p.k_gamma + h * kFp8HeadDim;
   const float sk = fp8_head_scale(gk);
   const float sv_scale = fp8_v_scale(__ldg(p.v_amax + h));
-#pragma unroll 4
-  for (int r = tid / 8; r < T; r += kRowsPerPass) {
+  // Every row's k and v loaded before the first store: the compiler cannot
+  // move a load above a store to k8 (they might alias), and one memory
+  // latency per row would dominate the kernel.
+  constexpr int kRows = T / kRowsPerPass;
+  uint4 kx[kRows], vx[kRows];
+#pragma unroll
+  for (int j = 0; j < kRows; ++j) {
+    const int i = col0 - seg.pad_start + tid / 8 + j * kRowsPerPass;
+    kx[j] = vx[j] = make_uint4(0u, 0u, 0u, 0u);
+    if (i < seg.len) { // a token of the segment, not padding
+      kx[j] = *reinterpret_cast<const uint4 *>(
+          fp8_src_row(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride,
+                      varlen, seg, b, i, h) +
+          c * 8);
+      vx[j] = *reinterpret_cast<const uint4 *>(
+          fp8_src_row(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride,
+                      varlen, seg, b, i, h) +
+          c * 8);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kRows; ++j) {
+    const int r = tid / 8 + j * kRowsPerPass;
     const int i = col0 - seg.pad_start + r; // token within the segment
-    const bool active = i < seg.len;
-    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-    auto load = [&](const void *base, int64_t bs, int64_t rs, int64_t hs) {
-      return active ? *reinterpret_cast<const uint4 *>(
-                          fp8_src_row(base, bs, rs, hs, varlen, seg, b, i, h) +
-                          c * 8)
-                    : zero;
-    };
-    const uint4 k =
-        load(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
-    const uint4 v =
-        load(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
     // every lane joins the norms' shuffles; only a row of the segment stores
-    const uint2 k8 = fp8_norm_chunk(k, gk, sk, c);
-    if (active) {
+    const uint2 k8 = fp8_norm_chunk(kx[j], gk, sk, c);
+    if (i < seg.len) {
       const int64_t dst =
           (static_cast<int64_t>(h) * p.tokens + seg.start + i) * kFp8HeadDim +
           c * 8;
       *reinterpret_cast<uint2 *>(p.k8 + dst) = k8;
     }
-    const uint2 v8 = trellis_fp8_quantize8(v, sv_scale); // 0 past the end
+    const uint2 v8 = trellis_fp8_quantize8(vx[j], sv_scale); // 0 past the end
     *reinterpret_cast<uint2 *>(&sv[r][c * 8]) = v8;
   }
   __syncthreads();
