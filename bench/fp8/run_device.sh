@@ -3,7 +3,8 @@
 #   profile  the fp16 program's per-op GPU time of both flow stages at image-large (trellis-ss-bench /
 #            trellis-slat-bench --profile, eager launches): the GEMMs' share of each stage
 #   gemm     cuBLASLt FP8 (E4M3, per-tensor scales) vs fp16 at the flow transformers' linear shapes, and the
-#            activation's amax + quantize cost (build-gpu/fp8-gemm-bench, bench/fp8/gemm_bench.cu)
+#            activation's amax + quantize cost (build-gpu/fp8-gemm-bench, bench/fp8/gemm_bench.cu); the epilogues'
+#            cost with every heuristic candidate timed (build-gpu/epilogue-probe)
 #   check    the FP8 attention kernel alone (build-gpu/fp8-attn-probe: fp32 reference, redone tiles, times);
 #            the fused layer norms' E4M3 variants (test/gpu/codegen/check_kernels.py, bytes exact); tiny, the fp8 program with --gpu-check-ops: every GPU op (the FP8 GEMMs and attention included)
 #            against the CPU reference's exact emulation; compute-sanitizer memcheck
@@ -59,6 +60,11 @@ if has gemm; then
   python3 "$ROOT/bench/fp8/torch_fp8_gemm.py" \
     3072 4096 1024  1024 4096 1024  2048 1376 1024  4096 4096 1024  1024 4096 4096 \
     3072 4368 1024  1024 4368 1024  4096 4368 1024  1024 4368 4096 | tee "$OUT/torch_gemm.txt"
+  # The epilogues' cost and every heuristic candidate: SS fc1, SLat fc1, qkv.
+  for shape in "4096 4096 1024" "4096 4368 1024" "3072 4096 1024"; do
+    # shellcheck disable=SC2086
+    "$B/epilogue-probe" $shape
+  done | tee "$OUT/epilogue.txt"
 fi
 if has check; then
   # The FP8 attention kernel alone against an fp32 reference and the fp16 kernels (exit 1 past its bounds).
