@@ -298,8 +298,7 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
   auto sK = [&](int st) { return sStages + st * kStageBytes; };
   auto sV = [&](int st) { return sStages + st * kStageBytes + kKBytes; };
   const uint32_t sBar = sStages + STAGES * kStageBytes;
-  auto barFull = [&](int st) { return sBar + 8u * st; };
-  auto barEmpty = [&](int st) { return sBar + 8u * (STAGES + st); };
+  const MbarRing<STAGES, THREADS> ring{sBar};
 
   const int tid = threadIdx.x, wtid = tid & 127, lane = tid & 31;
   const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
@@ -352,22 +351,15 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
            make_uint4(0x38383838u, 0x38383838u, 0x38383838u, 0x38383838u));
   }
   fence_proxy_async_smem();
-  if (tid == 0) {
-    for (int st = 0; st < STAGES; ++st) {
-      mbar_init(barFull(st), THREADS);
-      mbar_init(barEmpty(st), THREADS);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  ring.init(tid);
   load_tile<BM, D, THREADS, LQ>(sQ, q16, p.q_row_stride, m0, seg.len, tid);
   load_kv(0, 0);
-  cp_async_mbar_arrive(barFull(0));
+  cp_async_mbar_arrive(ring.full(0));
 #pragma unroll
   for (int t = 1; t <= STAGES - 3; ++t) {
     if (t < ntiles)
       load_kv(t, t);
-    cp_async_mbar_arrive(barFull(t));
+    cp_async_mbar_arrive(ring.full(t));
   }
 
   const float s_q = fp8_head_scale(p.q_gamma + h * D);
@@ -385,15 +377,9 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
   float ref2[2];
 
   auto begin_tile = [&](int j) {
-    mbar_wait(barFull(j % STAGES), (j / STAGES) & 1);
+    ring.wait_full(j);
     fence_proxy_async_smem();
-    const int t = j + STAGES - 2; // refill the stage that tile j-2 used
-    if (t < ntiles) {
-      if (t >= STAGES)
-        mbar_wait(barEmpty(t % STAGES), ((t / STAGES) - 1) & 1);
-      load_kv(t, t % STAGES);
-      cp_async_mbar_arrive(barFull(t % STAGES));
-    }
+    ring.refill(j, ntiles, load_kv);
   };
   const uint64_t descK0 = smem_desc<64>(sK(0), 16, 8 * 64);
   const uint64_t descV0 = smem_desc<WV>(sV(0), 16, 8 * WV);
@@ -527,7 +513,7 @@ __device__ __forceinline__ void attn_fp8_sm90(const TrellisAttnFp8Params &p) {
     fence_regs<BN / 2>(s);
     softmax(j);
     wgmma_wait<0>();
-    mbar_arrive(barEmpty((j - 1) % STAGES));
+    mbar_arrive(ring.empty((j - 1) % STAGES));
     fence_regs<DO / 2>(o);
     fence_regs<PSTEPS * 4>(&pf[0][0]);
     pack();

@@ -61,6 +61,43 @@ __device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
       "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar)
       : "memory");
 }
+// The K/V stage ring of the MBAR_PIPELINE kernels (here and
+// attention_fp8_sm90.cuh): STAGES stages at `bars` (full[st] then empty[st],
+// 8 bytes each). Stage st is published by full[st] — one cp.async arrival
+// per thread — and given back by empty[st], one arrival per thread once it
+// has read the tile; tile t lives in stage t % STAGES.
+template <int STAGES, int THREADS> struct MbarRing {
+  uint32_t bars;
+  __device__ uint32_t full(int st) const { return bars + 8u * st; }
+  __device__ uint32_t empty(int st) const { return bars + 8u * (STAGES + st); }
+  // Thread 0 initializes every barrier; the block syncs after.
+  __device__ void init(int tid) const {
+    if (tid == 0) {
+      for (int st = 0; st < STAGES; ++st) {
+        mbar_init(full(st), THREADS);
+        mbar_init(empty(st), THREADS);
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+  }
+  // Waits until every thread's copies of tile j have landed.
+  __device__ void wait_full(int j) const {
+    mbar_wait(full(j % STAGES), (j / STAGES) & 1);
+  }
+  // At tile j: refills the stage tile j - 2 used with tile j + STAGES - 2
+  // (when there is one), after every thread gave that stage back.
+  template <class LoadKv>
+  __device__ void refill(int j, int ntiles, LoadKv &&load_kv) const {
+    const int t = j + STAGES - 2;
+    if (t >= ntiles)
+      return;
+    if (t >= STAGES) // every warpgroup is done with tile t - STAGES
+      mbar_wait(empty(t % STAGES), ((t / STAGES) - 1) & 1);
+    load_kv(t, t % STAGES);
+    cp_async_mbar_arrive(full(t % STAGES));
+  }
+};
 // Keeps the compiler from moving register reads/writes across wgmma issue/wait
 // points.
 template <int N> __device__ __forceinline__ void fence_regs(float *r) {
@@ -266,27 +303,15 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
              make_uint4(0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u));
     fence_proxy_async_smem();
   }
-  // MBAR_PIPELINE: stage st is published by full[st] (one cp.async arrival per
-  // thread) and given back by empty[st] (one arrival per thread after its P V
-  // wait).
-  const uint32_t sBar = sbase + kQBytes + STAGES * kStageBytes;
-  auto barFull = [&](int st) { return sBar + 8u * st; };
-  auto barEmpty = [&](int st) { return sBar + 8u * (STAGES + st); };
-  if constexpr (kMbar) {
-    if (tid == 0) {
-      for (int st = 0; st < STAGES; ++st) {
-        mbar_init(barFull(st), THREADS);
-        mbar_init(barEmpty(st), THREADS);
-      }
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-  }
+  // MBAR_PIPELINE: the K/V stages' barriers (MbarRing) follow the stages.
+  const MbarRing<STAGES, THREADS> ring{sbase + kQBytes + STAGES * kStageBytes};
+  if constexpr (kMbar)
+    ring.init(tid);
   // prologue: group 0 = Q + tile 0, groups 1..STAGES-3 = tiles 1..STAGES-3
   load_tile<BM, D, THREADS, LQ>(sQ, q.ptr, p.q_row_stride, m0, q.len, tid);
   load_kv(0, 0);
   if constexpr (kMbar)
-    cp_async_mbar_arrive(barFull(0));
+    cp_async_mbar_arrive(ring.full(0));
   else
     cp_async_commit();
 #pragma unroll
@@ -294,7 +319,7 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
     if (t < ntiles)
       load_kv(t, t);
     if constexpr (kMbar)
-      cp_async_mbar_arrive(barFull(t));
+      cp_async_mbar_arrive(ring.full(t));
     else
       cp_async_commit();
   }
@@ -322,20 +347,14 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
   };
   auto begin_tile = [&](int j) {
     if constexpr (kMbar) {
-      mbar_wait(barFull(j % STAGES), (j / STAGES) & 1); // everyone's copies
+      ring.wait_full(j); // everyone's copies
       const bool normalizing = (norm_q && j == 0) || norm_k;
       if (normalizing)
         normalize(j);
       fence_proxy_async_smem();
       if (normalizing)
         __syncthreads(); // the normalized chunks visible to every warpgroup
-      const int t = j + STAGES - 2; // refill the stage that tile j-2 used
-      if (t < ntiles) {
-        if (t >= STAGES) // every warpgroup is done with tile t - STAGES
-          mbar_wait(barEmpty(t % STAGES), ((t / STAGES) - 1) & 1);
-        load_kv(t, t % STAGES);
-        cp_async_mbar_arrive(barFull(t % STAGES));
-      }
+      ring.refill(j, ntiles, load_kv);
       return;
     }
     cp_async_wait<STAGES -
@@ -535,7 +554,7 @@ __device__ __forceinline__ void attn_fwd_sm90(const TrellisAttnParams &p) {
     softmax(j, alpha);
     wgmma_wait<0>();
     if constexpr (kMbar) // this thread is done with tile j-1's stage
-      mbar_arrive(barEmpty((j - 1) % STAGES));
+      mbar_arrive(ring.empty((j - 1) % STAGES));
     fence_regs<DO / 2>(o);
     fence_regs<PSTEPS * 4>(&pf[0][0]);
     rescale_and_pack(alpha);
