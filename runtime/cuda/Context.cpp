@@ -172,6 +172,16 @@ Status GpuExecutor::Impl::init(const GpuImages &images) {
              "generated-kernel", report.generatedImage));
   else {
     auto [cubin, cubinSm] = sassFor(images.cubinsGenerated);
+    // An FP8 program's kernels (E4M3 stores) have no portable code.
+    if (!cubin && images.ptxCompute75.empty() && !images.ptxSm90a.empty())
+      return Error{"this program's generated kernels are built for sm_90a "
+                   "only (an FP8 program, trellisc --precision=fp8), and this "
+                   "run uses sm_" +
+                   std::to_string(codeSm) + " code" +
+                   (options.portable ? " (--gpu-arch portable)" : "") +
+                   ": run it on a Hopper GPU without --gpu-arch portable, "
+                   "recompile without --precision=fp8, or run with --gpu off "
+                   "for the CPU reference"};
     TRELLIS_RETURN_IF_ERROR(load(generated, cubin, cubinSm, images.ptxCompute75,
                                  "generated-kernel", report.generatedImage));
   }
