@@ -9,46 +9,18 @@
 // — times every candidate that runs (CUDA events, median of 30 calls after 5)
 // and prints the first candidate's time, the best and its rank.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90a epilogue_probe.cu -lcublasLt -o epilogue-probe
+//   nvcc -O3 -std=c++17 -arch=sm_90a -I<repo> epilogue_probe.cu -lcublasLt -o epilogue-probe
 //   ./epilogue-probe [M N K]
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "bench/fp8/bench_timing.cuh"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-
-#define CK(x)                                                                  \
-  do {                                                                         \
-    auto ck_ = (x);                                                            \
-    if (ck_ != 0) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x,  \
-                   int(ck_));                                                  \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
-
-template <class F> float medianUs(F f, int reps = 30) {
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  for (int i = 0; i < 5; ++i)
-    f();
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(e0);
-    f();
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    t.push_back(ms * 1000.f);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 int main(int argc, char **argv) {
   const int m = argc > 3 ? std::atoi(argv[1]) : 4096;
@@ -139,7 +111,7 @@ int main(int argc, char **argv) {
       if (call() != CUBLAS_STATUS_SUCCESS)
         continue;
       ++runs;
-      float us = medianUs(call);
+      float us = medianUs(call, 30, 5);
       if (bestRank < 0)
         first = us;
       if (bestRank < 0 || us < best) {

@@ -17,6 +17,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include "bench/fp8/bench_timing.cuh"
 #include "runtime/kernels/fp8.cuh"
 
 #include <algorithm>
@@ -24,16 +25,6 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#define CK(x)                                                                  \
-  do {                                                                         \
-    auto ck_ = (x);                                                            \
-    if (ck_ != 0) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x,  \
-                   int(ck_));                                                  \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
 
 __global__ void fillHalf(__half *p, size_t n, unsigned seed, float scale) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
@@ -112,25 +103,6 @@ Gemm makeGemm(cublasLtHandle_t lt, cudaDataType_t in, int m, int n, int k,
   return g;
 }
 
-template <class F> float medianUs(F f, int reps = 50) {
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  for (int i = 0; i < 10; ++i)
-    f();
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(e0);
-    f();
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    t.push_back(ms * 1000.f);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 int main(int argc, char **argv) {
   if (argc < 4 || (argc - 1) % 3) {
@@ -185,16 +157,19 @@ int main(int argc, char **argv) {
         std::exit(1);
       }
     };
-    float t16 = medianUs([&] { run(g16, w16, x16); });
-    float t8 = g8.desc ? medianUs([&] { run(g8, w8, x8); }) : 0.f;
-    float t8f = g8f.desc ? medianUs([&] { run(g8f, w8, x8); }) : 0.f;
+    constexpr int kReps = 50, kWarmup = 10;
+    float t16 = medianUs([&] { run(g16, w16, x16); }, kReps, kWarmup);
+    float t8 = g8.desc ? medianUs([&] { run(g8, w8, x8); }, kReps, kWarmup)
+                       : 0.f;
+    float t8f =
+        g8f.desc ? medianUs([&] { run(g8f, w8, x8); }, kReps, kWarmup) : 0.f;
     const size_t elems = size_t(n) * k;
     float tq = medianUs([&] {
       cudaMemsetAsync(scales, 0, sizeof(float));
       trellis_fp8_amax_f16<<<1056, 256>>>(x16, elems, scales, nullptr);
       trellis_fp8_quantize_f16<<<1056, 256>>>(x16, elems, scales, x8,
                                                  scales + kSlot);
-    });
+    }, kReps, kWarmup);
     const double flop = 2.0 * m * n * k;
     std::printf("%d %d %d %.1f %.1f %.1f %.1f %.0f %.0f\n", m, n, k, t16, t8,
                 t8f, tq, flop / t16 * 1e-6, t8 > 0 ? flop / t8 * 1e-6 : 0.0);

@@ -25,7 +25,7 @@ fi
 /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90a -I"$ROOT" "$ROOT/bench/fp8/gemm_bench.cu" -lcublasLt -o "$G/fp8-gemm-bench"
 /usr/local/cuda/bin/nvcc -O2 -std=c++17 -arch=sm_90a "$ROOT/bench/fp8/scale_modes_probe.cu" -lcublasLt \
   -o "$G/scale-modes-probe"
-/usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90a "$ROOT/bench/fp8/epilogue_probe.cu" -lcublasLt \
+/usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90a -I"$ROOT" "$ROOT/bench/fp8/epilogue_probe.cu" -lcublasLt \
   -o "$G/epilogue-probe"
 /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I"$ROOT" \
   "$ROOT/bench/attention/fp8_probe.cu" -o "$G/fp8-attn-probe"

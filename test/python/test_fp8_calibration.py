@@ -166,16 +166,17 @@ def test_scales_need_an_fp8_program(calibrated):
     assert not (calibrated["dir"] / "x.exe").exists()
 
 
-def test_a_scales_file_of_another_program_is_refused_naming_the_linear(calibrated):
-    data = json.loads(calibrated["scales"].read_text())
-    missing = sorted(data["amax"])[0]
-    del data["amax"][missing]
-    bad = calibrated["dir"] / "short.json"
+def compile_with_edited_scales(c, name, edit):
+    """trellisc --fp8-scales with the calibration file changed by `edit`
+    (a function of its JSON): (the result, the output path)."""
+    data = json.loads(c["scales"].read_text())
+    edit(data)
+    bad = c["dir"] / f"{name}.json"
     bad.write_text(json.dumps(data))
-    out = calibrated["dir"] / "short.exe"
+    out = c["dir"] / f"{name}.exe"
     r = run(
         BIN / "trellisc",
-        calibrated["model"] / "pipeline.json",
+        c["model"] / "pipeline.json",
         "--cond-tokens",
         "21",
         "--precision=fp8",
@@ -183,28 +184,23 @@ def test_a_scales_file_of_another_program_is_refused_naming_the_linear(calibrate
         "-o",
         out,
     )
+    return r, out
+
+
+def test_a_scales_file_of_another_program_is_refused_naming_the_linear(calibrated):
+    missing = sorted(json.loads(calibrated["scales"].read_text())["amax"])[0]
+    r, out = compile_with_edited_scales(calibrated, "short", lambda d: d["amax"].pop(missing))
     assert r.returncode == 1, r.stderr
     assert f"has no entry for '{missing}'" in r.stderr and "short.json" in r.stderr, r.stderr
     assert not out.exists()
 
 
 def test_an_attention_v_scale_of_another_head_count_is_refused(calibrated):
-    data = json.loads(calibrated["scales"].read_text())
-    key = sorted(data["v_amax"])[0]
-    data["v_amax"][key] = data["v_amax"][key][:-1]
-    bad = calibrated["dir"] / "heads.json"
-    bad.write_text(json.dumps(data))
-    out = calibrated["dir"] / "heads.exe"
-    r = run(
-        BIN / "trellisc",
-        calibrated["model"] / "pipeline.json",
-        "--cond-tokens",
-        "21",
-        "--precision=fp8",
-        f"--fp8-scales={bad}",
-        "-o",
-        out,
-    )
+    def drop_a_head(data):
+        key = sorted(data["v_amax"])[0]
+        data["v_amax"][key] = data["v_amax"][key][:-1]
+
+    r, out = compile_with_edited_scales(calibrated, "heads", drop_a_head)
     assert r.returncode == 1, r.stderr
     assert "v_amax must hold one value per head" in r.stderr, r.stderr
     assert not out.exists()
