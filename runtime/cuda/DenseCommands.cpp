@@ -311,9 +311,6 @@ Status GpuExecutor::Impl::buildKernelCommand(Prepared &p, Node &node) {
     return opError(instr, "has no GPU implementation (no trellis.launch "
                           "annotation from the compiler)");
   TRELLIS_RETURN_IF_ERROR(checkAddressable(p, node));
-  // Dynamic rows (gpu-backend.md, "Sparse stages"): the kernel was generated
-  // for the bound; it takes the actual row count last and the grid covers
-  // rows · threads_per_row threads (rowsLaunch).
   // The E4M3 variant where the result's only reader, an FP8 GEMM, takes
   // it as its input (markFp8E4M3Outputs): its quantize scale follows the
   // results.
@@ -327,6 +324,9 @@ Status GpuExecutor::Impl::buildKernelCommand(Prepared &p, Node &node) {
         quantize = std::make_shared<float>(q);
       }
   }
+  // Dynamic rows (gpu-backend.md, "Sparse stages"): the kernel was generated
+  // for the bound; it takes the actual row count last and the grid covers
+  // rows · threads_per_row threads (rowsLaunch).
   std::shared_ptr<int64_t> rows;
   if (launch->contains("threads_per_row"))
     rows = std::make_shared<int64_t>(slotType(p, node.out[0]).shape.at(0));
