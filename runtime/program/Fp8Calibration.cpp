@@ -37,11 +37,11 @@ template <typename Fn> void walk(const std::vector<Instr> &body, Fn &&fn) {
 
 } // namespace
 
-/// "<model>/<name>" of the trellis.weight operand `operand` of each op that
-/// `select` accepts.
-template <typename Select>
+/// "<model>/<name>" of the trellis.weight operand `keyOperand(instr)` of each
+/// op (-1: the op has no key).
+template <typename KeyOperand>
 std::unordered_map<const Instr *, std::string>
-weightKeys(const Program &program, Select &&select, size_t operand) {
+weightKeys(const Program &program, KeyOperand &&keyOperand) {
   std::unordered_map<const Instr *, std::string> keys;
   for (const Function &fn : program.functions()) {
     // Slots are numbered per function, regions included.
@@ -51,9 +51,10 @@ weightKeys(const Program &program, Select &&select, size_t operand) {
         weightOf[instr.out[0]] = &instr;
     });
     walk(fn.body, [&](const Instr &instr) {
-      if (!select(instr) || instr.in.size() <= operand)
+      const int operand = keyOperand(instr);
+      if (operand < 0 || instr.in.size() <= size_t(operand))
         return;
-      auto it = weightOf.find(instr.in[operand]);
+      auto it = weightOf.find(instr.in[size_t(operand)]);
       if (it == weightOf.end())
         return;
       auto name = it->second->stringAttr("name");
@@ -67,26 +68,18 @@ weightKeys(const Program &program, Select &&select, size_t operand) {
 
 std::unordered_map<const Instr *, std::string>
 fp8LinearKeys(const Program &program) {
-  return weightKeys(program, isFp8Linear, 1);
+  return weightKeys(program,
+                    [](const Instr &i) { return isFp8Linear(i) ? 1 : -1; });
 }
 
 std::unordered_map<const Instr *, std::string>
 fp8AttentionKeys(const Program &program) {
   // q_gamma follows q, k, v (and the sparse op's segments).
-  auto dense = weightKeys(
-      program,
-      [](const Instr &i) {
-        return isFp8Attention(i) && i.op == "trellis.attention";
-      },
-      3);
-  auto sparse = weightKeys(
-      program,
-      [](const Instr &i) {
-        return isFp8Attention(i) && i.op == "trellis.sparse.attention";
-      },
-      4);
-  dense.insert(sparse.begin(), sparse.end());
-  return dense;
+  return weightKeys(program, [](const Instr &i) {
+    if (!isFp8Attention(i))
+      return -1;
+    return i.op == "trellis.attention" ? 3 : 4;
+  });
 }
 
 Fp8ProgramKind fp8ProgramKind(const Program &program) {
@@ -121,17 +114,21 @@ Status checkFp8Device(bool programIsFp8, int major, int minor,
       "for the CPU reference"};
 }
 
-Fp8Calibration::Fp8Calibration(const Program &program)
-    : keys_(fp8LinearKeys(program)), attentionKeys_(fp8AttentionKeys(program)) {
-  auto distinct = [](const auto &keys) {
-    std::set<std::string> names;
-    for (const auto &[instr, key] : keys)
-      names.insert(key);
-    return names.size();
-  };
-  keyCount_ = distinct(keys_);
-  attentionKeyCount_ = distinct(attentionKeys_);
+namespace {
+/// The distinct keys of `keys`, in order.
+std::set<std::string>
+distinctKeys(const std::unordered_map<const Instr *, std::string> &keys) {
+  std::set<std::string> names;
+  for (const auto &[instr, key] : keys)
+    names.insert(key);
+  return names;
 }
+} // namespace
+
+Fp8Calibration::Fp8Calibration(const Program &program)
+    : keys_(fp8LinearKeys(program)), attentionKeys_(fp8AttentionKeys(program)),
+      linearNames_(distinctKeys(keys_)),
+      attentionNames_(distinctKeys(attentionKeys_)) {}
 
 void Fp8Calibration::observe(const Instr &op, std::span<const float> amax) {
   if (auto it = keys_.find(&op); it != keys_.end()) {
@@ -164,11 +161,8 @@ size_t Fp8Calibration::observed() const {
 Result<nlohmann::json>
 Fp8Calibration::toJson(const nlohmann::json &about) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::set<std::string> all;
-  for (const auto &[instr, key] : keys_)
-    all.insert(key);
   nlohmann::json amax = nlohmann::json::object();
-  for (const std::string &key : all) {
+  for (const std::string &key : linearNames_) {
     auto it = amax_.find(key);
     if (it == amax_.end())
       return Error{"FP8 calibration: the linear '" + key +
@@ -182,13 +176,10 @@ Fp8Calibration::toJson(const nlohmann::json &about) const {
                       {"version", 1},
                       {"calibration", about},
                       {"amax", amax}};
-  if (attentionKeys_.empty())
+  if (attentionNames_.empty())
     return file;
-  std::set<std::string> attention;
-  for (const auto &[instr, key] : attentionKeys_)
-    attention.insert(key);
   nlohmann::json vAmax = nlohmann::json::object();
-  for (const std::string &key : attention) {
+  for (const std::string &key : attentionNames_) {
     auto it = vAmax_.find(key);
     if (it == vAmax_.end())
       return Error{"FP8 calibration: the attention whose q_gamma is '" + key +

@@ -28,6 +28,7 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -77,8 +78,8 @@ public:
   void observe(const Instr &op, std::span<const float> amax);
   /// The FP8 linears' and attention ops' distinct keys, and those observed
   /// at least once.
-  size_t keys() const { return keyCount_; }
-  size_t attentionKeys() const { return attentionKeyCount_; }
+  size_t keys() const { return linearNames_.size(); }
+  size_t attentionKeys() const { return attentionNames_.size(); }
   size_t observed() const;
   /// The scales file ("about": what was run, stored as "calibration").
   /// Fails naming the first key never observed (a stage not run) or
@@ -87,7 +88,7 @@ public:
 
 private:
   std::unordered_map<const Instr *, std::string> keys_, attentionKeys_;
-  size_t keyCount_ = 0, attentionKeyCount_ = 0;
+  std::set<std::string> linearNames_, attentionNames_; ///< distinct keys
   mutable std::mutex mutex_;
   std::map<std::string, float> amax_;
   std::map<std::string, std::vector<float>> vAmax_;
