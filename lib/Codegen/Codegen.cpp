@@ -246,9 +246,13 @@ private:
   /// launches it instead of trellis.launch where the GEMM's input slot is
   /// its own (Prepared::fp8E4M3Outputs), and the GEMM skips its
   /// quantization.
-  void annotateE4M3Variant(Operation *op);
+  void annotateE4M3Variant(func::FuncOp fn, Operation *op);
   /// Emits the kernel of `op` as `e` describes (its name set here).
   FailureOr<Launch> emitKernel(Operation *op, OpClass cls, Entry &e);
+  /// The kernel under `key`: emitted by `emit` (which names it) the first
+  /// time, errors noted with `fn`'s name; null when emitting failed.
+  const Entry *kernelFor(func::FuncOp fn, const std::string &key,
+                         function_ref<FailureOr<Launch>(Entry &)> emit);
 
   MLIRContext *ctx;
   gpu::GPUModuleOp gpuModule;
@@ -436,6 +440,29 @@ void KernelModuleBuilder::annotateKernel(func::FuncOp fn, Operation *op,
     key = convKey(op, prefix);
   else
     key = kernelKey(op, prefix);
+  const Entry *entry =
+      kernelFor(fn, key, [&](Entry &e) { return emitKernel(op, cls, e); });
+  if (!entry)
+    return;
+  const Entry &e = *entry;
+  DictionaryAttr attr = launchAttr(ctx, e.name, e.launch);
+  if (cls == OpClass::Sampler) {
+    op->setAttr(kUpdateAttr, attr);
+    annotateVelocitySum(op);
+    return;
+  }
+  op->setAttr(kLaunchAttr, attr);
+  if (cls == OpClass::Generated)
+    annotateE4M3Variant(fn, op);
+  if (cls == OpClass::Conv && isDirectConv(op))
+    op->setAttr(kDirectConvAttr, UnitAttr::get(ctx));
+  else if (cls == OpClass::Conv)
+    op->setAttr(kScratchAttr, Builder(ctx).getI64IntegerAttr(e.scratch));
+}
+
+const Entry *
+KernelModuleBuilder::kernelFor(func::FuncOp fn, const std::string &key,
+                               function_ref<FailureOr<Launch>(Entry &)> emit) {
   auto it = seen.find(key);
   if (it == seen.end()) {
     Entry e;
@@ -445,55 +472,34 @@ void KernelModuleBuilder::annotateKernel(func::FuncOp fn, Operation *op,
         d.attachNote() << "in CUDA function @" << fn.getSymName();
       return failure(); // on to the enclosing handler
     });
-    FailureOr<Launch> l = emitKernel(op, cls, e);
+    FailureOr<Launch> l = emit(e);
     if (failed(l)) {
       failedAny = true;
-      return;
+      return nullptr;
     }
     ++count;
     e.launch = *l;
     it = seen.insert({key, e}).first;
   }
-  const Entry &e = it->second;
-  DictionaryAttr attr = launchAttr(ctx, e.name, e.launch);
-  if (cls == OpClass::Sampler) {
-    op->setAttr(kUpdateAttr, attr);
-    annotateVelocitySum(op);
-    return;
-  }
-  op->setAttr(kLaunchAttr, attr);
-  if (cls == OpClass::Generated)
-    annotateE4M3Variant(op);
-  if (cls == OpClass::Conv && isDirectConv(op))
-    op->setAttr(kDirectConvAttr, UnitAttr::get(ctx));
-  else if (cls == OpClass::Conv)
-    op->setAttr(kScratchAttr, Builder(ctx).getI64IntegerAttr(e.scratch));
+  return &it->second;
 }
 
-void KernelModuleBuilder::annotateE4M3Variant(Operation *op) {
+void KernelModuleBuilder::annotateE4M3Variant(func::FuncOp fn, Operation *op) {
   std::optional<unsigned> result = detail::e4m3ResultOf(op);
   if (!result)
     return;
-  const std::string key = kernelKey(op, "e4m3:");
-  auto it = seen.find(key);
-  if (it == seen.end()) {
-    Entry e;
+  const Entry *entry = kernelFor(fn, kernelKey(op, "e4m3:"), [&](Entry &e) {
     StringRef base = op->getName().getStringRef();
     base.consume_front("trellis.");
     Value x = op->getOperand(0);
     e.name = kernelName((base + "_e4m3").str(), getElementTypeOrSelf(x),
                         x.getType(), count);
-    FailureOr<Launch> l = detail::emitOpKernel(op, gpuModule, e.name, *result);
-    if (failed(l)) {
-      failedAny = true;
-      return;
-    }
-    ++count;
-    storesE4M3 = true;
-    e.launch = *l;
-    it = seen.insert({key, e}).first;
-  }
-  NamedAttrList attrs(launchAttr(ctx, it->second.name, it->second.launch));
+    return detail::emitOpKernel(op, gpuModule, e.name, *result);
+  });
+  if (!entry)
+    return;
+  storesE4M3 = true;
+  NamedAttrList attrs(launchAttr(ctx, entry->name, entry->launch));
   attrs.set("result", Builder(ctx).getI64IntegerAttr(*result));
   op->setAttr(kLaunchE4M3Attr, attrs.getDictionary(ctx));
 }
