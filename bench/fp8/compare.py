@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """The fp8 program against the fp16 one (bench/fp8/run_device.sh gate).
 
-  compare.py DIR16 DIR8
+  compare.py DIR16 DIR8 [--ss-only]
 
 Each DIR (run_device.sh gate, one per program): ss/ (stage 1 on its own voxels) with ss.log, full/ (stages 2-3
 on the fp16 run's voxels) with full.log, and surface.log (stage 2 on the 20k-voxel surface of
 bench/slat_gpu/make_coords.py, the brief's voxel target). Prints the issue's figures: occupancy agreement, latent
 rel L2, Gaussian and radiance-field rel L2 per field, mesh vertex/face counts and the symmetric Chamfer distance
 of the vertex sets against 1/256 of the object's extent, and each stage's GPU time (CUDA events), the median of
-the runs after the first."""
+the runs after the first. --ss-only: stage 1 only (the gate's control: the fp16 program against itself on its portable
+kernels, how far the occupancy of these random weights moves at fp16's own rounding differences)."""
 import re
 import sys
 
@@ -86,16 +87,19 @@ def stage_medians(log):
 
 def main():
     d16, d8 = sys.argv[1:3]
+    ss_only = "--ss-only" in sys.argv[3:]
     a = {tuple(v) for v in np.load(f"{d16}/ss/coords.npy")}
     b = {tuple(v) for v in np.load(f"{d8}/ss/coords.npy")}
     print(f"== {d8} against {d16}")
     print(
-        f"stage 1: {len(a)} voxels fp16, {len(b)} fp8; occupancy agreement {len(a & b) / len(a | b):.4f} "
+        f"stage 1: {len(a)} voxels, {len(b)} voxels; occupancy agreement {len(a & b) / len(a | b):.4f} "
         f"(intersection over union; the issue asks >= 0.99)"
     )
     print(
         f"ss_latent rel L2 {rel(np.load(f'{d16}/ss/ss_latent.npy'), np.load(f'{d8}/ss/ss_latent.npy')):.3e}"
     )
+    if ss_only:
+        return
     print(
         f"slat (same voxels) rel L2 {rel(np.load(f'{d16}/full/slat.npy'), np.load(f'{d8}/full/slat.npy')):.3e}"
     )

@@ -27,6 +27,8 @@ fi
   -o "$G/scale-modes-probe"
 /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90a -I"$ROOT" "$ROOT/bench/fp8/epilogue_probe.cu" -lcublasLt \
   -o "$G/epilogue-probe"
+/usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90a -I"$ROOT" "$ROOT/bench/fp8/algo_search.cu" -lcublasLt \
+  -o "$G/fp8-algo-search"
 /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I"$ROOT" \
   "$ROOT/bench/attention/fp8_probe.cu" -o "$G/fp8-attn-probe"
 ls -la "$G"/tiny_fp8*.exe "$G"/large_fp8*.exe "$G"/fp8-gemm-bench "$G"/fp8-attn-probe

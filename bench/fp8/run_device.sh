@@ -4,7 +4,8 @@
 #            trellis-slat-bench --profile, eager launches): the GEMMs' share of each stage
 #   gemm     cuBLASLt FP8 (E4M3, per-tensor scales) vs fp16 at the flow transformers' linear shapes, and the
 #            activation's amax + quantize cost (build-gpu/fp8-gemm-bench, bench/fp8/gemm_bench.cu); the epilogues'
-#            cost with every heuristic candidate timed (build-gpu/epilogue-probe)
+#            cost with every heuristic candidate timed (build-gpu/epilogue-probe); every configuration of every
+#            FP8 algorithm cuBLASLt lists against its heuristic's best (build-gpu/fp8-algo-search)
 #   check    the FP8 attention kernel alone (build-gpu/fp8-attn-probe: fp32 reference, redone tiles, times);
 #            the fused layer norms' E4M3 variants (test/gpu/codegen/check_kernels.py, bytes exact); tiny, the fp8 program with --gpu-check-ops: every GPU op (the FP8 GEMMs and attention included)
 #            against the CPU reference's exact emulation; compute-sanitizer memcheck
@@ -16,7 +17,8 @@
 #            same weights, cond and seed: stage 1 (own voxels, 5 runs), stages 2-3 on the fp16 run's voxels (3),
 #            stage 2 on the 20k-voxel surface (5); occupancy agreement, latent / Gaussian / RF rel L2, mesh counts
 #            and Chamfer distance, stage GPU times (median of the runs after the first), weights staged
-#            (bench/fp8/compare.py)
+#            (bench/fp8/compare.py); the control: stage 1 of the fp16 program on its portable kernels against
+#            the native run (how far random weights' occupancy moves at fp16's own rounding differences)
 # Needs build-gpu/ from bench/fp8/prepare.sh. Exit 1 when check fails (the gate's figures are reported, not
 # asserted: they are the issue's questions).
 set -uo pipefail
@@ -65,6 +67,12 @@ if has gemm; then
     # shellcheck disable=SC2086
     "$B/epilogue-probe" $shape
   done | tee "$OUT/epilogue.txt"
+  # Every configuration cuBLASLt lists against its heuristic's best: SS fc1 as the static program runs it
+  # (GELU + bias, E4M3 D), the 1024-wide linears, qkv, fc2.
+  for case in "4096 4096 1024 gelu_bias_e4m3" "1024 4096 1024 bias" "3072 4096 1024 bias" "1024 4096 4096 bias"; do
+    # shellcheck disable=SC2086
+    "$B/fp8-algo-search" $case
+  done | tee "$OUT/algo_search.txt"
 fi
 if has check; then
   # The FP8 attention kernel alone against an fp32 reference and the fp16 kernels (exit 1 past its bounds).
@@ -160,8 +168,16 @@ if has gate; then
       --stop-after slat --repeat 5 --out $D/surface > $D/surface.log 2>&1 || fail "gate: $prog on the surface"
     for l in ss full surface; do cp $D/$l.log "$OUT/gate_${prog}_$l.log"; done
   done
+  # The control: stage 1 of the fp16 program again on its portable kernels (--gpu-arch portable: the sm_75
+  # code, other summation orders, the same fp16 math), to see how far these random weights' occupancy moves
+  # for a latent difference of fp16's own size.
+  D=/tmp/g_portable
+  rm -rf $D && mkdir -p $D
+  "$B/large.exe" --model $L --cond $L/cond.npy --seed 1 --gpu require --gpu-arch portable --stop-after ss \
+    --out $D/ss > $D/ss.log 2>&1 || fail "gate: large --gpu-arch portable stage 1"
   for prog in $progs; do
     [[ $prog == large ]] || python3 "$ROOT/bench/fp8/compare.py" /tmp/g_large /tmp/g_$prog
   done
+  python3 "$ROOT/bench/fp8/compare.py" /tmp/g_large $D --ss-only
 fi
 exit $status

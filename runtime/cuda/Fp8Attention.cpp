@@ -130,22 +130,12 @@ Result<std::function<Status()>> GpuExecutor::Impl::fp8AttentionCommand(
       return opError(instr, "v_amax has " + std::to_string(values.size()) +
                                 " values for " + std::to_string(a.heads) +
                                 " heads");
-    auto it = p.fp8StaticScales.find(&instr);
-    if (it == p.fp8StaticScales.end()) {
-      const std::vector<float> host(values.begin(), values.end());
-      CUdeviceptr scales = 0;
-      TRELLIS_RETURN_IF_ERROR(
-          allocate(scales, alignUp(host.size() * sizeof(float)),
-                   "the FP8 attention's v scales of '" + p.name + "'"));
-      it = p.fp8StaticScales.emplace(&instr, scales).first;
-      TRELLIS_RETURN_IF_ERROR(check(
-          api->cuMemcpyHtoDAsync(scales, host.data(),
-                                 host.size() * sizeof(float), setupStream),
-          "cuMemcpyHtoDAsync (FP8 v scales)"));
-      TRELLIS_RETURN_IF_ERROR(
-          check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
-    }
-    f.v_amax = reinterpret_cast<float *>(it->second);
+    TRELLIS_ASSIGN_OR_RETURN(
+        CUdeviceptr scales,
+        uploadFp8Constants(p, instr,
+                           std::vector<float>(values.begin(), values.end()),
+                           "the FP8 attention's v scales of '" + p.name + "'"));
+    f.v_amax = reinterpret_cast<float *>(scales);
   } else if (fp8Observer) { // calibration: the op's largest v per head
     auto it = p.fp8Running.find(&instr);
     if (it == p.fp8Running.end()) {

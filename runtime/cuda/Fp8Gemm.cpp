@@ -83,26 +83,37 @@ Result<CUdeviceptr> GpuExecutor::Impl::fp8Weight(Prepared &p, int w,
   return copy;
 }
 
+Result<CUdeviceptr>
+GpuExecutor::Impl::uploadFp8Constants(Prepared &p, const Instr &instr,
+                                      const std::vector<float> &values,
+                                      const std::string &what) {
+  if (auto it = p.fp8StaticScales.find(&instr); it != p.fp8StaticScales.end())
+    return it->second;
+  const size_t bytes = values.size() * sizeof(float);
+  CUdeviceptr at = 0;
+  TRELLIS_RETURN_IF_ERROR(allocate(at, alignUp(bytes), what));
+  p.fp8StaticScales[&instr] = at;
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuMemcpyHtoDAsync(at, values.data(), bytes, setupStream),
+            "cuMemcpyHtoDAsync (static FP8 scales)"));
+  // `values` must outlive the copy.
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
+  return at;
+}
+
 Result<CUdeviceptr> GpuExecutor::Impl::fp8StaticScales(Prepared &p,
                                                        const Instr &instr) {
   if (auto it = p.fp8StaticScales.find(&instr); it != p.fp8StaticScales.end())
     return it->second;
   TRELLIS_ASSIGN_OR_RETURN(double amax, instr.floatAttr("activation_amax"));
   const ref::E4M3Scale scale = ref::e4m3ScaleFor(float(amax));
-  CUdeviceptr scales = 0;
-  TRELLIS_RETURN_IF_ERROR(
-      allocate(scales, 2 * kAlign,
-               "the FP8 activation scales of an op of '" + p.name + "'"));
-  p.fp8StaticScales[&instr] = scales;
-  // Both copies read `scale`, which lives until the one wait below.
-  for (auto [at, value] : {std::pair{scales, &scale.quantize},
-                           std::pair{scales + kAlign, &scale.dequantize}})
-    TRELLIS_RETURN_IF_ERROR(
-        check(api->cuMemcpyHtoDAsync(at, value, sizeof(float), setupStream),
-              "cuMemcpyHtoDAsync (FP8 scales)"));
-  TRELLIS_RETURN_IF_ERROR(
-      check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
-  return scales;
+  std::vector<float> values(2 * kAlign / sizeof(float), 0.0f);
+  values[0] = scale.quantize;
+  values[kAlign / sizeof(float)] = scale.dequantize;
+  return uploadFp8Constants(p, instr, values,
+                            "the FP8 activation scales of an op of '" + p.name +
+                                "'");
 }
 
 float GpuExecutor::Impl::fp8OutputQuantize(const Prepared &p, int out) const {

@@ -95,6 +95,12 @@ struct GpuExecutor::Impl {
   /// quantize scale 448 / amax at +0, the dequantize scale amax / 448 at
   /// +kAlign (ref::e4m3ScaleFor's values), uploaded once.
   Result<CUdeviceptr> fp8StaticScales(Prepared &p, const Instr &instr);
+  /// `values` on the device, uploaded at the op's first call and kept in
+  /// Prepared::fp8StaticScales (the static scales of fp8StaticScales and of
+  /// the FP8 attention's v_amax); `what` names the buffer in errors.
+  Result<CUdeviceptr> uploadFp8Constants(Prepared &p, const Instr &instr,
+                                         const std::vector<float> &values,
+                                         const std::string &what);
   /// The quantize scale at which a producer writes its result slot `out` in
   /// E4M3 for the FP8 linear that reads it (Prepared::fp8E4M3Outputs), else
   /// 0.
