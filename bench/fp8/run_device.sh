@@ -32,11 +32,21 @@ has() { [[ " $STEPS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi -L | tee "$OUT/device.txt"
-L=/tmp/large
+# The image-large model: FP8_MODEL (a real checkpoint's directory, with its conditioning in cond.npy), else
+# random weights made here (trellis-mkmodel --seed 1).
+L=${FP8_MODEL:-/tmp/large}
+large_model() {
+  [[ -f $L/cond.npy ]] && return
+  if [[ -n ${FP8_MODEL:-} ]]; then
+    echo "FP8_MODEL=$FP8_MODEL has no cond.npy (the conditioning tokens the gate runs on)" >&2
+    exit 2
+  fi
+  "$B/trellis-mkmodel" --preset image-large --seed 1 --out $L --force --quiet
+}
 if has profile; then
   # Per program (PROFILE_PROGRAMS, default "large"; e.g. "large large_fp8s"): graph timings and the eager
   # per-op profile of both flow stages.
-  [[ -f $L/cond.npy ]] || "$B/trellis-mkmodel" --preset image-large --seed 1 --out $L --force --quiet
+  large_model
   python3 "$ROOT/bench/slat_gpu/make_coords.py" --voxels 20000 --out /tmp/fp8_surface.npy
   for prog in ${PROFILE_PROGRAMS:-large}; do
     "$B/trellis-ss-bench" --exe "$B/$prog.exe" --model $L --reps 3 > /tmp/${prog}_ss_graphs.txt 2>&1
@@ -145,14 +155,14 @@ PY
 fi
 if has calibrate; then
   # image-large: the static scales of the gate's static program, from seeds 100..103 (the gate runs seed 1).
-  [[ -f $L/cond.npy ]] || "$B/trellis-mkmodel" --preset image-large --seed 1 --out $L --force --quiet
+  large_model
   "$B/large_fp8.exe" --model $L --cond $L/cond.npy --seed 100 --calibrate 4 --gpu require --out /tmp/f8_cal_large \
     > "$OUT/calibrate_large.log" 2>&1 || fail "calibrate: image-large"
   tail -2 "$OUT/calibrate_large.log"
   cp /tmp/f8_cal_large/fp8_scales.json "$OUT/fp8_scales_large.json"
 fi
 if has gate; then
-  [[ -f $L/cond.npy ]] || "$B/trellis-mkmodel" --preset image-large --seed 1 --out $L --force --quiet
+  large_model
   python3 "$ROOT/bench/slat_gpu/make_coords.py" --voxels 20000 --out /tmp/fp8_surface.npy
   progs="large large_fp8"
   [[ -x $B/large_fp8s.exe ]] && progs="$progs large_fp8s"
