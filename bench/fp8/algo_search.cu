@@ -18,7 +18,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
-#include "bench/fp8/bench_timing.cuh"
+#include "bench/fp8/fp8_matmul.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -45,6 +45,25 @@ std::vector<uint8_t> randomE4M3(size_t n, unsigned seed) {
   return v;
 }
 
+/// The ids an algorithm lists for a capability (tiles, stages), or
+/// `undefined` alone when it lists none.
+std::vector<uint32_t> capIds(const cublasLtMatmulAlgo_t &algo,
+                             cublasLtMatmulAlgoCapAttributes_t attr,
+                             uint32_t undefined) {
+  size_t bytes = 0;
+  std::vector<uint32_t> ids;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) ==
+          CUBLAS_STATUS_SUCCESS &&
+      bytes) {
+    ids.resize(bytes / sizeof(uint32_t));
+    CK(cublasLtMatmulAlgoCapGetAttribute(&algo, attr, ids.data(), bytes,
+                                         &bytes));
+  }
+  if (ids.empty())
+    ids.push_back(undefined);
+  return ids;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -68,59 +87,18 @@ int main(int argc, char **argv) {
 
   cublasLtHandle_t lt;
   CK(cublasLtCreate(&lt));
-  const size_t ws = size_t(32) << 20;
-  void *workspace, *a, *b, *d, *bias;
-  float *scales; // 256-byte slots: A, B, D scales
-  CK(cudaMalloc(&workspace, ws));
-  CK(cudaMalloc(&a, size_t(m) * k));
-  CK(cudaMalloc(&b, size_t(n) * k));
-  CK(cudaMalloc(&d, size_t(m) * n * 2));
-  CK(cudaMalloc(&bias, size_t(m) * 2));
-  CK(cudaMalloc(&scales, 3 * 256));
-  CK(cudaMemcpy(a, randomE4M3(size_t(m) * k, 1).data(), size_t(m) * k,
+  Fp8GemmBuffers buf(m, n, k);
+  CK(cudaMemcpy(buf.a, randomE4M3(size_t(m) * k, 1).data(), size_t(m) * k,
                 cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(b, randomE4M3(size_t(n) * k, 2).data(), size_t(n) * k,
+  CK(cudaMemcpy(buf.b, randomE4M3(size_t(n) * k, 2).data(), size_t(n) * k,
                 cudaMemcpyHostToDevice));
-  CK(cudaMemset(bias, 0, size_t(m) * 2));
-  const float scaleValues[3] = {1.f / 32, 1.f / 32, 1.f / 64};
-  for (int i = 0; i < 3; ++i)
-    CK(cudaMemcpy(reinterpret_cast<char *>(scales) + 256 * i, &scaleValues[i],
-                  sizeof(float), cudaMemcpyHostToDevice));
+  buf.setScales(1.f / 32, 1.f / 32, 1.f / 64);
+  const size_t ws = buf.workspaceBytes;
 
-  cublasLtMatmulDesc_t desc;
-  CK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
-  CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t,
-                                    sizeof(t)));
-  CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn,
-                                    sizeof(nn)));
-  const void *sa = scales, *sb = reinterpret_cast<char *>(scales) + 256,
-             *sd = reinterpret_cast<char *>(scales) + 512;
-  CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                    &sa, sizeof(sa)));
-  CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                    &sb, sizeof(sb)));
-  if (typeD == CUDA_R_8F_E4M3)
-    CK(cublasLtMatmulDescSetAttribute(
-        desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &sd, sizeof(sd)));
-  CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                    &epilogue, sizeof(epilogue)));
-  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
-    cudaDataType_t bt = CUDA_R_16F;
-    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                      &bt, sizeof(bt)));
-    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                      &bias, sizeof(bias)));
-  }
-  cublasLtMatrixLayout_t la, lb, lc, ld;
-  CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, k, m, k));
-  CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, k, n, k));
-  CK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16F, m, n, m));
-  CK(cublasLtMatrixLayoutCreate(&ld, typeD, m, n, m));
-  const float alpha = 1.f, beta = 0.f;
+  const Fp8Matmul g(m, n, k, epilogue, typeD, buf.scaleA, buf.scaleB,
+                    buf.scaleD, buf.bias);
   auto call = [&](const cublasLtMatmulAlgo_t &algo) {
-    return cublasLtMatmul(lt, desc, &alpha, a, la, b, lb, &beta, nullptr, lc,
-                          d, ld, &algo, workspace, ws, 0);
+    return g.run(lt, algo, buf.a, buf.b, buf.d, buf.workspace, ws);
   };
   auto time = [&](const cublasLtMatmulAlgo_t &algo, int reps, int warmup) {
     return medianUs([&] { call(algo); }, reps, warmup);
@@ -133,8 +111,8 @@ int main(int argc, char **argv) {
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   cublasLtMatmulHeuristicResult_t r[32] = {};
   int found = 0;
-  CK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, ld, pref, 32, r,
-                                    &found));
+  CK(cublasLtMatmulAlgoGetHeuristic(lt, g.desc, g.la, g.lb, g.lc, g.ld, pref,
+                                    32, r, &found));
   int heurBest = -1;
   float heurUs = 0.f;
   for (int i = 0; i < found; ++i) {
@@ -162,28 +140,11 @@ int main(int argc, char **argv) {
                                CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, CUDA_R_16F,
                                typeD, ids[i], &algo) != CUBLAS_STATUS_SUCCESS)
       continue;
+    const std::vector<uint32_t> tiles = capIds(
+        algo, CUBLASLT_ALGO_CAP_TILE_IDS, CUBLASLT_MATMUL_TILE_UNDEFINED);
+    const std::vector<uint32_t> stages = capIds(
+        algo, CUBLASLT_ALGO_CAP_STAGES_IDS, CUBLASLT_MATMUL_STAGES_UNDEFINED);
     size_t bytes = 0;
-    std::vector<uint32_t> tiles, stages;
-    if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS,
-                                          nullptr, 0, &bytes) ==
-            CUBLAS_STATUS_SUCCESS &&
-        bytes) {
-      tiles.resize(bytes / 4);
-      CK(cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS,
-                                           tiles.data(), bytes, &bytes));
-    }
-    if (tiles.empty())
-      tiles.push_back(CUBLASLT_MATMUL_TILE_UNDEFINED);
-    if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS,
-                                          nullptr, 0, &bytes) ==
-            CUBLAS_STATUS_SUCCESS &&
-        bytes) {
-      stages.resize(bytes / 4);
-      CK(cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS,
-                                           stages.data(), bytes, &bytes));
-    }
-    if (stages.empty())
-      stages.push_back(CUBLASLT_MATMUL_STAGES_UNDEFINED);
     int32_t swizzleSupport = 0, customMax = 0;
     CK(cublasLtMatmulAlgoCapGetAttribute(
         &algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzleSupport,
@@ -220,7 +181,8 @@ int main(int argc, char **argv) {
                   sizeof(splitK)));
               cublasLtMatmulHeuristicResult_t res;
               ++checked;
-              if (cublasLtMatmulAlgoCheck(lt, desc, la, lb, lc, ld, &c.algo,
+              if (cublasLtMatmulAlgoCheck(lt, g.desc, g.la, g.lb, g.lc, g.ld,
+                                          &c.algo,
                                           &res) != CUBLAS_STATUS_SUCCESS ||
                   res.workspaceSize > ws)
                 continue;

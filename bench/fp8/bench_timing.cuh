@@ -1,5 +1,5 @@
-// bench/fp8/bench_timing.cuh — what gemm_bench.cu and epilogue_probe.cu
-// share: a fatal check of a CUDA / cuBLASLt status, and the median time of a
+// bench/fp8/bench_timing.cuh — what gemm_bench.cu, epilogue_probe.cu and
+// algo_search.cu share: a fatal check of a CUDA / cuBLASLt status, and the median time of a
 // launch (CUDA events around each call, after warm-up calls).
 #ifndef TRELLIS_BENCH_FP8_BENCH_TIMING_CUH
 #define TRELLIS_BENCH_FP8_BENCH_TIMING_CUH
