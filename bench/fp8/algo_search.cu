@@ -1,24 +1,27 @@
-// bench/fp8/algo_search.cu — does cuBLASLt hold FP8 kernels faster than the
-// ones its heuristic returns? For one GEMM shape and epilogue form it times
-// (1) every candidate the heuristic returns (up to 32; the runtime times its
-// first 8, runtime/cuda/GemmCommands.cpp) and (2) every configuration of every
-// algorithm cublasLtMatmulAlgoGetIds lists for E4M3 inputs — each tile,
+// bench/fp8/algo_search.cu — does cuBLASLt hold FP8 (or fp16) kernels faster
+// than the ones its heuristic returns? For one GEMM shape and epilogue form it
+// times (1) every candidate the heuristic returns (up to 32; the runtime times
+// its first 8, runtime/cuda/GemmCommands.cpp) and (2) every configuration of
+// every algorithm cublasLtMatmulAlgoGetIds lists for the types — each tile,
 // stages, cluster shape (auto, 1x1, 2x1, 1x2), CTA swizzle and custom option
 // that cublasLtMatmulAlgoCheck accepts, split-K off. Each configuration is
 // screened with a short median; the five best and the heuristic's best are then
 // re-timed together (median of 50 calls after 10, CUDA events).
 //
-// A = weights [m, k] (E4M3, transposed as the runtime passes them),
-// B = activations [n, k] (E4M3), per-tensor scales, f32 accumulation; inputs
-// random normal values quantized to E4M3 (constant inputs draw less power).
+// A = weights [m, k] (transposed as the runtime passes them), B = activations
+// [n, k], both E4M3 with per-tensor scales or (f16) both f16; f32
+// accumulation; inputs random normal values (constant inputs draw less power).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90a -I<repo> algo_search.cu -lcublasLt -o fp8-algo-search
-//   ./fp8-algo-search M N K FORM      FORM: none | bias | gelu_bias_e4m3
+//   ./fp8-algo-search M N K FORM [f16]
+//     FORM: none | bias | gelu_bias (f16 D) | gelu_bias_e4m3 (E4M3 D);
+//     f16: fp16 inputs (not with gelu_bias_e4m3)
 #include <cublasLt.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
-#include "bench/fp8/fp8_matmul.cuh"
+#include "bench/fp8/lt_matmul.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -36,12 +39,19 @@ struct Config {
   float us = 0.f;
 };
 
-std::vector<uint8_t> randomE4M3(size_t n, unsigned seed) {
+/// n random normal values as E4M3 (times 32) or f16 bytes.
+std::vector<uint8_t> randomValues(size_t n, bool e4m3, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<uint8_t> v(n);
-  for (auto &x : v)
-    x = __nv_fp8_e4m3(dist(rng) * 32.f).__x;
+  std::vector<uint8_t> v(n * (e4m3 ? 1 : 2));
+  for (size_t i = 0; i < n; ++i) {
+    if (e4m3) {
+      v[i] = __nv_fp8_e4m3(dist(rng) * 32.f).__x;
+    } else {
+      const __half h = __float2half(dist(rng));
+      std::memcpy(&v[2 * i], &h, 2);
+    }
+  }
   return v;
 }
 
@@ -67,14 +77,18 @@ std::vector<uint32_t> capIds(const cublasLtMatmulAlgo_t &algo,
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s M N K none|bias|gelu_bias_e4m3\n", argv[0]);
+  const bool f16 = argc == 6 && std::string(argv[5]) == "f16";
+  if (argc != 5 && !f16) {
+    std::fprintf(stderr,
+                 "usage: %s M N K none|bias|gelu_bias|gelu_bias_e4m3 [f16]\n",
+                 argv[0]);
     return 2;
   }
   const int m = std::atoi(argv[1]), n = std::atoi(argv[2]),
             k = std::atoi(argv[3]);
   const std::string form = argv[4];
-  if (form != "none" && form != "bias" && form != "gelu_bias_e4m3") {
+  if (form != "none" && form != "bias" && form != "gelu_bias" &&
+      (form != "gelu_bias_e4m3" || f16)) {
     std::fprintf(stderr, "unknown form '%s'\n", form.c_str());
     return 2;
   }
@@ -82,21 +96,23 @@ int main(int argc, char **argv) {
                                       : form == "bias"
                                           ? CUBLASLT_EPILOGUE_BIAS
                                           : CUBLASLT_EPILOGUE_GELU_BIAS;
+  const cudaDataType_t typeAB = f16 ? CUDA_R_16F : CUDA_R_8F_E4M3;
   const cudaDataType_t typeD =
       form == "gelu_bias_e4m3" ? CUDA_R_8F_E4M3 : CUDA_R_16F;
 
   cublasLtHandle_t lt;
   CK(cublasLtCreate(&lt));
-  Fp8GemmBuffers buf(m, n, k);
-  CK(cudaMemcpy(buf.a, randomE4M3(size_t(m) * k, 1).data(), size_t(m) * k,
-                cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(buf.b, randomE4M3(size_t(n) * k, 2).data(), size_t(n) * k,
-                cudaMemcpyHostToDevice));
+  LtGemmBuffers buf(m, n, k);
+  const size_t elem = f16 ? 2 : 1;
+  CK(cudaMemcpy(buf.a, randomValues(size_t(m) * k, !f16, 1).data(),
+                size_t(m) * k * elem, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(buf.b, randomValues(size_t(n) * k, !f16, 2).data(),
+                size_t(n) * k * elem, cudaMemcpyHostToDevice));
   buf.setScales(1.f / 32, 1.f / 32, 1.f / 64);
   const size_t ws = buf.workspaceBytes;
 
-  const Fp8Matmul g(m, n, k, epilogue, typeD, buf.scaleA, buf.scaleB,
-                    buf.scaleD, buf.bias);
+  const LtMatmul g(m, n, k, typeAB, epilogue, typeD, buf.scaleA, buf.scaleB,
+                   buf.scaleD, buf.bias);
   auto call = [&](const cublasLtMatmulAlgo_t &algo) {
     return g.run(lt, algo, buf.a, buf.b, buf.d, buf.workspace, ws);
   };
@@ -130,14 +146,14 @@ int main(int argc, char **argv) {
   // (2) every configuration of every listed algorithm
   int ids[256], nids = 0;
   CK(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F,
-                              CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, CUDA_R_16F, typeD,
+                              typeAB, typeAB, CUDA_R_16F, typeD,
                               256, ids, &nids));
   std::vector<Config> configs;
   int checked = 0;
   for (int i = 0; i < nids; ++i) {
     cublasLtMatmulAlgo_t algo;
     if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F,
-                               CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, CUDA_R_16F,
+                               typeAB, typeAB, CUDA_R_16F,
                                typeD, ids[i], &algo) != CUBLAS_STATUS_SUCCESS)
       continue;
     const std::vector<uint32_t> tiles = capIds(
@@ -199,10 +215,10 @@ int main(int argc, char **argv) {
   configs.resize(std::min<size_t>(configs.size(), 5));
 
   // the finalists and the heuristic's best, re-timed together
-  std::printf("m %d n %d k %d (%.1f GFLOP), form %s: %d algorithms listed, "
+  std::printf("m %d n %d k %d (%.1f GFLOP), %s, form %s: %d algorithms listed, "
               "%d configurations checked, heuristic %d candidates\n",
-              m, n, k, 2.0 * m * n * k * 1e-9, form.c_str(), nids, checked,
-              found);
+              m, n, k, 2.0 * m * n * k * 1e-9, f16 ? "f16" : "E4M3",
+              form.c_str(), nids, checked, found);
   for (int round = 0; round < 2; ++round) {
     const float h = time(r[heurBest].algo, 50, 10);
     std::printf("  round %d: heuristic's best (rank %d) %.1f us\n", round,

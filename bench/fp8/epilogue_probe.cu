@@ -14,7 +14,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "bench/fp8/fp8_matmul.cuh"
+#include "bench/fp8/lt_matmul.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -27,7 +27,7 @@ int main(int argc, char **argv) {
   const int k = argc > 3 ? std::atoi(argv[3]) : 1024;
   cublasLtHandle_t lt;
   CK(cublasLtCreate(&lt));
-  Fp8GemmBuffers buf(m, n, k);
+  LtGemmBuffers buf(m, n, k);
   CK(cudaMemset(buf.a, 0x30, size_t(m) * k));
   CK(cudaMemset(buf.b, 0x30, size_t(n) * k));
   buf.setScales(1.f, 1.f, 1.f);
@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
   std::printf("%-22s %10s %12s %10s %8s\n", "form", "candidates",
               "first (us)", "best (us)", "rank");
   for (const Form &f : forms) {
-    const Fp8Matmul g(m, n, k, f.epilogue, f.out, buf.scaleA, buf.scaleB,
+    const LtMatmul g(m, n, k, CUDA_R_8F_E4M3, f.epilogue, f.out, buf.scaleA, buf.scaleB,
                       buf.scaleD, buf.bias);
     cublasLtMatmulPreference_t pref;
     CK(cublasLtMatmulPreferenceCreate(&pref));

@@ -1,12 +1,12 @@
-// bench/fp8/fp8_matmul.cuh — the cuBLASLt FP8 GEMM that epilogue_probe.cu and
+// bench/fp8/lt_matmul.cuh — the cuBLASLt GEMM that epilogue_probe.cu and
 // algo_search.cu time, set up as the runtime sets up the flow linears'
 // (runtime/cuda/GemmCommands.cpp): D [m outputs, n tokens] = epilogue(A^T B)
-// with A the weights (k x m, E4M3, transposed), B the activations (k x n,
-// E4M3), per-tensor A and B scales, f32 accumulation, C f16 (unread at
-// beta = 0), D f16 or E4M3 (then with a D scale), an f16 bias for the bias
-// epilogues.
-#ifndef TRELLIS_BENCH_FP8_FP8_MATMUL_CUH
-#define TRELLIS_BENCH_FP8_FP8_MATMUL_CUH
+// with A the weights (k x m, transposed), B the activations (k x n), both
+// E4M3 with per-tensor A and B scales or both f16; f32 accumulation, C f16
+// (unread at beta = 0), D f16 or E4M3 (then with a D scale), an f16 bias for
+// the bias epilogues.
+#ifndef TRELLIS_BENCH_FP8_LT_MATMUL_CUH
+#define TRELLIS_BENCH_FP8_LT_MATMUL_CUH
 
 #include "bench/fp8/bench_timing.cuh"
 
@@ -14,21 +14,25 @@
 
 #include <utility>
 
-struct Fp8Matmul {
+struct LtMatmul {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr,
                          ld = nullptr;
 
-  /// `scales`: the A, B and D scales (device floats); `bias`: m halves.
-  Fp8Matmul(int m, int n, int k, cublasLtEpilogue_t epilogue,
-            cudaDataType_t typeD, const float *scaleA, const float *scaleB,
-            const float *scaleD, const void *bias) {
+  /// `typeAB`: CUDA_R_8F_E4M3 (with the A, B and D scales, device floats) or
+  /// CUDA_R_16F (no scales); `bias`: m halves.
+  LtMatmul(int m, int n, int k, cudaDataType_t typeAB,
+           cublasLtEpilogue_t epilogue, cudaDataType_t typeD,
+           const float *scaleA, const float *scaleB, const float *scaleD,
+           const void *bias) {
     CK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
     set(CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
     set(CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn));
-    set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scaleA, sizeof(scaleA));
-    set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scaleB, sizeof(scaleB));
+    if (typeAB == CUDA_R_8F_E4M3) {
+      set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scaleA, sizeof(scaleA));
+      set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scaleB, sizeof(scaleB));
+    }
     if (typeD == CUDA_R_8F_E4M3)
       set(CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &scaleD, sizeof(scaleD));
     set(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
@@ -37,15 +41,15 @@ struct Fp8Matmul {
       set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt));
       set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
     }
-    CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, k, m, k));
-    CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, k, n, k));
+    CK(cublasLtMatrixLayoutCreate(&la, typeAB, k, m, k));
+    CK(cublasLtMatrixLayoutCreate(&lb, typeAB, k, n, k));
     // an E4M3 D needs a C of another type
     CK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16F, m, n, m));
     CK(cublasLtMatrixLayoutCreate(&ld, typeD, m, n, m));
   }
-  Fp8Matmul(const Fp8Matmul &) = delete;
-  Fp8Matmul &operator=(const Fp8Matmul &) = delete;
-  ~Fp8Matmul() {
+  LtMatmul(const LtMatmul &) = delete;
+  LtMatmul &operator=(const LtMatmul &) = delete;
+  ~LtMatmul() {
     for (auto l : {la, lb, lc, ld})
       cublasLtMatrixLayoutDestroy(l);
     cublasLtMatmulDescDestroy(desc);
@@ -67,20 +71,20 @@ private:
   }
 };
 
-/// The device buffers of one m x n x k FP8 GEMM: a 32 MiB workspace, A
-/// (m x k bytes), B (n x k), D (m x n halves, room for either D type), the
+/// The device buffers of one m x n x k GEMM: a 32 MiB workspace, A
+/// (m x k halves: room for either input type), B (n x k), D (m x n halves), the
 /// bias (m halves, zero) and the A, B and D scales (256 bytes apart, set by
 /// the caller). Freed with the process.
-struct Fp8GemmBuffers {
+struct LtGemmBuffers {
   const size_t workspaceBytes = size_t(32) << 20;
   void *workspace = nullptr, *a = nullptr, *b = nullptr, *d = nullptr,
        *bias = nullptr;
   float *scaleA = nullptr, *scaleB = nullptr, *scaleD = nullptr;
 
-  Fp8GemmBuffers(int m, int n, int k) {
+  LtGemmBuffers(int m, int n, int k) {
     CK(cudaMalloc(&workspace, workspaceBytes));
-    CK(cudaMalloc(&a, size_t(m) * k));
-    CK(cudaMalloc(&b, size_t(n) * k));
+    CK(cudaMalloc(&a, size_t(m) * k * 2));
+    CK(cudaMalloc(&b, size_t(n) * k * 2));
     CK(cudaMalloc(&d, size_t(m) * n * 2));
     CK(cudaMalloc(&bias, size_t(m) * 2));
     CK(cudaMemset(bias, 0, size_t(m) * 2));
@@ -94,4 +98,4 @@ struct Fp8GemmBuffers {
   }
 };
 
-#endif // TRELLIS_BENCH_FP8_FP8_MATMUL_CUH
+#endif // TRELLIS_BENCH_FP8_LT_MATMUL_CUH
