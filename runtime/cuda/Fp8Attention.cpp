@@ -137,23 +137,9 @@ Result<std::function<Status()>> GpuExecutor::Impl::fp8AttentionCommand(
                            "the FP8 attention's v scales of '" + p.name + "'"));
     f.v_amax = reinterpret_cast<float *>(scales);
   } else if (fp8Observer) { // calibration: the op's largest v per head
-    auto it = p.fp8Running.find(&instr);
-    if (it == p.fp8Running.end()) {
-      CUdeviceptr running = 0;
-      TRELLIS_RETURN_IF_ERROR(allocate(running,
-                                       alignUp(size_t(a.heads) * sizeof(float)),
-                                       "an FP8 calibration maximum"));
-      it = p.fp8Running
-               .emplace(&instr,
-                        Prepared::Fp8RunningAmax{running, size_t(a.heads)})
-               .first;
-      TRELLIS_RETURN_IF_ERROR(check(
-          api->cuMemsetD32Async(running, 0, unsigned(a.heads), setupStream),
-          "cuMemsetD32"));
-      TRELLIS_RETURN_IF_ERROR(
-          check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
-    }
-    f.v_amax_running = reinterpret_cast<float *>(it->second.at);
+    TRELLIS_ASSIGN_OR_RETURN(CUdeviceptr running,
+                             fp8RunningAmax(p, instr, size_t(a.heads)));
+    f.v_amax_running = reinterpret_cast<float *>(running);
   }
 
   const Fp8Tile tile = fp8TileFor(a.seqlen_q, a.cu_seqlens_q != nullptr);

@@ -102,6 +102,25 @@ GpuExecutor::Impl::uploadFp8Constants(Prepared &p, const Instr &instr,
   return at;
 }
 
+Result<CUdeviceptr> GpuExecutor::Impl::fp8RunningAmax(Prepared &p,
+                                                      const Instr &instr,
+                                                      size_t count) {
+  if (auto it = p.fp8Running.find(&instr); it != p.fp8Running.end())
+    return it->second.at;
+  if (!fp8Observer)
+    return CUdeviceptr(0);
+  CUdeviceptr at = 0;
+  TRELLIS_RETURN_IF_ERROR(allocate(at, alignUp(count * sizeof(float)),
+                                   "an FP8 calibration maximum"));
+  p.fp8Running[&instr] = {at, count};
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuMemsetD32Async(at, 0, unsigned(count), setupStream),
+            "cuMemsetD32"));
+  TRELLIS_RETURN_IF_ERROR(
+      check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
+  return at;
+}
+
 Result<CUdeviceptr> GpuExecutor::Impl::fp8StaticScales(Prepared &p,
                                                        const Instr &instr) {
   if (auto it = p.fp8StaticScales.find(&instr); it != p.fp8StaticScales.end())
@@ -177,18 +196,8 @@ Status GpuExecutor::Impl::buildFp8LinearCommand(Prepared &p, Node &node,
   } else {
     CUdeviceptr xAmax = xq + alignUp(xElems), xScale = xAmax + kAlign;
     layout.fp8ScaleB = xScale;
-    CUdeviceptr running = 0;
-    if (auto it = p.fp8Running.find(&instr); it != p.fp8Running.end()) {
-      running = it->second.at;
-    } else if (fp8Observer) { // calibration: the op's largest amax
-      TRELLIS_RETURN_IF_ERROR(
-          allocate(running, kAlign, "an FP8 calibration maximum"));
-      p.fp8Running[&instr] = {running, 1};
-      TRELLIS_RETURN_IF_ERROR(check(
-          api->cuMemsetD32Async(running, 0, 1, setupStream), "cuMemsetD32"));
-      TRELLIS_RETURN_IF_ERROR(
-          check(api->cuStreamSynchronize(setupStream), "the GPU stream"));
-    }
+    // calibration: the op's largest amax
+    TRELLIS_ASSIGN_OR_RETURN(CUdeviceptr running, fp8RunningAmax(p, instr, 1));
     quantize = [this, x, xElems, xq, xAmax, xScale, running,
                 &instr]() -> Status {
       if (Status s = quantizeFp8(x, xElems, xq, xAmax, xScale, stream, running);

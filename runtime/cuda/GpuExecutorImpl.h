@@ -95,6 +95,11 @@ struct GpuExecutor::Impl {
   /// quantize scale 448 / amax at +0, the dequantize scale amax / 448 at
   /// +kAlign (ref::e4m3ScaleFor's values), uploaded once.
   Result<CUdeviceptr> fp8StaticScales(Prepared &p, const Instr &instr);
+  /// The device maxima a calibration run raises for `instr` (`count`
+  /// floats, zeroed once, kept in Prepared::fp8Running); 0 when this is not a
+  /// calibration run.
+  Result<CUdeviceptr> fp8RunningAmax(Prepared &p, const Instr &instr,
+                                     size_t count);
   /// `values` on the device, uploaded at the op's first call and kept in
   /// Prepared::fp8StaticScales (the static scales of fp8StaticScales and of
   /// the FP8 attention's v_amax); `what` names the buffer in errors.
