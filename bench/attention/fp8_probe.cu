@@ -11,6 +11,8 @@
 // lengths (padding, masking, segment offsets). fp16 = trellis_head_rmsnorm_d64
 // on k, then the FIXED_REF kernel (q normalized in its prologue) and its online
 // twin, as GpuExecutor launches them. fp8 = v_amax + prepare + the FP8 kernel.
+// Prints an FNV-1a hash of the pre-pass's k8 and vt8 bytes per case, so two
+// builds of the pre-pass can be compared byte for byte.
 // Exit 1 when a result misses its bound (fp16: rel L2 < 3e-3; fp8: rel L2 <
 // 1e-1 — random q, k and v make the output an average of noise, whose
 // relative error is the E4M3 rounding's own, not reduced by any signal) or
@@ -286,7 +288,8 @@ static int run_case(const Case &c, int iters) {
   auto prepare = [&]() {
     cudaMemsetAsync(d_amax, 0, H * 4);
     trellis_attn_fp8_v_amax_d64<<<(T + 7) / 8, 256, H * 4>>>(f);
-    trellis_attn_fp8_prepare_d64<<<dim3(Tpad / 128, H), 128>>>(f);
+    trellis_attn_fp8_prepare_d64<<<dim3(Tpad / TRELLIS_ATTN_FP8_PAD, H),
+                                   TRELLIS_ATTN_FP8_PREP_THREADS>>>(f);
   };
   auto run8 = [&](const Fp8Kernel &kf) {
     const dim3 grid((L + kf.bm - 1) / kf.bm * B, H);
@@ -364,6 +367,21 @@ static int run_case(const Case &c, int iters) {
     CK(cudaDeviceSynchronize());
     ok &= check(d_o8, kf.name, 1e-1);
     std::printf("  %-18s %d CTAs redone by the fp16 kernel\n", "", redone(kf));
+  }
+  { // the pre-pass's bytes, to compare builds of it (FNV-1a)
+    prepare();
+    std::vector<uint8_t> bytes(static_cast<size_t>(T) * H * D);
+    auto fnv = [&](const uint8_t *d, size_t n) {
+      bytes.resize(n);
+      CK(cudaMemcpy(bytes.data(), d, n, cudaMemcpyDeviceToHost));
+      uint64_t x = 1469598103934665603ull;
+      for (uint8_t c : bytes)
+        x = (x ^ c) * 1099511628211ull;
+      return static_cast<unsigned long long>(x);
+    };
+    const unsigned long long hk = fnv(d_k8, static_cast<size_t>(T) * H * D);
+    const unsigned long long hv = fnv(d_vt8, static_cast<size_t>(Tpad) * H * D);
+    std::printf("  pre-pass bytes: k8 %016llx  vt8 %016llx\n", hk, hv);
   }
   const float t16 = timed(run16);
   const float tprep = timed(prepare);

@@ -31,4 +31,6 @@ fi
   -o "$G/fp8-algo-search"
 /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I"$ROOT" \
   "$ROOT/bench/attention/fp8_probe.cu" -o "$G/fp8-attn-probe"
+/usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I"$ROOT" \
+  "$ROOT/bench/fp8/gemm_fp8_probe.cu" -lcublasLt -lcuda -o "$G/gemm-fp8-probe"
 ls -la "$G"/tiny_fp8*.exe "$G"/large_fp8*.exe "$G"/fp8-gemm-bench "$G"/fp8-attn-probe

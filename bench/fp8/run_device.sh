@@ -5,7 +5,8 @@
 #   gemm     cuBLASLt FP8 (E4M3, per-tensor scales) vs fp16 at the flow transformers' linear shapes, and the
 #            activation's amax + quantize cost (build-gpu/fp8-gemm-bench, bench/fp8/gemm_bench.cu); the epilogues'
 #            cost with every heuristic candidate timed (build-gpu/epilogue-probe); every configuration of every
-#            FP8 algorithm cuBLASLt lists against its heuristic's best (build-gpu/fp8-algo-search)
+#            FP8 algorithm cuBLASLt lists against its heuristic's best (build-gpu/fp8-algo-search); a first FP8
+#            GEMM of our own against cuBLASLt (build-gpu/gemm-fp8-probe)
 #   check    the FP8 attention kernel alone (build-gpu/fp8-attn-probe: fp32 reference, redone tiles, times);
 #            the fused layer norms' E4M3 variants (test/gpu/codegen/check_kernels.py, bytes exact); tiny, the fp8 program with --gpu-check-ops: every GPU op (the FP8 GEMMs and attention included)
 #            against the CPU reference's exact emulation; compute-sanitizer memcheck
@@ -19,6 +20,9 @@
 #            and Chamfer distance, stage GPU times (median of the runs after the first), weights staged
 #            (bench/fp8/compare.py); the control: stage 1 of the fp16 program on its portable kernels against
 #            the native run (how far random weights' occupancy moves at fp16's own rounding differences)
+#   series   stage 1 only, the fp16 and the static-scale fp8 program alternately (SERIES_ROUNDS rounds, default
+#            4; --repeat 5 each, the median of runs 2..5 as the gate takes it): the SS ratio per round, to see
+#            one card's spread
 # Needs build-gpu/ from bench/fp8/prepare.sh. Exit 1 when check fails (the gate's figures are reported, not
 # asserted: they are the issue's questions).
 set -uo pipefail
@@ -83,6 +87,8 @@ if has gemm; then
     # shellcheck disable=SC2086
     "$B/fp8-algo-search" $case
   done | tee "$OUT/algo_search.txt"
+  # A first FP8 GEMM of our own (TMA + wgmma, bench/fp8/sm90_fp8_gemm.cuh) against cuBLASLt, SS shapes.
+  "$B/gemm-fp8-probe" | tee "$OUT/own_gemm.txt" || fail "gemm: our FP8 GEMM's results"
 fi
 if has check; then
   # The FP8 attention kernel alone against an fp32 reference and the fp16 kernels (exit 1 past its bounds).
@@ -189,5 +195,26 @@ if has gate; then
     [[ $prog == large ]] || python3 "$ROOT/bench/fp8/compare.py" /tmp/g_large /tmp/g_$prog
   done
   python3 "$ROOT/bench/fp8/compare.py" /tmp/g_large $D --ss-only
+fi
+if has series; then
+  large_model
+  [[ -x $B/large_fp8s.exe ]] || { echo "series needs large_fp8s.exe (calibrate, then prepare.sh)" >&2; exit 2; }
+  # The median of runs 2..5 of a log's stage 1.
+  ss_median_ms() {
+    python3 - "$1" <<'PY'
+import re, statistics, sys
+t = [float(x) for x in re.findall(r"^\[1/3 [^]]*\] done in [0-9.e-]+ s on the GPU \(([0-9.e-]+) s of GPU time",
+                                  open(sys.argv[1]).read(), re.M)]
+print(f"{statistics.median(t[1:]) * 1e3:.1f}")
+PY
+  }
+  for r in $(seq 1 "${SERIES_ROUNDS:-4}"); do
+    for prog in large large_fp8s; do
+      "$B/$prog.exe" --model $L --cond $L/cond.npy --seed 1 --gpu require --stop-after ss --repeat 5 \
+        --out /tmp/series_$prog > /tmp/series_$prog.log 2>&1 || fail "series: $prog stage 1"
+    done
+    a=$(ss_median_ms /tmp/series_large.log) b=$(ss_median_ms /tmp/series_large_fp8s.log)
+    echo "round $r: SS stage fp16 $a ms, fp8 static $b ms, $(python3 -c "print(f'{$a / $b:.3f}')")x"
+  done > >(tee "$OUT/series.txt")
 fi
 exit $status

@@ -445,7 +445,7 @@ trellis_head_rmsnorm_grid(const TrellisHeadRmsNormParams *p) {
  *                                  padded with zeros to a multiple of 128
  *                                  keys, keys permuted within each 32 as the
  *                                  P register fragment expects (grid
- *                                  padded_tokens / 128 x heads, 128 threads)
+ *                                  padded_tokens / 128 x heads, 256 threads)
  *   trellis_attn_fp8_sm90_d64_*   the attention: q normalized and quantized
  *                                  the same way in its prologue, then over
  *                                  k8, vt8; O fp16 (or E4M3 with o_quantize)
@@ -481,10 +481,10 @@ typedef struct TrellisAttnFp8Params {
   float o_quantize;
 } TrellisAttnFp8Params;
 
-/* Segments are padded to a multiple of 128 keys in vt8; the pre-pass kernels
- * run 128 threads per block, one per key of a 128-key block. */
+/* Segments are padded to a multiple of 128 keys in vt8; the pre-pass kernel
+ * runs 256 threads per 128-key block. */
 #define TRELLIS_ATTN_FP8_PAD 128
-#define TRELLIS_ATTN_FP8_PREP_THREADS TRELLIS_ATTN_FP8_PAD
+#define TRELLIS_ATTN_FP8_PREP_THREADS 256
 /* trellis_attn_fp8_v_amax_d64: 256 threads per block over 8 tokens, dynamic
  * shared memory of 4 bytes per head. */
 #define TRELLIS_ATTN_FP8_AMAX_THREADS 256

@@ -79,6 +79,9 @@ __host__ __device__ __forceinline__ int fp8_key_of_column(int a) {
 }
 
 // 448 / (8 max|gamma_h|): the E4M3 scale of a head-normalized row.
+__device__ __forceinline__ float fp8_head_scale_of_max(float max_abs_gamma) {
+  return max_abs_gamma > 0.f ? 448.f / (8.f * max_abs_gamma) : 1.f;
+}
 __device__ __forceinline__ float fp8_head_scale(const float *gamma_h) {
   float m = 0.f;
 #pragma unroll
@@ -87,7 +90,7 @@ __device__ __forceinline__ float fp8_head_scale(const float *gamma_h) {
     m = fmaxf(
         m, fmaxf(fmaxf(fabsf(g.x), fabsf(g.y)), fmaxf(fabsf(g.z), fabsf(g.w))));
   }
-  return m > 0.f ? 448.f / (8.f * m) : 1.f;
+  return fp8_head_scale_of_max(m);
 }
 __device__ __forceinline__ float fp8_v_scale(float amax) {
   return amax > 0.f ? 448.f / amax : 1.f;
@@ -174,28 +177,47 @@ __device__ __forceinline__ void attn_fp8_v_amax(const TrellisAttnFp8Params &p) {
   }
 }
 
-// Eight lanes per 64-wide row (lane c holds halves 8c .. 8c+7): the head RMS
-// norm of q or k (rmsnorm_chunk: the fp16 result TRELLIS multiplies) times
-// `scale`, as 8 E4M3 bytes. Every lane of the 8 must call it (shuffles).
-__device__ __forceinline__ uint2 fp8_norm_chunk(uint4 x, const float *gamma,
-                                                float scale, int c) {
+// Eight lanes per 64-wide row (lane c holds halves 8c .. 8c+7, g its 8
+// gains): the head RMS norm of q or k (rmsnorm_chunk: the fp16 result TRELLIS
+// multiplies) times `scale`, as 8 E4M3 bytes. Every lane of the 8 must call
+// it (shuffles).
+__device__ __forceinline__ uint2 fp8_norm_chunk(uint4 x, const float (&g)[8],
+                                                float scale) {
   float ss = sumsq_chunk(x);
 #pragma unroll
   for (int m = 1; m < 8; m <<= 1)
     ss += __shfl_xor_sync(0xffffffffu, ss, m);
-  const float4 g0 = __ldg(reinterpret_cast<const float4 *>(gamma + c * 8));
-  const float4 g1 = __ldg(reinterpret_cast<const float4 *>(gamma + c * 8 + 4));
-  const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
   return trellis_fp8_quantize8(rmsnorm_chunk(x, rms_inv(ss), g, 8.f), scale);
 }
 
-// ---- pre-pass 2: k8, vt8 (grid: padded_tokens / 128 x heads, 128
-// threads: 8 lanes per key, 16 keys per pass over the block's 128 keys)
+// Four 4-byte words w[k] -> four words o[r] with byte k of o[r] = byte r of
+// w[k] (a 4 x 4 byte transpose, eight byte permutes).
+__device__ __forceinline__ void transpose4x4_bytes(const uint32_t (&w)[4],
+                                                   uint32_t (&o)[4]) {
+  const uint32_t t0 = __byte_perm(w[0], w[1], 0x5140); // w0.b0 w1.b0 w0.b1 w1.b1
+  const uint32_t t1 = __byte_perm(w[0], w[1], 0x7362); // w0.b2 w1.b2 w0.b3 w1.b3
+  const uint32_t t2 = __byte_perm(w[2], w[3], 0x5140);
+  const uint32_t t3 = __byte_perm(w[2], w[3], 0x7362);
+  o[0] = __byte_perm(t0, t2, 0x5410);
+  o[1] = __byte_perm(t0, t2, 0x7632);
+  o[2] = __byte_perm(t1, t3, 0x5410);
+  o[3] = __byte_perm(t1, t3, 0x7632);
+}
+
+// ---- pre-pass 2: k8, vt8 (grid: padded_tokens / 128 x heads, 256
+// threads: 8 lanes per key, 32 keys per pass over the block's 128 keys; then
+// each thread transposes 4 head-dim rows x 8 columns of the block's E4M3 v)
 __device__ __forceinline__ void
 attn_fp8_prepare(const TrellisAttnFp8Params &p) {
   constexpr int T = TRELLIS_ATTN_FP8_PAD;
+  constexpr int D = kFp8HeadDim;
   constexpr int kRowsPerPass = kFp8PrepThreads / 8;
-  __shared__ __align__(16) uint8_t sv[T][kFp8HeadDim + 8];
+  static_assert(kFp8PrepThreads == (D / 4) * (T / 8),
+                "one thread per 4 rows x 8 columns of vt8");
+  // E4M3 v, one 68-byte row per key (17 words: fewer bank conflicts for
+  // the transpose's word reads than 64 or 72)
+  constexpr int kSvWords = D / 4 + 1;
+  __shared__ uint32_t sv[T * kSvWords];
   const int h = blockIdx.y, tid = threadIdx.x, c = tid % 8;
   const int col0 = blockIdx.x * T; // first padded column of this block
   // the segment holding the block
@@ -210,8 +232,7 @@ attn_fp8_prepare(const TrellisAttnFp8Params &p) {
       seg = fp8_segment(p, ++b);
   }
   const bool varlen = p.cu_seqlens != nullptr;
-  const float *gk = p.k_gamma + h * kFp8HeadDim;
-  const float sk = fp8_head_scale(gk);
+  const float *gk = p.k_gamma + h * D;
   const float sv_scale = fp8_v_scale(__ldg(p.v_amax + h));
   // Every row's k and v loaded before the first store: the compiler cannot
   // move a load above a store to k8 (they might alias), and one memory
@@ -233,42 +254,57 @@ attn_fp8_prepare(const TrellisAttnFp8Params &p) {
           c * 8);
     }
   }
+  const float4 g0 = __ldg(reinterpret_cast<const float4 *>(gk + c * 8));
+  const float4 g1 = __ldg(reinterpret_cast<const float4 *>(gk + c * 8 + 4));
+  const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+  // the head's scale (fp8_head_scale) from the 8 lanes' gains
+  float gmax = 0.f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    gmax = fmaxf(gmax, fabsf(g[e]));
+#pragma unroll
+  for (int m = 1; m < 8; m <<= 1)
+    gmax = fmaxf(gmax, __shfl_xor_sync(0xffffffffu, gmax, m));
+  const float sk = fp8_head_scale_of_max(gmax);
 #pragma unroll
   for (int j = 0; j < kRows; ++j) {
     const int r = tid / 8 + j * kRowsPerPass;
     const int i = col0 - seg.pad_start + r; // token within the segment
     // every lane joins the norms' shuffles; only a row of the segment stores
-    const uint2 k8 = fp8_norm_chunk(kx[j], gk, sk, c);
+    const uint2 k8 = fp8_norm_chunk(kx[j], g, sk);
     if (i < seg.len) {
       const int64_t dst =
-          (static_cast<int64_t>(h) * p.tokens + seg.start + i) * kFp8HeadDim +
-          c * 8;
+          (static_cast<int64_t>(h) * p.tokens + seg.start + i) * D + c * 8;
       *reinterpret_cast<uint2 *>(p.k8 + dst) = k8;
     }
     const uint2 v8 = trellis_fp8_quantize8(vx[j], sv_scale); // 0 past the end
-    *reinterpret_cast<uint2 *>(&sv[r][c * 8]) = v8;
+    sv[r * kSvWords + 2 * c] = v8.x;
+    sv[r * kSvWords + 2 * c + 1] = v8.y;
   }
   __syncthreads();
-  // vt8 row n, this block's 128 columns: thread r writes half (r & 1) of row
-  // r / 2, in the P fragment's key order
-  const int n = tid >> 1, a0 = (tid & 1) * (T / 2);
-  uint8_t *dst = p.vt8 +
-                 (static_cast<int64_t>(h) * kFp8HeadDim + n) * p.padded_tokens +
-                 col0 + a0;
+  // vt8 rows 4g .. 4g+3, this block's columns 8o .. 8o+7 (a warp's 16
+  // lanes of one g store 128 contiguous bytes of each row), in the P
+  // fragment's key order: columns a .. a+3 (a a multiple of 4) hold keys
+  // k0, k0 + 1, k0 + 8, k0 + 9, k0 = fp8_key_of_column(a)
+  const int o = tid % 16, gq = tid / 16;
+  uint32_t out[4][2];
 #pragma unroll
-  for (int a = 0; a < T / 2; a += 16) {
-    uint32_t w[4];
+  for (int half = 0; half < 2; ++half) {
+    const int k0 = fp8_key_of_column(8 * o + 4 * half);
+    const uint32_t w[4] = {sv[k0 * kSvWords + gq], sv[(k0 + 1) * kSvWords + gq],
+                           sv[(k0 + 8) * kSvWords + gq],
+                           sv[(k0 + 9) * kSvWords + gq]};
+    uint32_t t[4];
+    transpose4x4_bytes(w, t);
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      uint32_t x = 0;
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        x |= static_cast<uint32_t>(sv[fp8_key_of_column(a0 + a + 4 * q + e)][n])
-             << (8 * e);
-      w[q] = x;
-    }
-    *reinterpret_cast<uint4 *>(dst + a) = make_uint4(w[0], w[1], w[2], w[3]);
+    for (int r = 0; r < 4; ++r)
+      out[r][half] = t[r];
   }
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+    *reinterpret_cast<uint2 *>(
+        p.vt8 + (static_cast<int64_t>(h) * D + 4 * gq + r) * p.padded_tokens +
+        col0 + 8 * o) = make_uint2(out[r][0], out[r][1]);
 }
 
 // ---- the attention kernel (grid: num_seqs * ceil(seqlen / BM) x heads, BM * 2

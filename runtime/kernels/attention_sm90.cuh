@@ -61,6 +61,22 @@ __device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
       "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar)
       : "memory");
 }
+// TMA (the GEMM kernels): this thread's arrival on `bar`, expecting `bytes`
+// more from the copies that complete on it; a 2D tile of the tensor map (a
+// __grid_constant__ CUtensorMap) at coordinates (c0, c1).
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+      "r"(bytes)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *map,
+                                            int c0, int c1, uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+               : "memory");
+}
 // The K/V stage ring of the MBAR_PIPELINE kernels (here and
 // attention_fp8_sm90.cuh): STAGES stages at `bars` (full[st] then empty[st],
 // 8 bytes each). Stage st is published by full[st] — one cp.async arrival

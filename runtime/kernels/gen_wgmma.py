@@ -8,6 +8,8 @@ NS = [32, 64, 72, 80, 96, 128, 192, 256]
 # E4M3 x E4M3 (k32), A from registers: the FP8 attention kernel's Q K^T (N = keys
 # per tile) and P V (N = head dim 64 + 8 columns of ones).
 NS_E4M3 = [64, 72, 128]
+# E4M3 x E4M3 (k32), both from shared memory: the FP8 GEMM's tiles.
+NS_E4M3_SS = [128, 256]
 
 
 def regs(lo, n):
@@ -27,6 +29,7 @@ out.append(
 //   wgmma_rs<N, TRANS_B>(d, a, descB, scale_d)       A from registers (m64k16 fragment), B from smem
 //   wgmma_rs_e4m3<N>(d, a, descB, scale_d)           E4M3 x E4M3, k32: A from registers (m64k32 fragment:
 //                                                    4 registers of 4 E4M3 each), B K-major in smem
+//   wgmma_ss_e4m3<N>(d, descA, descB, scale_d)       E4M3 x E4M3, k32: A and B K-major in smem
 // d holds the m64nN accumulator fragment (N/2 floats per thread). scale_d == 0 means D = A*B.
 #pragma once
 #include <stdint.h>
@@ -36,6 +39,7 @@ namespace trellis_attn {
 template <int N> __device__ __forceinline__ void wgmma_ss(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d);
 template <int N, int TRANS_B> __device__ __forceinline__ void wgmma_rs(float* d, const uint32_t* a, uint64_t desc_b, int scale_d);
 template <int N> __device__ __forceinline__ void wgmma_rs_e4m3(float* d, const uint32_t* a, uint64_t desc_b, int scale_d);
+template <int N> __device__ __forceinline__ void wgmma_ss_e4m3(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d);
 """
 )
 out.append("#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)")
@@ -75,6 +79,19 @@ template <> __device__ __forceinline__ void wgmma_rs_e4m3<{n}>(float* d, const u
       "{{{regs(0, m)}}}, {{{regs(m, 4)}}}, %{m+4}, p, 1, 1;\\n}}\\n"
       : {acc_operands(m)}
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}}"""
+    )
+for n in NS_E4M3_SS:
+    m = n // 2
+    out.append(
+        f"""
+template <> __device__ __forceinline__ void wgmma_ss_e4m3<{n}>(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) {{
+  asm volatile(
+      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{m+2}, 0;\\n"
+      "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 "
+      "{{{regs(0, m)}}}, %{m}, %{m+1}, p, 1, 1;\\n}}\\n"
+      : {acc_operands(m)}
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }}"""
     )
 out.append("#endif  // sm_90a\n\n}  // namespace trellis_attn")
