@@ -14,10 +14,10 @@
 //                    than fp32, which shows at K = 4096), then the epilogue
 //                    from registers.
 // K must be a multiple of 128 and N of BN; rows past M are TMA's zeros and
-// are not stored. The tile machinery is runtime/kernels/gemm_norm_sm90.cuh's.
+// are not stored. The K loop is runtime/kernels/tma_wgmma_ring.cuh's.
 #pragma once
 
-#include "runtime/kernels/attention_sm90.cuh"
+#include "runtime/kernels/tma_wgmma_ring.cuh"
 
 #include <cuda.h>
 
@@ -40,8 +40,6 @@ struct TrellisGemmFp8Params {
 
 namespace trellis_gemm {
 
-using namespace trellis_attn;
-
 template <int BN, int STAGES>
 __device__ __forceinline__ void gemmFp8Sm90(const CUtensorMap *mapX,
                                             const CUtensorMap *mapW,
@@ -52,37 +50,27 @@ __device__ __forceinline__ void gemmFp8Sm90(const CUtensorMap *mapX,
 
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const uint32_t bars = base + STAGES * kStageBytes;
-  auto full = [&](int s) { return bars + 8 * s; };
-  auto empty = [&](int s) { return bars + 8 * (STAGES + s); };
+  // one arrival per consumer warp gives a stage back
+  const TmaWgmmaRing<STAGES, 8> ring{base, kStageBytes,
+                                     base + STAGES * kStageBytes};
 
   const int tid = threadIdx.x;
   const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
   const int m0 = int(blockIdx.y) * BM, n0 = int(blockIdx.x) * BN;
   const int ksteps = p.k / BK;
 
-  if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full(s), 1);
-      mbar_init(empty(s), 8); // one arrival per consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  if (tid == 0)
+    ring.init();
   __syncthreads();
 
   if (wg == 0) {
     // Producer warpgroup. Its registers go to the consumers.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     if (tid == 0)
-      for (int kt = 0; kt < ksteps; ++kt) {
-        const int s = kt % STAGES;
-        if (kt >= STAGES)
-          mbar_wait(empty(s), ((kt / STAGES) - 1) & 1);
-        mbar_expect_tx(full(s), kStageBytes);
-        const uint32_t dst = base + s * kStageBytes;
-        tma_load_2d(dst, mapX, kt * BK, m0, full(s));
-        tma_load_2d(dst + kXBytes, mapW, kt * BK, n0, full(s));
-      }
+      ring.produce(ksteps, [&](int kt, uint32_t dst, uint32_t full) {
+        tma_load_2d(dst, mapX, kt * BK, m0, full);
+        tma_load_2d(dst + kXBytes, mapW, kt * BK, n0, full);
+      });
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -96,22 +84,12 @@ __device__ __forceinline__ void gemmFp8Sm90(const CUtensorMap *mapX,
 
   const uint64_t descX0 = smem_desc<128>(base + cw * (64 * BK), 16, 1024);
   const uint64_t descW0 = smem_desc<128>(base + kXBytes, 16, 1024);
-  for (int kt = 0; kt < ksteps; ++kt) {
-    const int s = kt % STAGES;
-    mbar_wait(full(s), (kt / STAGES) & 1);
-    const uint64_t stage = uint64_t((s * kStageBytes) >> 4);
-    wgmma_fence();
+  ring.consume(ksteps, lane, [&](uint64_t stage) {
 #pragma unroll
     for (int kk = 0; kk < BK / 32; ++kk) // 32 bytes (k32) per wgmma
       wgmma_ss_e4m3<BN>(acc, descX0 + stage + kk * 2, descW0 + stage + kk * 2,
                         1);
-    wgmma_commit();
-    // The products of step kt - 1 are done: give its stage back.
-    wgmma_wait<1>();
-    if (kt > 0 && lane == 0)
-      mbar_arrive(empty((kt - 1) % STAGES));
-  }
-  wgmma_wait<0>();
+  });
   fence_regs<BN / 2>(acc);
 
   // Accumulator fragment: acc[4j + 2i + e] is row 64 cw + 16 warp + lane/4 +

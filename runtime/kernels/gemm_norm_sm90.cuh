@@ -22,8 +22,8 @@
 // normalizes and stores its own slice.
 #pragma once
 
-#include "runtime/kernels/attention_sm90.cuh"
 #include "runtime/kernels/gemm_norm.h"
+#include "runtime/kernels/tma_wgmma_ring.cuh"
 
 #include <cuda.h>
 
@@ -88,8 +88,8 @@ gemmNormSm90(const CUtensorMap *mapA, const CUtensorMap *mapW,
   const uint32_t bars = vecs + 18 * BN;
   const uint32_t epi = bars + 16 * STAGES;
   const uint32_t stats = bars + 128; // float2 [BM]
-  auto full = [&](int s) { return bars + 8 * s; };
-  auto empty = [&](int s) { return bars + 8 * (STAGES + s); };
+  // one arrival per consumer warp gives a stage back
+  const TmaWgmmaRing<STAGES, 8> ring{base, kStageBytes, bars};
 
   const int tid = threadIdx.x;
   const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
@@ -108,10 +108,7 @@ gemmNormSm90(const CUtensorMap *mapA, const CUtensorMap *mapW,
   const int64_t vec = (m0 / p.tokens) * N; // the sample's [n] vectors
 
   if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full(s), 1);
-      mbar_init(empty(s), 8); // one arrival per consumer warp
-    }
+    ring.init();
     mbar_init(epi, 1 + 96); // x's TMA + the vector loaders
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -121,20 +118,15 @@ gemmNormSm90(const CUtensorMap *mapA, const CUtensorMap *mapW,
     // Producer warpgroup. Its registers go to the consumers.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     if (tid == 0) {
-      for (int kt = 0; kt < ksteps; ++kt) {
-        const int s = kt % STAGES;
-        if (kt >= STAGES)
-          mbar_wait(empty(s), ((kt / STAGES) - 1) & 1);
-        mbar_expect_tx(full(s), kStageBytes);
-        const uint32_t dst = base + s * kStageBytes;
-        tma_load_2d(dst, mapA, kt * BK, int(m0), full(s));
-        tma_load_2d(dst + kABytes, mapW, kt * BK, n0, full(s));
-      }
+      ring.produce(ksteps, [&](int kt, uint32_t dst, uint32_t full) {
+        tma_load_2d(dst, mapA, kt * BK, int(m0), full);
+        tma_load_2d(dst + kABytes, mapW, kt * BK, n0, full);
+      });
       // x's tile, once the consumers have given back the two stages for the
       // last time (use u of stage s completes phase u of empty[s]).
       for (int s : {xStage0, xStage1}) {
         const int uses = (ksteps - s + STAGES - 1) / STAGES;
-        mbar_wait(empty(s), (uses - 1) & 1);
+        mbar_wait(ring.empty(s), (uses - 1) & 1);
       }
       mbar_expect_tx(epi, BM * BN * 2);
       for (int slab = 0; slab < BN / 64; ++slab)
@@ -185,21 +177,11 @@ gemmNormSm90(const CUtensorMap *mapA, const CUtensorMap *mapW,
 
   const uint64_t descA0 = smem_desc<128>(base + cw * (64 * 128), 16, 1024);
   const uint64_t descW0 = smem_desc<128>(base + kABytes, 16, 1024);
-  for (int kt = 0; kt < ksteps; ++kt) {
-    const int s = kt % STAGES;
-    mbar_wait(full(s), (kt / STAGES) & 1);
-    const uint64_t stage = uint64_t((s * kStageBytes) >> 4);
-    wgmma_fence();
+  ring.consume(ksteps, lane, [&](uint64_t stage) {
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk)
       wgmma_ss<BN>(acc, descA0 + stage + kk * 2, descW0 + stage + kk * 2, 1);
-    wgmma_commit();
-    // The products of step kt - 1 are done: give its stage back.
-    wgmma_wait<1>();
-    if (kt > 0 && lane == 0)
-      mbar_arrive(empty((kt - 1) % STAGES));
-  }
-  wgmma_wait<0>();
+  });
   fence_regs<BN / 2>(acc);
   mbar_wait(epi, 0);
 
