@@ -48,12 +48,11 @@ CUtensorMap tensorMap(const void *ptr, int rows, int k, int boxRows) {
   cuuint64_t strides[1] = {cuuint64_t(k)};
   cuuint32_t box[2] = {TRELLIS_GEMM_FP8_BK, cuuint32_t(boxRows)};
   cuuint32_t elem[2] = {1, 1};
-  CK(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
-                            const_cast<void *>(ptr), dims, strides, box, elem,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  CK(cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(ptr), dims,
+      strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return map;
 }
 
@@ -148,8 +147,9 @@ int runShape(cublasLtHandle_t lt, int m, int n, int k, int reps) {
     const double e = relError(out, ref, size_t(m) * n);
     const float t = medianUs(call, reps, reps);
     best = std::min(best, t);
-    std::printf("  cuBLASLt algo %d          %8.1f us  %6.0f TFLOP/s  err %.1e%s\n",
-                i, t, 2.0 * m * n * k / t * 1e-6, e, e < 1e-2 ? "" : "  FAIL");
+    std::printf(
+        "  cuBLASLt algo %d          %8.1f us  %6.0f TFLOP/s  err %.1e%s\n", i,
+        t, 2.0 * m * n * k / t * 1e-6, e, e < 1e-2 ? "" : "  FAIL");
     ok &= e < 1e-2;
   }
 
@@ -172,7 +172,8 @@ int runShape(cublasLtHandle_t lt, int m, int n, int k, int reps) {
     p.m = m;
     p.n = n;
     p.k = k;
-    const dim3 grid(n / kf.bn, (m + TRELLIS_GEMM_FP8_BM - 1) / TRELLIS_GEMM_FP8_BM);
+    const dim3 grid(n / kf.bn,
+                    (m + TRELLIS_GEMM_FP8_BM - 1) / TRELLIS_GEMM_FP8_BM);
     auto call = [&] {
       kf.fn<<<grid, TRELLIS_GEMM_FP8_THREADS, smem>>>(mapX, mapW, p);
     };
@@ -204,8 +205,8 @@ int main(int argc, char **argv) {
   CK(cublasLtCreate(&lt));
   std::vector<std::array<int, 3>> shapes;
   for (int i = 1; i + 2 < argc; i += 3)
-    shapes.push_back({std::atoi(argv[i]), std::atoi(argv[i + 1]),
-                      std::atoi(argv[i + 2])});
+    shapes.push_back(
+        {std::atoi(argv[i]), std::atoi(argv[i + 1]), std::atoi(argv[i + 2])});
   if (shapes.empty()) // the SS flow's linears (4096 tokens)
     shapes = {{4096, 1024, 1024},
               {4096, 3072, 1024},

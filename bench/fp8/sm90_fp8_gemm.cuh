@@ -104,14 +104,16 @@ __device__ __forceinline__ void gemmFp8Sm90(const CUtensorMap *mapX,
     if (row >= p.m)
       continue;
     const int64_t at = int64_t(row) * p.n + c0;
-    __half2 *out = reinterpret_cast<__half2 *>(static_cast<__half *>(p.out) + at);
-    const __half2 *res =
-        p.residual ? reinterpret_cast<const __half2 *>(
-                         static_cast<const __half *>(p.residual) + at)
-                   : nullptr;
+    __half2 *out =
+        reinterpret_cast<__half2 *>(static_cast<__half *>(p.out) + at);
+    const __half2 *res = p.residual
+                             ? reinterpret_cast<const __half2 *>(
+                                   static_cast<const __half *>(p.residual) + at)
+                             : nullptr;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
-      float v0 = acc[4 * j + 2 * i] * scale, v1 = acc[4 * j + 2 * i + 1] * scale;
+      float v0 = acc[4 * j + 2 * i] * scale,
+            v1 = acc[4 * j + 2 * i + 1] * scale;
       if (bias) {
         const float2 b = __half22float2(__ldg(bias + (c0 + 8 * j) / 2));
         v0 += b.x;

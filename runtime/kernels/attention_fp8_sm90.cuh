@@ -194,8 +194,10 @@ __device__ __forceinline__ uint2 fp8_norm_chunk(uint4 x, const float (&g)[8],
 // w[k] (a 4 x 4 byte transpose, eight byte permutes).
 __device__ __forceinline__ void transpose4x4_bytes(const uint32_t (&w)[4],
                                                    uint32_t (&o)[4]) {
-  const uint32_t t0 = __byte_perm(w[0], w[1], 0x5140); // w0.b0 w1.b0 w0.b1 w1.b1
-  const uint32_t t1 = __byte_perm(w[0], w[1], 0x7362); // w0.b2 w1.b2 w0.b3 w1.b3
+  const uint32_t t0 =
+      __byte_perm(w[0], w[1], 0x5140); // w0.b0 w1.b0 w0.b1 w1.b1
+  const uint32_t t1 =
+      __byte_perm(w[0], w[1], 0x7362); // w0.b2 w1.b2 w0.b3 w1.b3
   const uint32_t t2 = __byte_perm(w[2], w[3], 0x5140);
   const uint32_t t3 = __byte_perm(w[2], w[3], 0x7362);
   o[0] = __byte_perm(t0, t2, 0x5410);

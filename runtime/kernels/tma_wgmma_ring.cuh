@@ -49,7 +49,8 @@ template <int STAGES, int CONSUMER_WARPS> struct TmaWgmmaRing {
   // step's wgmma; the stage of the step before goes back once they are done.
   // Returns with every wgmma complete.
   template <class Mma>
-  __device__ __forceinline__ void consume(int ksteps, int lane, Mma &&mma) const {
+  __device__ __forceinline__ void consume(int ksteps, int lane,
+                                          Mma &&mma) const {
     for (int kt = 0; kt < ksteps; ++kt) {
       const int s = kt % STAGES;
       mbar_wait(full(s), (kt / STAGES) & 1);
